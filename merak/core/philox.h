@@ -1,0 +1,45 @@
+// Counter-based random numbers (Philox 4x32-10, Salmon et al. 2011). A value depends only on
+// (key, element index, stream), so any slice of a tensor can be drawn alone and equals the same
+// slice of the whole: the basis of layout-independent initialisation and re-derivable dropout.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "merak/core/tensor.h"
+
+namespace merak {
+
+// 64-bit key from a seed and a name (FNV-1a over the name, mixed with the seed).
+uint64_t philox_key(uint64_t seed, std::string_view name);
+
+// One Philox4x32-10 block: counter (c0..c3) under a 64-bit key.
+std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, uint64_t key);
+
+// Element `index` of stream `stream`: counter = (index lo, index hi, stream lo, stream hi).
+inline std::array<uint32_t, 4> philox_at(uint64_t key, uint64_t index, uint64_t stream = 0) {
+  return philox4x32({uint32_t(index), uint32_t(index >> 32), uint32_t(stream),
+                     uint32_t(stream >> 32)},
+                    key);
+}
+
+// Uniform in [0, 1) from 24 random bits (exact in f32).
+inline float uniform01(uint32_t bits) { return float(bits >> 8) * (1.0f / 16777216.0f); }
+float philox_uniform(uint64_t key, uint64_t index, uint64_t stream = 0);
+float philox_normal(uint64_t key, uint64_t index, uint64_t stream = 0);  // Box-Muller
+
+// Where a tensor sits inside a larger one: element (i0, i1, ...) of the tensor is element
+// (offsets[0] + i0, ...) of a tensor of `full_shape`, and is drawn with that global index.
+// Empty full_shape means the tensor is the whole.
+struct SliceOf {
+  Shape full_shape;
+  Shape offsets;
+};
+
+// Fill a contiguous floating tensor (f32, f64, bf16, f16) with draws keyed by `key`.
+void fill_uniform(const Tensor& t, uint64_t key, double lo, double hi, const SliceOf& slice = {});
+void fill_normal(const Tensor& t, uint64_t key, double mean, double stddev,
+                 const SliceOf& slice = {});
+
+}  // namespace merak

@@ -1,0 +1,284 @@
+#include "merak/core/tensor.h"
+
+#include <cstring>
+
+namespace merak {
+
+Storage::Storage(size_t nbytes, Device dev) : bytes(nbytes), device(dev) {
+  allocator = allocator_for(dev);
+  data = allocator->allocate(nbytes);
+}
+
+Storage::~Storage() {
+  if (data) allocator->deallocate(data, bytes);
+}
+
+namespace {
+
+std::shared_ptr<TensorImpl> make_impl(const Shape& shape, DType dtype, Device device) {
+  for (int64_t d : shape) MERAK_CHECK(d >= 0, "negative size in shape ", shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  impl->device = device;
+  if (!device.is_meta())
+    impl->storage = std::make_shared<Storage>(numel(shape) * dtype_size(dtype), device);
+  return impl;
+}
+
+// Copies elements between two strided layouts of the same shape. The innermost dimension is a
+// tight loop on the element size; outer dimensions recurse.
+template <typename Word>
+void copy_dim(char* dst, const int64_t* dst_st, const char* src, const int64_t* src_st,
+              const int64_t* shape, int64_t rank) {
+  if (rank == 1) {
+    const int64_t n = shape[0], ds = dst_st[0], ss = src_st[0];
+    Word* d = reinterpret_cast<Word*>(dst);
+    const Word* s = reinterpret_cast<const Word*>(src);
+    if (ds == 1 && ss == 1) {
+      std::memcpy(d, s, n * sizeof(Word));
+    } else {
+      for (int64_t i = 0; i < n; ++i) d[i * ds] = s[i * ss];
+    }
+    return;
+  }
+  for (int64_t i = 0; i < shape[0]; ++i)
+    copy_dim<Word>(dst + i * dst_st[0] * int64_t(sizeof(Word)), dst_st + 1,
+                   src + i * src_st[0] * int64_t(sizeof(Word)), src_st + 1, shape + 1, rank - 1);
+}
+
+void strided_copy(const Tensor& dst, const Tensor& src) {
+  const int64_t rank = dst.dim();
+  if (dst.numel() == 0) return;
+  if (dst.is_contiguous() && src.is_contiguous()) {
+    std::memcpy(dst.raw_data(), src.raw_data(), size_t(dst.nbytes()));
+    return;
+  }
+  Shape shape = dst.shape(), ds = dst.strides(), ss = src.strides();
+  if (rank == 0) { shape = {1}; ds = {1}; ss = {1}; }
+  char* d = static_cast<char*>(dst.raw_data());
+  const char* s = static_cast<const char*>(src.raw_data());
+  const int64_t r = int64_t(shape.size());
+  switch (dtype_size(dst.dtype())) {
+    case 1: copy_dim<uint8_t>(d, ds.data(), s, ss.data(), shape.data(), r); break;
+    case 2: copy_dim<uint16_t>(d, ds.data(), s, ss.data(), shape.data(), r); break;
+    case 4: copy_dim<uint32_t>(d, ds.data(), s, ss.data(), shape.data(), r); break;
+    case 8: copy_dim<uint64_t>(d, ds.data(), s, ss.data(), shape.data(), r); break;
+  }
+}
+
+}  // namespace
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  return Tensor(make_impl(shape, dtype, device));
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  if (!device.is_meta()) std::memset(t.raw_data(), 0, size_t(t.nbytes()));
+  return t;
+}
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  t.fill_(value);
+  return t;
+}
+
+bool Tensor::is_contiguous() const {
+  const auto& s = impl().shape;
+  int64_t expect = 1;
+  for (int64_t i = int64_t(s.size()) - 1; i >= 0; --i) {
+    if (s[i] == 1) continue;
+    if (impl().strides[i] != expect) return false;
+    expect *= s[i];
+  }
+  return true;
+}
+
+std::string Tensor::str() const {
+  if (!defined()) return "undefined";
+  return std::string(dtype_name(dtype())) + shape_str(shape()) + " " + device().str();
+}
+
+void* Tensor::raw_data() const {
+  MERAK_CHECK(!is_meta(), "data access on a Meta tensor ", str());
+  MERAK_CHECK(device().is_cpu(), "host data access on a ", device().str(), " tensor");
+  return static_cast<char*>(impl().storage->data) + impl().offset * int64_t(dtype_size(dtype()));
+}
+
+double Tensor::item() const {
+  MERAK_CHECK(numel() == 1, "item() on ", str(), " with ", numel(), " elements");
+  const void* p = raw_data();
+  switch (dtype()) {
+    case DType::F32: return *static_cast<const float*>(p);
+    case DType::F64: return *static_cast<const double*>(p);
+    case DType::BF16: return bf16_to_f32(*static_cast<const uint16_t*>(p));
+    case DType::F16: return f16_to_f32(*static_cast<const uint16_t*>(p));
+    case DType::I32: return *static_cast<const int32_t*>(p);
+    case DType::I64: return double(*static_cast<const int64_t*>(p));
+    case DType::Bool: return *static_cast<const bool*>(p) ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
+  MERAK_CHECK(shape.size() == strides.size(), "as_strided: rank of shape and strides differ");
+  auto v = std::make_shared<TensorImpl>();
+  v->storage = impl().storage;
+  v->offset = offset;
+  v->shape = shape;
+  v->strides = strides;
+  v->dtype = dtype();
+  v->device = device();
+  return Tensor(v);
+}
+
+Tensor Tensor::view(const Shape& target) const {
+  const Shape shape = infer_reshape(target, numel());
+  if (is_contiguous()) return as_strided(shape, contiguous_strides(shape), impl().offset);
+  // Non-contiguous: walk the old dims from the right in chunks that are contiguous among
+  // themselves; each chunk must be covered exactly by a run of new dims, which then get strides
+  // relative to the chunk's innermost stride.
+  const Shape& os = impl().shape;
+  const Shape& ost = impl().strides;
+  Shape nst(shape.size(), 1);
+  int64_t nd = int64_t(shape.size()) - 1;
+  int64_t base = ost.back(), old_count = 1, new_count = 1;
+  for (int64_t od = int64_t(os.size()) - 1; od >= 0; --od) {
+    old_count *= os[od];
+    const bool chunk_ends = od == 0 || (os[od - 1] != 1 && ost[od - 1] != old_count * base);
+    if (!chunk_ends) continue;
+    while (nd >= 0 && (new_count < old_count || shape[nd] == 1)) {
+      nst[nd] = new_count * base;
+      new_count *= shape[nd];
+      --nd;
+    }
+    MERAK_CHECK(new_count == old_count, "view ", shape_str(shape), " of ", str(),
+                " does not fit its strides; reshape copies instead");
+    if (od > 0) {
+      base = ost[od - 1];
+      old_count = new_count = 1;
+    }
+  }
+  MERAK_CHECK(nd < 0, "view ", shape_str(shape), " of ", str(), " failed");
+  return as_strided(shape, nst, impl().offset);
+}
+
+Tensor Tensor::permute(const std::vector<int64_t>& order) const {
+  MERAK_CHECK(int64_t(order.size()) == dim(), "permute of ", str(), " needs ", dim(), " dims");
+  Shape shape(order.size()), strides(order.size());
+  std::vector<bool> seen(order.size(), false);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int64_t d = normalize_dim(order[i], dim());
+    MERAK_CHECK(!seen[d], "permute: dim ", d, " repeated");
+    seen[d] = true;
+    shape[i] = impl().shape[d];
+    strides[i] = impl().strides[d];
+  }
+  return as_strided(shape, strides, impl().offset);
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  std::vector<int64_t> order(dim());
+  for (int64_t i = 0; i < dim(); ++i) order[i] = i;
+  std::swap(order[normalize_dim(d0, dim())], order[normalize_dim(d1, dim())]);
+  return permute(order);
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  d = normalize_dim(d, dim());
+  const int64_t n = impl().shape[d];
+  MERAK_CHECK(start >= 0 && length >= 0 && start + length <= n, "narrow(dim ", d, ", start ",
+              start, ", length ", length, ") out of range for ", str());
+  Shape shape = impl().shape;
+  shape[d] = length;
+  return as_strided(shape, impl().strides, impl().offset + start * impl().strides[d]);
+}
+
+Tensor Tensor::expand(const Shape& target) const {
+  MERAK_CHECK(int64_t(target.size()) >= dim(), "expand ", str(), " to ", shape_str(target));
+  const int64_t lead = int64_t(target.size()) - dim();
+  Shape strides(target.size(), 0);
+  for (int64_t i = 0; i < dim(); ++i) {
+    const int64_t s = impl().shape[i], t = target[lead + i];
+    MERAK_CHECK(s == t || s == 1, "expand ", str(), " to ", shape_str(target));
+    strides[lead + i] = s == t ? impl().strides[i] : 0;
+  }
+  return as_strided(target, strides, impl().offset);
+}
+
+Tensor Tensor::unsqueeze(int64_t d) const {
+  d = normalize_dim(d, dim() + 1);
+  Shape shape = impl().shape, strides = impl().strides;
+  const int64_t st = d < dim() ? strides[d] * shape[d] : 1;
+  shape.insert(shape.begin() + d, 1);
+  strides.insert(strides.begin() + d, st);
+  return as_strided(shape, strides, impl().offset);
+}
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(shape(), dtype(), device());
+  if (!is_meta()) strided_copy(out, *this);
+  return out;
+}
+
+void Tensor::copy_(const Tensor& src) const {
+  MERAK_CHECK(shape() == src.shape() && dtype() == src.dtype(), "copy_ from ", src.str(),
+              " into ", str());
+  if (is_meta() || src.is_meta()) return;
+  strided_copy(*this, src);
+}
+
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  if (target.is_meta()) return empty(shape(), dtype(), target);
+  MERAK_CHECK(!is_meta(), "cannot move a Meta tensor (it has no data) to ", target.str());
+  MERAK_FAIL("copy from ", device().str(), " to ", target.str(), " needs the CUDA backend");
+}
+
+void Tensor::fill_(double value) const {
+  if (is_meta()) return;
+  MERAK_CHECK(is_contiguous(), "fill_ on a non-contiguous tensor");
+  const int64_t n = numel();
+  void* p = raw_data();
+  switch (dtype()) {
+    case DType::F32: std::fill_n(static_cast<float*>(p), n, float(value)); break;
+    case DType::F64: std::fill_n(static_cast<double*>(p), n, value); break;
+    case DType::BF16: std::fill_n(static_cast<uint16_t*>(p), n, f32_to_bf16(float(value))); break;
+    case DType::F16: std::fill_n(static_cast<uint16_t*>(p), n, f32_to_f16(float(value))); break;
+    case DType::I32: std::fill_n(static_cast<int32_t*>(p), n, int32_t(value)); break;
+    case DType::I64: std::fill_n(static_cast<int64_t*>(p), n, int64_t(value)); break;
+    case DType::Bool: std::fill_n(static_cast<bool*>(p), n, value != 0); break;
+  }
+}
+
+Tensor Tensor::detach() const {
+  return as_strided(shape(), strides(), impl().offset);
+}
+
+std::vector<int64_t> element_offsets(const Tensor& t) {
+  std::vector<int64_t> out(size_t(t.numel()));
+  const Shape& shape = t.shape();
+  const Shape& st = t.strides();
+  const int64_t rank = t.dim();
+  std::vector<int64_t> idx(rank, 0);
+  int64_t off = t.impl().offset;
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = off;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d]) { off += st[d]; break; }
+      off -= st[d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace merak

@@ -1,0 +1,153 @@
+// Scaled dot-product attention (flash-style: the forward saves a log-sum-exp per query row and
+// the backward recomputes probabilities from it, so no Tq x Tk matrix outlives a kernel call).
+#include <cmath>
+
+#include "merak/ops/functional.h"
+#include "merak/ops/op_util.h"
+
+namespace merak::ops {
+namespace {
+
+// Checks q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, Dv], mask bool [B, Tk] and returns out's
+// shape [B, H, Tq, Dv].
+Shape attention_out_shape(const TensorMeta& q, const TensorMeta& k, const TensorMeta& v,
+                          const TensorMeta* mask) {
+  expect_floating(q, "q");
+  MERAK_CHECK(q.shape.size() == 4, "q must be [B, H, Tq, D], got ", shape_str(q.shape));
+  MERAK_CHECK(k.shape.size() == 4, "k must be [B, H, Tk, D], got ", shape_str(k.shape));
+  MERAK_CHECK(v.shape.size() == 4, "v must be [B, H, Tk, Dv], got ", shape_str(v.shape));
+  MERAK_CHECK(k.dtype == q.dtype && v.dtype == q.dtype, "q, k, v dtypes differ: ",
+              dtype_name(q.dtype), ", ", dtype_name(k.dtype), ", ", dtype_name(v.dtype));
+  MERAK_CHECK(k.shape[0] == q.shape[0] && k.shape[1] == q.shape[1] && k.shape[3] == q.shape[3],
+              "k ", shape_str(k.shape), " does not match q ", shape_str(q.shape),
+              " in batch, heads or head dim");
+  MERAK_CHECK(v.shape[0] == k.shape[0] && v.shape[1] == k.shape[1] && v.shape[2] == k.shape[2],
+              "v ", shape_str(v.shape), " does not match k ", shape_str(k.shape),
+              " in batch, heads or keys");
+  if (mask && mask->defined) {
+    MERAK_CHECK(mask->dtype == DType::Bool, "key_padding_mask must be bool, got ",
+                dtype_name(mask->dtype));
+    MERAK_CHECK(mask->shape == (Shape{k.shape[0], k.shape[2]}),
+                "key_padding_mask must be [B, Tk] = [", k.shape[0], ", ", k.shape[2], "], got ",
+                shape_str(mask->shape));
+  }
+  return {q.shape[0], q.shape[1], q.shape[2], v.shape[3]};
+}
+
+// (query, key) pairs that are computed, per head: causal attention skips the upper triangle.
+double attended_pairs(int64_t tq, int64_t tk, bool causal) {
+  if (!causal) return double(tq) * double(tk);
+  double n = 0;
+  for (int64_t i = 0; i < tq; ++i) n += double(std::min(tk, std::max<int64_t>(0, i + tk - tq + 1)));
+  return n;
+}
+
+std::vector<AttrSpec> attention_attrs() {
+  return {{"causal", AttrKind::Bool, AttrValue(false)}, {"scale", AttrKind::Float, AttrValue(0.0)}};
+}
+
+// Backward FLOPs of one call: recompute Q K^T, then dO V^T, dS K, dS^T Q, P^T dO (five products)
+// plus a few elementwise passes over the probability blocks.
+double attention_bwd_flops(const TensorMeta& q, const TensorMeta& k, const TensorMeta& v,
+                           bool causal) {
+  const double heads = double(q.shape[0] * q.shape[1]);
+  const double pairs = attended_pairs(q.shape[2], k.shape[2], causal);
+  const double d = double(q.shape[3]), dv = double(v.shape[3]);
+  return heads * pairs * (2 * d + 2 * dv + 2 * d + 2 * d + 2 * dv + 8);
+}
+
+}  // namespace
+
+// --- sdpa ---------------------------------------------------------------------------------
+
+MERAK_REGISTER_OP(sdpa) {
+  OpDef d;
+  d.name = "sdpa";
+  d.doc = "softmax(scale * q k^T, masked) v per (batch, head), with the row log-sum-exp as aux";
+  d.inputs = {"q", "k", "v", "key_padding_mask?"};
+  d.outputs = {"out", "lse"};
+  d.attrs = attention_attrs();
+  d.infer = [](const std::vector<TensorMeta>& in, const Attrs&) {
+    const TensorMeta* mask = in.size() > 3 ? &in[3] : nullptr;
+    const Shape out = attention_out_shape(in[0], in[1], in[2], mask);
+    const Shape lse(in[0].shape.begin(), in[0].shape.end() - 1);
+    return std::vector<TensorMeta>{{out, in[0].dtype}, {lse, in[0].dtype}};
+  };
+  d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out,
+              const Attrs& at) {
+    const TensorMeta &q = in[0], &k = in[1], &v = in[2];
+    const bool causal = at.b("causal");
+    const double heads = double(q.shape[0] * q.shape[1]);
+    const double pairs = attended_pairs(q.shape[2], k.shape[2], causal);
+    OpCost c;
+    // Q K^T and P V, plus max / exp / sum / normalise over each score.
+    c.fwd_flops = heads * pairs * (2 * double(q.shape[3]) + 2 * double(v.shape[3]) + 5);
+    c.bwd_flops = attention_bwd_flops(q, k, v, causal);
+    for (const auto& m : in)
+      if (m.defined) c.bytes += double(m.nbytes());
+    for (const auto& m : out) c.bytes += double(m.nbytes());
+    return c;
+  };
+  d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
+    const Tensor& dout = c.grad_outputs[0];
+    std::vector<Tensor> grads(c.inputs.size());
+    if (!dout.defined()) return grads;
+    const Tensor mask = c.inputs.size() > 3 ? c.inputs[3] : Tensor();
+    static const OpDef& grad_op = def("sdpa_grad");
+    const std::vector<Tensor> g = call(
+        grad_op, {dout, c.inputs[0], c.inputs[1], c.inputs[2], mask, c.outputs[0], c.outputs[1]},
+        c.attrs);
+    for (int i = 0; i < 3; ++i)
+      if (c.needs_input_grad[i]) grads[i] = g[i];
+    return grads;
+  };
+  d.saves_inputs = 0b1111;
+  d.saves_outputs = 0b11;
+  d.grad_outputs = 1;
+  return d;
+}
+
+Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask,
+            bool causal, double scale) {
+  static const OpDef& op = def("sdpa");
+  return call(op, {q, k, v, key_padding_mask},
+              Attrs().set("causal", causal).set("scale", scale))[0];
+}
+
+// --- sdpa_grad ----------------------------------------------------------------------------
+
+MERAK_REGISTER_OP(sdpa_grad) {
+  OpDef d;
+  d.name = "sdpa_grad";
+  d.doc = "dq, dk, dv of sdpa from dout, recomputing probabilities block by block from lse";
+  d.inputs = {"dout", "q", "k", "v", "key_padding_mask?", "out", "lse"};
+  d.outputs = {"dq", "dk", "dv"};
+  d.attrs = attention_attrs();
+  d.infer = [](const std::vector<TensorMeta>& in, const Attrs&) {
+    const TensorMeta &dout = in[0], &q = in[1], &k = in[2], &v = in[3], &out = in[5], &lse = in[6];
+    const Shape out_shape = attention_out_shape(q, k, v, &in[4]);
+    MERAK_CHECK(dout.shape == out_shape && dout.dtype == q.dtype, "dout must be ",
+                dtype_name(q.dtype), shape_str(out_shape), ", got ", dtype_name(dout.dtype),
+                shape_str(dout.shape));
+    MERAK_CHECK(out.shape == out_shape && out.dtype == q.dtype, "out must be ",
+                dtype_name(q.dtype), shape_str(out_shape), ", got ", dtype_name(out.dtype),
+                shape_str(out.shape));
+    const Shape lse_shape(q.shape.begin(), q.shape.end() - 1);
+    MERAK_CHECK(lse.shape == lse_shape && lse.dtype == q.dtype, "lse must be ",
+                dtype_name(q.dtype), shape_str(lse_shape), ", got ", dtype_name(lse.dtype),
+                shape_str(lse.shape));
+    return std::vector<TensorMeta>{{q.shape, q.dtype}, {k.shape, k.dtype}, {v.shape, v.dtype}};
+  };
+  d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out,
+              const Attrs& at) {
+    OpCost c;
+    c.fwd_flops = attention_bwd_flops(in[1], in[2], in[3], at.b("causal"));
+    for (const auto& m : in)
+      if (m.defined) c.bytes += double(m.nbytes());
+    for (const auto& m : out) c.bytes += double(m.nbytes());
+    return c;
+  };
+  return d;
+}
+
+}  // namespace merak::ops

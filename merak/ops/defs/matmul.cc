@@ -1,0 +1,168 @@
+// matmul (batched, broadcasting, transpose flags) and linear (x W^T + b as one op).
+#include "merak/ops/functional.h"
+#include "merak/ops/op_util.h"
+
+namespace merak::ops {
+namespace {
+
+// The sizes of one matmul call: out = batch x [M, N], a contraction of length K.
+struct MatmulDims {
+  Shape batch;  // broadcast batch dims of the output
+  int64_t M = 0, N = 0, K = 0;
+};
+
+MatmulDims matmul_dims(const TensorMeta& a, const TensorMeta& b, bool ta, bool tb) {
+  expect_rank_at_least(a, 2, "a");
+  expect_rank_at_least(b, 2, "b");
+  const Shape& as = a.shape;
+  const Shape& bs = b.shape;
+  const size_t ra = as.size(), rb = bs.size();
+  MatmulDims d;
+  d.M = ta ? as[ra - 1] : as[ra - 2];
+  d.K = ta ? as[ra - 2] : as[ra - 1];
+  const int64_t kb = tb ? bs[rb - 1] : bs[rb - 2];
+  d.N = tb ? bs[rb - 2] : bs[rb - 1];
+  MERAK_CHECK(d.K == kb, "contraction sizes differ: a ", shape_str(as), (ta ? " (transposed)" : ""),
+              " has K=", d.K, ", b ", shape_str(bs), (tb ? " (transposed)" : ""), " has K=", kb);
+  d.batch = broadcast_shapes(Shape(as.begin(), as.end() - 2), Shape(bs.begin(), bs.end() - 2));
+  return d;
+}
+
+}  // namespace
+
+// --- matmul -------------------------------------------------------------------------------
+
+MERAK_REGISTER_OP(matmul) {
+  OpDef d;
+  d.name = "matmul";
+  d.doc = "op(a) @ op(b) over broadcast batch dims; op transposes the last two dims when asked";
+  d.inputs = {"a", "b"};
+  d.outputs = {"out"};
+  d.attrs = {{"trans_a", AttrKind::Bool, AttrValue(false)},
+             {"trans_b", AttrKind::Bool, AttrValue(false)}};
+  d.infer = [](const std::vector<TensorMeta>& in, const Attrs& at) {
+    expect_floating(in[0], "a");
+    expect_floating(in[1], "b");
+    MERAK_CHECK(in[0].dtype == in[1].dtype, "a is ", dtype_name(in[0].dtype), " but b is ",
+                dtype_name(in[1].dtype));
+    const MatmulDims md = matmul_dims(in[0], in[1], at.b("trans_a"), at.b("trans_b"));
+    Shape out = md.batch;
+    out.push_back(md.M);
+    out.push_back(md.N);
+    return std::vector<TensorMeta>{{out, in[0].dtype}};
+  };
+  d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out,
+              const Attrs& at) {
+    const MatmulDims md = matmul_dims(in[0], in[1], at.b("trans_a"), at.b("trans_b"));
+    OpCost c;
+    c.fwd_flops = 2.0 * double(numel(md.batch)) * double(md.M) * double(md.N) * double(md.K);
+    c.bwd_flops = 2 * c.fwd_flops;  // dA and dB are one product each
+    c.bytes = double(in[0].nbytes() + in[1].nbytes() + out[0].nbytes());
+    return c;
+  };
+  // With C = op(A) op(B): each gradient is one product of dC with the other operand, its
+  // transpose flags chosen so no operand is ever transposed in memory.
+  d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
+    const Tensor& dc = c.grad_outputs[0];
+    if (!dc.defined()) return {Tensor(), Tensor()};
+    const Tensor& a = c.inputs[0];
+    const Tensor& b = c.inputs[1];
+    const bool ta = c.attrs.b("trans_a"), tb = c.attrs.b("trans_b");
+    Tensor da, db;
+    if (c.needs_input_grad[0]) {
+      da = ta ? matmul(b, dc, tb, true) : matmul(dc, b, false, !tb);
+      da = sum_to(da, a.shape());
+    }
+    if (c.needs_input_grad[1]) {
+      const Shape& bs = b.shape();
+      const int64_t b_batch = numel(Shape(bs.begin(), bs.end() - 2));
+      const int64_t a_batch = numel(Shape(a.shape().begin(), a.shape().end() - 2));
+      if (b_batch == 1 && a_batch > 1 && !ta) {
+        // b was shared by every batch entry: its gradient sums over the batch, which is one
+        // product over the folded batch rows instead of a batch of products and a reduction.
+        const int64_t K = a.size(-1), N = dc.size(-1);
+        const Tensor a2 = reshape(a, {-1, K});
+        const Tensor dc2 = reshape(dc, {-1, N});
+        db = reshape(tb ? matmul(dc2, a2, true, false) : matmul(a2, dc2, true, false), bs);
+      } else {
+        db = tb ? matmul(dc, a, true, ta) : matmul(a, dc, !ta, false);
+        db = sum_to(db, bs);
+      }
+    }
+    return {da, db};
+  };
+  d.saves_inputs = 0b11;
+  return d;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  static const OpDef& op = def("matmul");
+  return call1(op, {a, b}, Attrs().set("trans_a", trans_a).set("trans_b", trans_b));
+}
+
+// --- linear -------------------------------------------------------------------------------
+
+MERAK_REGISTER_OP(linear) {
+  OpDef d;
+  d.name = "linear";
+  d.doc = "x [..., in] @ weight [out, in]^T + bias [out], the bias added in the GEMM's output pass";
+  d.inputs = {"x", "weight", "bias?"};
+  d.outputs = {"y"};
+  d.infer = [](const std::vector<TensorMeta>& in, const Attrs&) {
+    const TensorMeta& x = in[0];
+    const TensorMeta& w = in[1];
+    expect_floating(x, "x");
+    expect_rank_at_least(x, 1, "x");
+    MERAK_CHECK(w.shape.size() == 2, "weight must be [out, in], got ", shape_str(w.shape));
+    MERAK_CHECK(w.dtype == x.dtype, "x is ", dtype_name(x.dtype), " but weight is ",
+                dtype_name(w.dtype));
+    MERAK_CHECK(x.shape.back() == w.shape[1], "x ", shape_str(x.shape), " has ", x.shape.back(),
+                " features but weight ", shape_str(w.shape), " expects ", w.shape[1]);
+    if (in.size() > 2 && in[2].defined) {
+      const TensorMeta& b = in[2];
+      MERAK_CHECK(b.shape == Shape{w.shape[0]}, "bias must be [", w.shape[0], "] for weight ",
+                  shape_str(w.shape), ", got ", shape_str(b.shape));
+      MERAK_CHECK(b.dtype == x.dtype, "x is ", dtype_name(x.dtype), " but bias is ",
+                  dtype_name(b.dtype));
+    }
+    Shape out = x.shape;
+    out.back() = w.shape[0];
+    return std::vector<TensorMeta>{{out, x.dtype}};
+  };
+  d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out,
+              const Attrs&) {
+    const double mn = double(out[0].numel()), k = double(in[1].shape[1]);
+    const bool has_bias = in.size() > 2 && in[2].defined;
+    OpCost c;
+    c.fwd_flops = 2 * mn * k + (has_bias ? mn : 0);
+    c.bwd_flops = 4 * mn * k + (has_bias ? mn : 0);  // dx, dW products; db a column sum
+    c.bytes = double(in[0].nbytes() + in[1].nbytes() + out[0].nbytes()) +
+              (has_bias ? double(in[2].nbytes()) : 0);
+    return c;
+  };
+  // Every leading dim of x folds into one row dim, so each gradient is a single 2-D product.
+  d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
+    const Tensor& dy = c.grad_outputs[0];
+    if (!dy.defined()) return std::vector<Tensor>(c.inputs.size());
+    const Tensor& x = c.inputs[0];
+    const Tensor& w = c.inputs[1];
+    const int64_t n_out = w.size(0), n_in = w.size(1);
+    const Tensor dy2 = reshape(dy, {-1, n_out});
+    Tensor dx, dw, db;
+    if (c.needs_input_grad[0]) dx = reshape(matmul(dy2, w), x.shape());
+    if (c.needs_input_grad[1]) dw = matmul(dy2, reshape(x, {-1, n_in}), true, false);
+    if (c.needs_input_grad.size() > 2 && c.needs_input_grad[2]) db = sum(dy2, {0});
+    std::vector<Tensor> grads = {dx, dw, db};
+    grads.resize(c.inputs.size());  // bias may have been left out of the call altogether
+    return grads;
+  };
+  d.saves_inputs = 0b011;
+  return d;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  static const OpDef& op = def("linear");
+  return call1(op, {x, weight, bias});
+}
+
+}  // namespace merak::ops

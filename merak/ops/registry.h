@@ -1,0 +1,126 @@
+// The op registry: every op is defined here once (schema, Meta inference, cost, kernels per
+// device, backward formula) and everything else (eager autograd, tracer, graph executor, ONNX
+// importer, cost model, TP pass) reads that one definition.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "merak/core/tensor.h"
+#include "merak/ops/attrs.h"
+
+namespace merak::ops {
+
+// Shape and dtype of a value: what inference works on. `defined` is false for an absent optional
+// input (a linear without bias, attention without a padding mask).
+struct TensorMeta {
+  Shape shape;
+  DType dtype = DType::F32;
+  bool defined = true;
+
+  static TensorMeta of(const Tensor& t) {
+    return t.defined() ? TensorMeta{t.shape(), t.dtype(), true} : TensorMeta{{}, DType::F32, false};
+  }
+  int64_t numel() const { return merak::numel(shape); }
+  int64_t nbytes() const { return numel() * int64_t(dtype_size(dtype)); }
+};
+
+// Predicted work of one call, for the partitioner's cost model.
+struct OpCost {
+  double fwd_flops = 0;  // forward floating-point operations
+  double bwd_flops = 0;  // backward (all input gradients)
+  double bytes = 0;      // forward bytes read + written
+};
+
+// What a backward formula sees. Inputs/outputs the op saves hold data; the others are Meta tensors
+// with the right shape and dtype (so formulas can read shapes, never data). Absent optional inputs
+// are undefined. A grad_output is undefined when that output got no gradient: treat it as zero.
+struct BackwardCtx {
+  const std::vector<Tensor>& inputs;
+  const std::vector<Tensor>& outputs;
+  const std::vector<Tensor>& grad_outputs;
+  const Attrs& attrs;
+  const std::vector<bool>& needs_input_grad;
+};
+
+using InferFn = std::function<std::vector<TensorMeta>(const std::vector<TensorMeta>& inputs,
+                                                       const Attrs& attrs)>;
+using CostFn = std::function<OpCost(const std::vector<TensorMeta>& inputs,
+                                    const std::vector<TensorMeta>& outputs, const Attrs& attrs)>;
+// Writes `outputs` (allocated, contiguous, shaped by infer) from `inputs` (contiguous unless the
+// op sets strided_inputs; undefined where an optional input is absent).
+using KernelFn = std::function<void(const std::vector<Tensor>& inputs,
+                                    const std::vector<Tensor>& outputs, const Attrs& attrs)>;
+// View ops return views of their inputs instead of running a kernel (works on every device).
+using ViewFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs,
+                                                 const Attrs& attrs)>;
+// Returns one gradient per input (undefined where not needed or not differentiable), computed
+// with registry ops so it runs on any device and can itself be traced.
+using BackwardFn = std::function<std::vector<Tensor>(const BackwardCtx& ctx)>;
+
+struct OpDef {
+  std::string name;
+  std::string doc;                       // one line: what it computes
+  std::vector<std::string> inputs;       // input names; a trailing '?' marks an optional one
+  bool variadic = false;                 // last input repeats (concat)
+  std::vector<std::string> outputs;      // output names
+  std::vector<AttrSpec> attrs;
+  InferFn infer;
+  CostFn cost;                           // default: one FLOP per output element
+  ViewFn view;                           // set for view ops (they have no kernels)
+  BackwardFn backward;                   // empty: not differentiable
+  bool strided_inputs = false;           // kernel accepts non-contiguous inputs
+  // Which values the backward formula reads (bit i = input/output i). Only these are kept alive
+  // by autograd; the memory model counts them as activation memory.
+  uint32_t saves_inputs = 0;
+  uint32_t saves_outputs = 0;
+  int grad_outputs = -1;                 // how many leading outputs carry gradients (-1: all)
+
+  int min_inputs() const;
+  bool input_optional(size_t i) const;
+};
+
+// Registration happens at static-initialisation time (MERAK_REGISTER_OP in merak/ops/defs,
+// MERAK_REGISTER_KERNEL in kernels/<device>): a backend adds kernels without touching the defs.
+class Registry {
+ public:
+  static Registry& get();
+  void add(OpDef def);               // throws when the name is taken or the def is incomplete
+  const OpDef& at(const std::string& name) const;  // throws naming the op when unknown
+  const OpDef* find(const std::string& name) const;
+  std::vector<std::string> names() const;  // sorted
+
+  void add_kernel(const std::string& op, DeviceType device, KernelFn fn);
+  const KernelFn* kernel(const std::string& op, DeviceType device) const;  // null when none
+
+ private:
+  std::map<std::string, OpDef> ops_;
+  std::map<std::pair<std::string, DeviceType>, KernelFn> kernels_;
+};
+
+namespace detail {
+struct Registrar {
+  explicit Registrar(OpDef (*make)()) { Registry::get().add(make()); }
+};
+struct KernelRegistrar {
+  KernelRegistrar(const char* op, DeviceType device, KernelFn fn) {
+    Registry::get().add_kernel(op, device, std::move(fn));
+  }
+};
+}  // namespace detail
+
+// MERAK_REGISTER_OP(add) { OpDef d; d.name = "add"; ...; return d; }
+#define MERAK_REGISTER_OP(id)                                               \
+  static ::merak::ops::OpDef merak_make_op_##id();                          \
+  static ::merak::ops::detail::Registrar merak_registrar_##id(&merak_make_op_##id); \
+  static ::merak::ops::OpDef merak_make_op_##id()
+
+// MERAK_REGISTER_KERNEL(add, CPU, [](const auto& in, const auto& out, const Attrs& a) {...});
+#define MERAK_REGISTER_KERNEL(id, device, ...)                               \
+  static ::merak::ops::detail::KernelRegistrar merak_kernel_##id##_##device( \
+      #id, ::merak::DeviceType::device, __VA_ARGS__)
+
+}  // namespace merak::ops

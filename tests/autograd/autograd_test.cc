@@ -1,0 +1,133 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "merak/autograd/checkpoint.h"
+#include "merak/autograd/engine.h"
+#include "merak/autograd/grad_mode.h"
+#include "merak/autograd/node.h"
+#include "merak/core/philox.h"
+#include "merak/ops/functional.h"
+
+using namespace merak;
+namespace F = merak::ops;
+
+namespace {
+Tensor param(const Shape& shape, const char* name) {
+  Tensor t = Tensor::empty(shape);
+  fill_normal(t, philox_key(5, name), 0.0, 0.5);
+  t.set_requires_grad(true).set_name(name);
+  return t;
+}
+std::vector<float> vec(const Tensor& t) { return t.contiguous().to_vector<float>(); }
+}  // namespace
+
+TEST_CASE("gradients accumulate over multiple uses of a tensor", "[autograd]") {
+  Tensor x = Tensor::from_vector<float>({1, 2, 3}, {3}).set_requires_grad(true);
+  // y = sum(x * x + x) -> dy/dx = 2x + 1
+  Tensor y = F::sum(F::add(F::mul(x, x), x));
+  autograd::backward(y);
+  CHECK(vec(x.grad()) == std::vector<float>{3, 5, 7});
+  // A second backward on a fresh graph adds into .grad.
+  autograd::backward(F::sum(x));
+  CHECK(vec(x.grad()) == std::vector<float>{4, 6, 8});
+}
+
+TEST_CASE("no-grad scope records nothing", "[autograd]") {
+  Tensor x = param({4}, "x");
+  {
+    autograd::NoGradGuard guard;
+    Tensor y = F::mul(x, x);
+    CHECK(y.grad_fn() == nullptr);
+    CHECK_FALSE(autograd::grad_enabled());
+  }
+  CHECK(autograd::grad_enabled());
+  CHECK(F::mul(x, x).grad_fn() != nullptr);
+  Tensor c = Tensor::ones({4});
+  CHECK(F::mul(c, c).grad_fn() == nullptr);  // nothing requires grad: no node
+}
+
+TEST_CASE("backward needs a scalar root or an explicit gradient", "[autograd]") {
+  Tensor x = param({2, 3}, "x");
+  Tensor y = F::mul_scalar(x, 3.0);
+  CHECK_THROWS_WITH(autograd::backward(y), Catch::Contains("scalar"));
+  autograd::backward({y}, {Tensor::ones({2, 3})});
+  CHECK(vec(x.grad()) == std::vector<float>(6, 3.0f));
+  CHECK_THROWS_WITH(autograd::backward(F::sum(Tensor::ones({2}))),
+                    Catch::Contains("does not require gradients"));
+}
+
+TEST_CASE("saved tensors are released once their node has run", "[autograd]") {
+  Tensor a = param({3, 4}, "a");
+  Tensor b = param({4, 5}, "b");
+  Tensor y = F::sum(F::matmul(a, b));
+  auto* node = dynamic_cast<autograd::OpNode*>(y.grad_fn().get());
+  REQUIRE(node != nullptr);
+  autograd::backward(y);
+  CHECK(node->inputs.empty());
+  CHECK_THROWS_WITH(autograd::backward(y), Catch::Contains("second time"));
+}
+
+TEST_CASE("ops keep only what their backward reads", "[autograd]") {
+  Tensor a = param({64, 64}, "a");
+  Tensor b = param({64, 64}, "b");
+  Tensor y = F::add(a, b);  // add's backward reads no values
+  auto* node = dynamic_cast<autograd::OpNode*>(y.grad_fn().get());
+  REQUIRE(node != nullptr);
+  for (const Tensor& t : node->inputs) CHECK(t.is_meta());
+  Tensor z = F::mul(a, b);  // mul reads both inputs
+  auto* mnode = dynamic_cast<autograd::OpNode*>(z.grad_fn().get());
+  REQUIRE(mnode != nullptr);
+  for (const Tensor& t : mnode->inputs) CHECK_FALSE(t.is_meta());
+}
+
+namespace {
+// A small MLP segment: gelu(x W1^T + b1) W2^T.
+std::vector<Tensor> mlp(const std::vector<Tensor>& in, const Tensor& w1, const Tensor& b1,
+                        const Tensor& w2) {
+  return {F::linear(F::gelu(F::linear(in[0], w1, b1)), w2)};
+}
+}  // namespace
+
+TEST_CASE("checkpointed segments give the same gradients and keep no inner activations",
+          "[autograd][recompute]") {
+  Tensor w1 = param({16, 8}, "w1"), b1 = param({16}, "b1"), w2 = param({8, 16}, "w2");
+  Tensor x0 = param({4, 8}, "x");
+  auto run = [&](bool use_checkpoint, bool early) {
+    for (Tensor* p : {&w1, &b1, &w2, &x0}) p->set_grad(Tensor());
+    auto seg = [&](const std::vector<Tensor>& in) { return mlp(in, w1, b1, w2); };
+    Tensor h = F::mul_scalar(x0, 2.0);
+    Tensor out = use_checkpoint ? autograd::checkpoint(seg, {h})[0] : seg({h})[0];
+    if (use_checkpoint) {
+      // Only the checkpoint node sits between `out` and `h`: no inner op was recorded.
+      REQUIRE(out.grad_fn() != nullptr);
+      CHECK(dynamic_cast<autograd::OpNode*>(out.grad_fn().get()) == nullptr);
+    }
+    if (early) autograd::recompute(out);
+    autograd::backward(F::sum(F::mul(out, out)));
+    return std::vector<std::vector<float>>{vec(w1.grad()), vec(b1.grad()), vec(w2.grad()),
+                                           vec(x0.grad())};
+  };
+  const auto plain = run(false, false);
+  const auto ckpt = run(true, false);
+  const auto ahead = run(true, true);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    REQUIRE(plain[i].size() == ckpt[i].size());
+    for (size_t j = 0; j < plain[i].size(); ++j) {
+      CHECK(ckpt[i][j] == Approx(plain[i][j]).epsilon(1e-6));
+      CHECK(ahead[i][j] == Approx(plain[i][j]).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("recomputation re-derives the same dropout mask", "[autograd][recompute]") {
+  Tensor x = param({8, 32}, "x");
+  auto seg = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{F::dropout(F::tanh(in[0]), 0.3, 99, 7)};
+  };
+  autograd::backward(F::sum(seg({x})[0]));
+  const auto plain = vec(x.grad());
+  x.set_grad(Tensor());
+  autograd::backward(F::sum(autograd::checkpoint(seg, {x})[0]));
+  CHECK(vec(x.grad()) == plain);
+}

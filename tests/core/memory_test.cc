@@ -1,0 +1,60 @@
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdint>
+
+#include "merak/core/parallel.h"
+#include "merak/core/tensor.h"
+
+using namespace merak;
+
+TEST_CASE("CPU allocations are 64-byte aligned and counted live and peak", "[core][memory]") {
+  reset_cpu_peak();
+  const MemoryStats before = cpu_memory_stats();
+  {
+    Tensor a = Tensor::empty({1000});  // 4000 bytes
+    Tensor b = Tensor::empty({3}, DType::I64);
+    CHECK(reinterpret_cast<uintptr_t>(a.raw_data()) % 64 == 0);
+    CHECK(reinterpret_cast<uintptr_t>(b.raw_data()) % 64 == 0);
+    CHECK(cpu_memory_stats().live_bytes == before.live_bytes + 4024);
+    Tensor view = a.transpose(0, 0).narrow(0, 10, 5);  // views allocate nothing
+    CHECK(cpu_memory_stats().live_bytes == before.live_bytes + 4024);
+  }
+  CHECK(cpu_memory_stats().live_bytes == before.live_bytes);
+  CHECK(cpu_memory_stats().peak_bytes >= before.live_bytes + 4024);
+  reset_cpu_peak();
+  CHECK(cpu_memory_stats().peak_bytes == before.live_bytes);
+}
+
+TEST_CASE("Meta tensors never allocate", "[core][memory]") {
+  const int64_t live = cpu_memory_stats().live_bytes;
+  Tensor m = Tensor::empty({1 << 20, 1 << 14}, DType::F32, Device::meta());  // 64 GiB if real
+  Tensor v = m.narrow(0, 0, 100).view({-1});
+  CHECK(v.shape() == Shape{100LL << 14});
+  CHECK(m.transpose(0, 1).shape() == Shape{1 << 14, 1 << 20});
+  CHECK(m.clone().is_meta());
+  CHECK(cpu_memory_stats().live_bytes == live);
+}
+
+TEST_CASE("parallel_for covers the range once, with any thread count", "[core][threads]") {
+  const int saved = num_threads();
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    CHECK(num_threads() == threads);
+    std::vector<int> hits(10007, 0);
+    parallel_for(0, int64_t(hits.size()), 100, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) ++hits[size_t(i)];
+    });
+    CHECK(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
+  }
+  // Nested regions run serially in the caller instead of deadlocking.
+  std::atomic<int64_t> total{0};
+  parallel_for(0, 4, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      parallel_for(0, 100, 1, [&](int64_t a, int64_t b) { total += b - a; });
+  });
+  CHECK(total == 400);
+  CHECK_THROWS_WITH(parallel_for(0, 100, 1, [](int64_t, int64_t) { MERAK_FAIL("boom"); }),
+                    Catch::Contains("boom"));
+  set_num_threads(saved);
+}

@@ -1,0 +1,94 @@
+#include <catch2/catch.hpp>
+
+#include "merak/core/tensor.h"
+
+using namespace merak;
+
+namespace {
+Tensor arange(const Shape& shape) {
+  std::vector<float> v(size_t(numel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(i);
+  return Tensor::from_vector(v, shape);
+}
+}  // namespace
+
+TEST_CASE("factories fill and report shape, dtype, bytes", "[core]") {
+  Tensor t = Tensor::full({2, 3}, 1.5);
+  CHECK(t.shape() == Shape{2, 3});
+  CHECK(t.numel() == 6);
+  CHECK(t.nbytes() == 24);
+  CHECK(t.is_contiguous());
+  CHECK(t.to_vector<float>() == std::vector<float>(6, 1.5f));
+  CHECK(Tensor::zeros({4}, DType::I64).to_vector<int64_t>() == std::vector<int64_t>(4, 0));
+  CHECK(Tensor::scalar(3.0).item() == 3.0);
+  CHECK_THROWS_WITH(Tensor::empty({2, -1}), Catch::Contains("negative size"));
+}
+
+TEST_CASE("transpose and permute are views; contiguous copies only when needed", "[core]") {
+  Tensor a = arange({2, 3, 4});
+  Tensor t = a.transpose(0, 2);
+  CHECK(t.shape() == Shape{4, 3, 2});
+  CHECK_FALSE(t.is_contiguous());
+  CHECK(t.impl().storage == a.impl().storage);
+  // element (i, j, k) of t is element (k, j, i) of a = k*12 + j*4 + i
+  const auto v = t.contiguous().to_vector<float>();
+  CHECK(v[1] == 12.0f);                     // t[0][0][1] = a[1][0][0]
+  CHECK(v[2 * 2 + 1] == 12.0f + 4.0f * 2);  // t[0][2][1] = a[1][2][0]
+  CHECK(a.contiguous().same(a));            // already contiguous: no copy
+  Tensor p = a.permute({1, 2, 0});
+  CHECK(p.shape() == Shape{3, 4, 2});
+  CHECK(p.contiguous().to_vector<float>()[1] == 12.0f);  // p[0][0][1] = a[1][0][0]
+  CHECK_THROWS(a.permute({0, 0, 1}));
+}
+
+TEST_CASE("narrow and expand share storage with the right offsets and strides", "[core]") {
+  Tensor a = arange({4, 5});
+  Tensor n = a.narrow(1, 2, 3);
+  CHECK(n.shape() == Shape{4, 3});
+  CHECK(n.contiguous().to_vector<float>() ==
+        std::vector<float>{2, 3, 4, 7, 8, 9, 12, 13, 14, 17, 18, 19});
+  CHECK_THROWS(a.narrow(0, 3, 2));
+  Tensor row = arange({1, 3});
+  Tensor e = row.expand({4, 3});
+  CHECK(e.strides() == Shape{0, 1});
+  CHECK(e.contiguous().to_vector<float>() ==
+        std::vector<float>{0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2});
+  CHECK(arange({3}).expand({2, 3}).shape() == Shape{2, 3});
+  CHECK_THROWS(arange({2}).expand({3}));
+}
+
+TEST_CASE("view reshapes without copying, including compatible non-contiguous views", "[core]") {
+  Tensor a = arange({2, 3, 4});
+  Tensor v = a.view({6, -1});
+  CHECK(v.shape() == Shape{6, 4});
+  CHECK(v.impl().storage == a.impl().storage);
+  // A narrowed tensor whose kept dims are still contiguous among themselves.
+  Tensor n = arange({4, 2, 3}).narrow(0, 1, 2);  // [2, 2, 3], contiguous inner block
+  CHECK(n.view({2, 6}).contiguous().to_vector<float>() == n.contiguous().to_vector<float>());
+  // Splitting a transposed dim keeps its stride pattern.
+  Tensor t = arange({4, 6}).transpose(0, 1);  // [6, 4] strides [1, 6]
+  Tensor s = t.view({2, 3, 4});
+  CHECK(s.contiguous().to_vector<float>() == t.contiguous().to_vector<float>());
+  // Merging dims across the transpose is impossible without a copy.
+  CHECK_THROWS_WITH(t.view({24}), Catch::Contains("reshape copies"));
+  CHECK_THROWS(a.view({5, -1}));
+}
+
+TEST_CASE("copy_ and clone handle any strides and keep values", "[core]") {
+  Tensor a = arange({3, 4});
+  Tensor dst = Tensor::zeros({4, 3});
+  dst.copy_(a.transpose(0, 1));
+  CHECK(dst.to_vector<float>() == a.transpose(0, 1).contiguous().to_vector<float>());
+  Tensor c = a.clone();
+  CHECK(c.impl().storage != a.impl().storage);
+  CHECK(c.to_vector<float>() == a.to_vector<float>());
+  CHECK_THROWS(dst.copy_(a));  // shape mismatch
+}
+
+TEST_CASE("data access is checked against dtype and device", "[core]") {
+  Tensor a = Tensor::zeros({2});
+  CHECK_THROWS_WITH(a.data<double>(), Catch::Contains("f32"));
+  Tensor m = Tensor::empty({2}, DType::F32, Device::meta());
+  CHECK_THROWS_WITH(m.data<float>(), Catch::Contains("Meta"));
+  CHECK_THROWS_WITH(allocator_for(Device::cuda()), Catch::Contains("CUDA"));
+}

@@ -1,0 +1,158 @@
+// Kernel benchmark: f32 matmul GFLOP/s (1 and 2 threads, against a per-core peak) and the GB/s of
+// memory-bound ops (layer_norm, softmax, gelu) next to a plain copy of the same tensor.
+// Every op goes through merak::ops, so dispatch and output allocation are part of the timing.
+//
+//   bench_kernels [--threads N] [--runs N] [--peak GFLOPS_PER_CORE]
+// Without --peak the per-core peak is measured (an FMA loop from registers) at start-up.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "merak/core/parallel.h"
+#include "merak/core/tensor.h"
+#include "merak/ops/functional.h"
+#include "tools/bench/fma_peak.h"
+
+namespace {
+
+using merak::Tensor;
+
+struct Options {
+  int threads = int(std::max(1u, std::thread::hardware_concurrency()));  // memory-bound ops
+  int runs = 7;                                                            // timed runs (median)
+  double peak = 0;  // GFLOP/s per core for the fraction column; 0 = measure it
+};
+
+[[noreturn]] void usage(const char* argv0) {
+  std::fprintf(stderr, "usage: %s [--threads N] [--runs N >= 5] [--peak GFLOPS_PER_CORE]\n", argv0);
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i + 1 >= argc) usage(argv[0]);
+    if (arg == "--threads") o.threads = std::atoi(argv[++i]);
+    else if (arg == "--runs") o.runs = std::atoi(argv[++i]);
+    else if (arg == "--peak") o.peak = std::atof(argv[++i]);
+    else usage(argv[0]);
+  }
+  if (o.threads < 1 || o.runs < 5 || o.peak < 0) usage(argv[0]);
+  return o;
+}
+
+// Deterministic values in [-1, 1): the numbers don't matter, only that they are ordinary.
+Tensor random_f32(const merak::Shape& shape, uint32_t seed) {
+  Tensor t = Tensor::empty(shape, merak::DType::F32);
+  float* p = t.data<float>();
+  uint32_t s = seed * 2654435761u + 1;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    s = s * 1664525u + 1013904223u;
+    p[i] = float(s >> 8) / float(1 << 23) - 1.0f;
+  }
+  return t;
+}
+
+// Median seconds of one call of `fn`. Each timed run repeats it enough times to last ~20 ms, so
+// microsecond-scale ops are not dominated by the clock; warm-up runs first.
+double median_seconds(const std::function<void()>& fn, int runs) {
+  using clock = std::chrono::steady_clock;
+  auto time = [&](int reps) {
+    const auto t0 = clock::now();
+    for (int r = 0; r < reps; ++r) fn();
+    return std::chrono::duration<double>(clock::now() - t0).count();
+  };
+  time(1);
+  const double once = std::max(1e-7, time(1));
+  const int reps = std::max(1, int(0.02 / once));
+  time(reps);
+  std::vector<double> t;
+  for (int r = 0; r < runs; ++r) t.push_back(time(reps) / reps);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void bench_matmul(const Options& o) {
+  struct Dims { int64_t m, n, k; };
+  const std::vector<Dims> shapes = {{256, 768, 768}, {256, 3072, 768}, {256, 768, 3072},
+                                    {1024, 1024, 1024}};
+  std::printf("f32 matmul (median of %d runs; peak %.0f GFLOP/s per core)\n", o.runs, o.peak);
+  std::printf("  %6s %6s %6s  %7s  %9s  %7s\n", "M", "N", "K", "threads", "GFLOP/s", "of peak");
+  for (int threads : {1, 2}) {
+    merak::set_num_threads(threads);
+    for (const Dims& d : shapes) {
+      const Tensor a = random_f32({d.m, d.k}, 1), b = random_f32({d.k, d.n}, 2);
+      const double s = median_seconds([&] { merak::ops::matmul(a, b); }, o.runs);
+      const double gflops = 2.0 * double(d.m) * double(d.n) * double(d.k) / s / 1e9;
+      std::printf("  %6lld %6lld %6lld  %7d  %9.1f  %6.0f%%\n", (long long)d.m, (long long)d.n,
+                  (long long)d.k, threads, gflops, 100 * gflops / (o.peak * threads));
+    }
+  }
+}
+
+void bench_memory_ops(const Options& o) {
+  merak::set_num_threads(o.threads);
+  const int64_t rows = 256, cols = 3072, n = rows * cols;
+  const Tensor x = random_f32({rows, cols}, 3);
+  const Tensor w = random_f32({cols}, 4), b = random_f32({cols}, 5);
+  const Tensor dst = Tensor::empty({rows, cols});
+  const double tensor_bytes = double(n) * 4;
+
+  // The baseline: a memcpy into a preallocated buffer, split over the same threads.
+  const float* src = x.data<float>();
+  float* out = dst.data<float>();
+  auto copy = [&] {
+    merak::parallel_for(0, n, 1 << 16, [&](int64_t lo, int64_t hi) {
+      std::memcpy(out + lo, src + lo, size_t(hi - lo) * 4);
+    });
+  };
+  struct Row { const char* name; double bytes; std::function<void()> fn; };
+  const std::vector<Row> table = {
+      {"copy (memcpy)", 2 * tensor_bytes, copy},
+      {"layer_norm", 2 * tensor_bytes + 2.0 * cols * 4,
+       [&] { merak::ops::layer_norm(x, w, b, 1e-5); }},
+      {"softmax (last dim)", 2 * tensor_bytes, [&] { merak::ops::softmax(x, -1); }},
+      {"gelu (tanh)", 2 * tensor_bytes, [&] { merak::ops::gelu(x, "tanh"); }},
+  };
+  std::printf("\nmemory-bound ops on f32 [%lld, %lld], %d thread(s) (median of %d runs)\n",
+              (long long)rows, (long long)cols, o.threads, o.runs);
+  std::printf("  %-20s %9s  %8s  %8s\n", "op", "us", "GB/s", "vs copy");
+  double copy_gbs = 0;
+  for (const Row& r : table) {
+    double s = 0;
+    try {
+      s = median_seconds(r.fn, o.runs);
+    } catch (const std::exception& e) {  // an op whose kernel is not built yet: say so, go on
+      std::printf("  %-20s not available: %s\n", r.name, e.what());
+      continue;
+    }
+    const double gbs = r.bytes / s / 1e9;
+    if (copy_gbs == 0) copy_gbs = gbs;
+    std::printf("  %-20s %9.1f  %8.1f  %8.2f\n", r.name, s * 1e6, gbs, gbs / copy_gbs);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows appear as they are measured
+  if (o.peak == 0) {
+    o.peak = merak::bench::measured_fma_peak_gflops();
+    std::printf("per-core f32 peak: %.1f GFLOP/s measured (%s loop, one thread)\n\n", o.peak,
+                merak::bench::fma_peak_isa());
+  } else {
+    std::printf("per-core f32 peak: %.1f GFLOP/s (--peak)\n\n", o.peak);
+  }
+  bench_matmul(o);
+  bench_memory_ops(o);
+  return 0;
+}
