@@ -3,6 +3,7 @@
 #include "merak/autograd/engine.h"
 #include "merak/autograd/grad_mode.h"
 #include "merak/autograd/node.h"
+#include "merak/core/philox.h"
 
 namespace merak::autograd {
 namespace {
@@ -16,6 +17,7 @@ struct CheckpointNode final : Node {
   std::vector<bool> needs_input_grad;
   std::vector<Tensor> leaves;       // stand-ins for the inputs in the recomputed graph
   std::vector<Tensor> recomputed;   // outputs of the recomputed graph
+  uint64_t rng_stream = 0;          // the dropout stream the forward ran with
   bool done = false;
 
   void recompute() {
@@ -28,7 +30,15 @@ struct CheckpointNode final : Node {
       if (needs_input_grad[i]) leaf.set_requires_grad(true);
       leaves.push_back(leaf);
     }
-    recomputed = fn(leaves);
+    const uint64_t outer_stream = merak::rng_stream();
+    set_rng_stream(rng_stream);  // same dropout masks as the forward
+    try {
+      recomputed = fn(leaves);
+    } catch (...) {
+      set_rng_stream(outer_stream);
+      throw;
+    }
+    set_rng_stream(outer_stream);
     done = true;
   }
 
@@ -74,6 +84,7 @@ std::vector<Tensor> checkpoint(const SegmentFn& fn, const std::vector<Tensor>& i
 
   auto node = std::make_shared<CheckpointNode>();
   node->fn = fn;
+  node->rng_stream = rng_stream();
   node->sequence = next_sequence();
   node->needs_input_grad = needs;
   node->num_outputs = int(outputs.size());

@@ -34,6 +34,13 @@ std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> c, uint64_t key) {
   return c;
 }
 
+namespace {
+thread_local uint64_t t_rng_stream = 0;
+}
+
+uint64_t rng_stream() { return t_rng_stream; }
+void set_rng_stream(uint64_t stream) { t_rng_stream = stream; }
+
 float philox_uniform(uint64_t key, uint64_t index, uint64_t stream) {
   return uniform01(philox_at(key, index, stream)[0]);
 }

@@ -29,6 +29,12 @@ inline float uniform01(uint32_t bits) { return float(bits >> 8) * (1.0f / 167772
 float philox_uniform(uint64_t key, uint64_t index, uint64_t stream = 0);
 float philox_normal(uint64_t key, uint64_t index, uint64_t stream = 0);  // Box-Muller
 
+// The stream of the micro-batch being computed, for dropout masks: a trainer sets it before each
+// micro-batch's forward (so every micro-batch and step draws fresh masks), and recomputation
+// restores the value the forward saw, so recomputed masks are identical. Per thread.
+uint64_t rng_stream();
+void set_rng_stream(uint64_t stream);
+
 // Where a tensor sits inside a larger one: element (i0, i1, ...) of the tensor is element
 // (offsets[0] + i0, ...) of a tensor of `full_shape`, and is drawn with that global index.
 // Empty full_shape means the tensor is the whole.

@@ -1,4 +1,4 @@
-#include "tools/bench/fma_peak.h"
+#include "tools/common/fma_peak.h"
 
 #include <immintrin.h>
 

@@ -1,0 +1,446 @@
+#include "merak/checkpoint/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+namespace merak::checkpoint {
+
+// Tensor bytes are copied between memory and file as they are; the format is little-endian.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes little-endian");
+
+namespace {
+
+// The safetensors library refuses headers above 100 MB; so do we, before allocating one.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+#define SAFETENSORS_FAIL(path, ...) MERAK_FAIL("safetensors file '", path, "': ", __VA_ARGS__)
+#define SAFETENSORS_CHECK(cond, path, ...) \
+  MERAK_CHECK(cond, "safetensors file '", path, "': ", __VA_ARGS__)
+
+// ---- dtypes -------------------------------------------------------------------------------
+
+const char* format_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::F64: return "F64";
+    case DType::BF16: return "BF16";
+    case DType::F16: return "F16";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+    case DType::Bool: return "BOOL";
+  }
+  return "?";
+}
+
+bool dtype_from_format(const std::string& name, DType* out) {
+  for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16, DType::I32, DType::I64,
+                  DType::Bool}) {
+    if (name == format_name(t)) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+// ---- writing the header -------------------------------------------------------------------
+
+void append_json_string(std::string& out, const std::string& s) {
+  out += '"';
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c < 0x20) {  // control characters must be escaped; other bytes pass as UTF-8
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  out += '"';
+}
+
+// ---- parsing the header -------------------------------------------------------------------
+
+struct Entry {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+  int64_t begin = 0, end = 0;
+};
+
+// A JSON reader for exactly the shape of a safetensors header: an object whose values are
+// tensor descriptions or, under "__metadata__", an object of strings.
+class HeaderParser {
+ public:
+  HeaderParser(const std::string& text, const std::string& path) : s_(text), path_(path) {}
+
+  void parse(std::vector<Entry>* entries, std::map<std::string, std::string>* metadata) {
+    std::set<std::string> seen;
+    parse_object([&](const std::string& key) {
+      if (!seen.insert(key).second) fail("duplicate key '" + key + "'");
+      if (key == "__metadata__") {
+        parse_object([&](const std::string& k) { (*metadata)[k] = parse_string(); });
+      } else {
+        entries->push_back(parse_entry(key));
+      }
+    });
+    skip_space();
+    if (pos_ != s_.size()) fail("unexpected text after the header object");
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    SAFETENSORS_FAIL(path_, "bad header JSON at byte ", pos_, ": ", what);
+  }
+
+  void skip_space() {
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
+      ++pos_;
+  }
+
+  // Skips space and consumes `c` if it comes next.
+  bool accept(char c) {
+    skip_space();
+    if (pos_ < s_.size() && s_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+
+  void expect(char c) {
+    if (!accept(c)) fail(std::string("expected '") + c + "'");
+  }
+
+  // '{' ("key" ':' value (',' "key" ':' value)*)? '}', the value read by on_member(key).
+  template <typename OnMember>
+  void parse_object(OnMember on_member) {
+    expect('{');
+    if (accept('}')) return;
+    do {
+      const std::string key = parse_string();
+      expect(':');
+      on_member(key);
+    } while (accept(','));
+    expect('}');
+  }
+
+  Entry parse_entry(const std::string& name) {
+    Entry e;
+    e.name = name;
+    bool has_dtype = false, has_shape = false, has_offsets = false;
+    parse_object([&](const std::string& field) {
+      if (field == "dtype") {
+        const std::string dt = parse_string();
+        if (!dtype_from_format(dt, &e.dtype))
+          SAFETENSORS_FAIL(path_, "unknown dtype '", dt, "' of tensor '", name,
+                           "' (supported: F32, F64, BF16, F16, I32, I64, BOOL)");
+        has_dtype = true;
+      } else if (field == "shape") {
+        e.shape = parse_int_list();
+        has_shape = true;
+      } else if (field == "data_offsets") {
+        const Shape offsets = parse_int_list();
+        if (offsets.size() != 2) fail("data_offsets of '" + name + "' must be [begin, end]");
+        e.begin = offsets[0];
+        e.end = offsets[1];
+        has_offsets = true;
+      } else {
+        fail("unexpected field '" + field + "' in tensor '" + name + "'");
+      }
+    });
+    if (!has_dtype || !has_shape || !has_offsets)
+      fail("tensor '" + name + "' lacks " +
+           (!has_dtype ? "dtype" : !has_shape ? "shape" : "data_offsets"));
+    return e;
+  }
+
+  Shape parse_int_list() {
+    Shape out;
+    expect('[');
+    if (accept(']')) return out;
+    do out.push_back(parse_int()); while (accept(','));
+    expect(']');
+    return out;
+  }
+
+  // A non-negative integer that fits in int64 (sizes and byte offsets).
+  int64_t parse_int() {
+    skip_space();
+    const size_t start = pos_;
+    uint64_t v = 0;
+    while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
+      const uint64_t digit = uint64_t(s_[pos_] - '0');
+      if (v > (uint64_t(INT64_MAX) - digit) / 10) fail("integer too large");
+      v = v * 10 + digit;
+      ++pos_;
+    }
+    if (pos_ == start) fail("expected a non-negative integer");
+    return int64_t(v);
+  }
+
+  unsigned parse_hex4() {
+    if (pos_ + 4 > s_.size()) fail("truncated \\u escape");
+    unsigned v = 0;
+    for (int i = 0; i < 4; ++i) {
+      const char c = s_[pos_++];
+      v <<= 4;
+      if (c >= '0' && c <= '9') v |= unsigned(c - '0');
+      else if (c >= 'a' && c <= 'f') v |= unsigned(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F') v |= unsigned(c - 'A' + 10);
+      else fail("bad hex digit in \\u escape");
+    }
+    return v;
+  }
+
+  static void append_utf8(std::string& out, unsigned cp) {
+    if (cp < 0x80) {
+      out += char(cp);
+    } else if (cp < 0x800) {
+      out += char(0xc0 | (cp >> 6));
+      out += char(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+      out += char(0xe0 | (cp >> 12));
+      out += char(0x80 | ((cp >> 6) & 0x3f));
+      out += char(0x80 | (cp & 0x3f));
+    } else {
+      out += char(0xf0 | (cp >> 18));
+      out += char(0x80 | ((cp >> 12) & 0x3f));
+      out += char(0x80 | ((cp >> 6) & 0x3f));
+      out += char(0x80 | (cp & 0x3f));
+    }
+  }
+
+  std::string parse_string() {
+    expect('"');
+    std::string out;
+    for (;;) {
+      if (pos_ >= s_.size()) fail("unterminated string");
+      const char c = s_[pos_++];
+      if (c == '"') return out;
+      if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (pos_ >= s_.size()) fail("unterminated string");
+      switch (s_[pos_++]) {
+        case '"': out += '"'; break;
+        case '\\': out += '\\'; break;
+        case '/': out += '/'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': {
+          unsigned cp = parse_hex4();
+          if (cp >= 0xd800 && cp < 0xdc00) {  // a high surrogate needs its low half
+            if (pos_ + 2 > s_.size() || s_[pos_] != '\\' || s_[pos_ + 1] != 'u')
+              fail("unpaired surrogate in \\u escape");
+            pos_ += 2;
+            const unsigned low = parse_hex4();
+            if (low < 0xdc00 || low >= 0xe000) fail("unpaired surrogate in \\u escape");
+            cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
+          } else if (cp >= 0xdc00 && cp < 0xe000) {
+            fail("unpaired surrogate in \\u escape");
+          }
+          append_utf8(out, cp);
+          break;
+        }
+        default: fail("unknown escape in a string");
+      }
+    }
+  }
+
+  const std::string& s_;
+  const std::string& path_;
+  size_t pos_ = 0;
+};
+
+// Bytes a tensor of this shape and dtype needs, or -1 when that overflows int64.
+int64_t byte_size(const Shape& shape, DType dtype) {
+  int64_t n = int64_t(dtype_size(dtype));
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) return -1;
+  return n;
+}
+
+// Checks the byte ranges the way the safetensors library does: taken in order, each tensor
+// starts where the previous one ended, holds exactly its shape's bytes, and the last one ends
+// at the end of the data buffer.
+void check_layout(std::vector<Entry>& entries, int64_t buffer_bytes, const std::string& path) {
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  int64_t at = 0;
+  const Entry* prev = nullptr;
+  for (const Entry& e : entries) {
+    SAFETENSORS_CHECK(e.begin <= e.end, path, "tensor '", e.name, "' has data_offsets [",
+                      e.begin, ", ", e.end, "] with begin after end");
+    SAFETENSORS_CHECK(e.end <= buffer_bytes, path, "tensor '", e.name, "' has data_offsets [",
+                      e.begin, ", ", e.end, "] past the end of the ", buffer_bytes,
+                      "-byte data buffer (file truncated?)");
+    SAFETENSORS_CHECK(e.begin >= at, path, "tensor '", e.name, "' (bytes [", e.begin, ", ",
+                      e.end, ")) overlaps tensor '", prev ? prev->name : "", "'");
+    SAFETENSORS_CHECK(e.begin == at, path, "gap of ", e.begin - at, " bytes before tensor '",
+                      e.name, "' at byte ", at, " of the data buffer");
+    const int64_t need = byte_size(e.shape, e.dtype);
+    SAFETENSORS_CHECK(need == e.end - e.begin, path, "tensor '", e.name, "' is ",
+                      format_name(e.dtype), shape_str(e.shape), " (", need,
+                      " bytes) but its data_offsets [", e.begin, ", ", e.end, "] hold ",
+                      e.end - e.begin, " bytes");
+    at = e.end;
+    prev = &e;
+  }
+  SAFETENSORS_CHECK(at == buffer_bytes, path, "the data buffer has ", buffer_bytes,
+                    " bytes but its tensors cover ", at);
+}
+
+// ---- file I/O -----------------------------------------------------------------------------
+
+// A FILE* closed on every path out.
+struct File {
+  FILE* f = nullptr;
+  ~File() {
+    if (f) std::fclose(f);
+  }
+};
+
+std::string errno_text() { return std::strerror(errno); }
+
+}  // namespace
+
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  // The header: metadata first (as the safetensors library writes it), then the tensors with
+  // consecutive byte ranges in the given order.
+  std::string header = "{";
+  if (!metadata.empty()) {
+    append_json_string(header, "__metadata__");
+    header += ":{";
+    bool first = true;
+    for (const auto& [key, value] : metadata) {
+      if (!first) header += ',';
+      first = false;
+      append_json_string(header, key);
+      header += ':';
+      append_json_string(header, value);
+    }
+    header += '}';
+  }
+  std::set<std::string> names;
+  std::vector<Tensor> data;
+  int64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    SAFETENSORS_CHECK(name != "__metadata__", path, "'__metadata__' is not a valid tensor name");
+    SAFETENSORS_CHECK(names.insert(name).second, path, "tensor '", name, "' given twice");
+    SAFETENSORS_CHECK(tensor.defined() && tensor.device().is_cpu(), path, "tensor '", name,
+                      "' is ", tensor.str(), "; only CPU tensors with data can be saved");
+    const Tensor c = tensor.contiguous();
+    if (header.size() > 1) header += ',';
+    append_json_string(header, name);
+    header += ":{\"dtype\":\"";
+    header += format_name(c.dtype());
+    header += "\",\"shape\":[";
+    for (size_t i = 0; i < c.shape().size(); ++i) {
+      if (i) header += ',';
+      header += std::to_string(c.shape()[i]);
+    }
+    header += "],\"data_offsets\":[" + std::to_string(offset) + ',' +
+              std::to_string(offset + c.nbytes()) + "]}";
+    offset += c.nbytes();
+    data.push_back(c);
+  }
+  header += '}';
+  header.append((8 - header.size() % 8) % 8, ' ');  // data then starts 8-byte aligned
+
+  unsigned char length[8];
+  for (int i = 0; i < 8; ++i)
+    length[i] = static_cast<unsigned char>(uint64_t(header.size()) >> (8 * i));
+
+  // Write beside the target, make it durable, then rename over it: readers see the old file or
+  // the whole new one.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  File out;
+  out.f = std::fopen(tmp.c_str(), "wb");
+  SAFETENSORS_CHECK(out.f, path, "cannot create temporary file '", tmp, "': ", errno_text());
+  bool ok = std::fwrite(length, 1, 8, out.f) == 8 &&
+            std::fwrite(header.data(), 1, header.size(), out.f) == header.size();
+  for (size_t i = 0; ok && i < data.size(); ++i) {
+    const size_t n = size_t(data[i].nbytes());
+    ok = n == 0 || std::fwrite(data[i].raw_data(), 1, n, out.f) == n;
+  }
+  ok = ok && std::fflush(out.f) == 0 && ::fsync(::fileno(out.f)) == 0;
+  const std::string write_error = errno_text();
+  const bool closed = std::fclose(out.f) == 0;
+  out.f = nullptr;
+  if (!ok || !closed) {
+    std::remove(tmp.c_str());
+    SAFETENSORS_FAIL(path, "write failed: ", ok ? errno_text() : write_error);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = errno_text();
+    std::remove(tmp.c_str());
+    SAFETENSORS_FAIL(path, "cannot rename '", tmp, "' into place: ", why);
+  }
+}
+
+std::vector<std::pair<std::string, Tensor>> load_safetensors(
+    const std::string& path, std::map<std::string, std::string>* metadata) {
+  File in;
+  in.f = std::fopen(path.c_str(), "rb");
+  SAFETENSORS_CHECK(in.f, path, "cannot open: ", errno_text());
+  struct stat st;
+  SAFETENSORS_CHECK(::fstat(::fileno(in.f), &st) == 0, path, "cannot stat: ", errno_text());
+  const uint64_t file_bytes = uint64_t(st.st_size);
+
+  unsigned char length[8];
+  SAFETENSORS_CHECK(file_bytes >= 8 && std::fread(length, 1, 8, in.f) == 8, path,
+                    "truncated: ", file_bytes, " bytes, less than the 8-byte header length");
+  uint64_t header_bytes = 0;
+  for (int i = 0; i < 8; ++i) header_bytes |= uint64_t(length[i]) << (8 * i);
+  SAFETENSORS_CHECK(header_bytes >= 2 && header_bytes <= kMaxHeaderBytes, path,
+                    "bad header length ", header_bytes, " (must be 2 to ", kMaxHeaderBytes, ")");
+  SAFETENSORS_CHECK(header_bytes <= file_bytes - 8, path, "bad header length ", header_bytes,
+                    ": the file has only ", file_bytes - 8, " bytes after it (truncated?)");
+  std::string header(size_t(header_bytes), '\0');
+  SAFETENSORS_CHECK(std::fread(&header[0], 1, header.size(), in.f) == header.size(), path,
+                    "cannot read the header: ", errno_text());
+
+  std::vector<Entry> entries;
+  std::map<std::string, std::string> meta;
+  HeaderParser(header, path).parse(&entries, &meta);
+  check_layout(entries, int64_t(file_bytes - 8 - header_bytes), path);
+
+  // The tensors lie back to back in offset order, so one sequential read fills them all.
+  std::vector<std::pair<std::string, Tensor>> out;
+  out.reserve(entries.size());
+  for (const Entry& e : entries) {
+    Tensor t = Tensor::empty(e.shape, e.dtype);
+    const size_t n = size_t(t.nbytes());
+    SAFETENSORS_CHECK(n == 0 || std::fread(t.raw_data(), 1, n, in.f) == n, path,
+                      "cannot read tensor '", e.name, "' (file changed while reading?)");
+    if (e.dtype == DType::Bool) {  // any nonzero byte is true; C++ bool must be 0 or 1
+      auto* b = static_cast<unsigned char*>(t.raw_data());
+      for (size_t i = 0; i < n; ++i) b[i] = b[i] != 0;
+    }
+    out.emplace_back(e.name, std::move(t));
+  }
+  if (metadata) *metadata = std::move(meta);
+  return out;
+}
+
+}  // namespace merak::checkpoint

@@ -1,0 +1,227 @@
+#include "merak/config/config.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include <yaml-cpp/yaml.h>
+
+#include "merak/config/fields.h"
+#include "merak/config/suggest.h"
+#include "merak/config/validate.h"
+#include "merak/config/value.h"
+
+namespace merak::config {
+namespace {
+
+using detail::Field;
+
+std::string read_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    throw ConfigError(path + ": cannot open config file (" + std::strerror(errno) + ")");
+  }
+  std::string text;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  const int err = errno;
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) throw ConfigError(path + ": cannot read config file (" + std::strerror(err) + ")");
+  return text;
+}
+
+// "line 3, column 7: " (1-based), or "" where yaml-cpp knows no position.
+std::string position(const YAML::Mark& mark) {
+  if (mark.is_null()) return "";
+  return "line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1) +
+         ": ";
+}
+
+bool is_section(const std::string& name) {
+  for (const std::string& s : detail::section_names()) {
+    if (s == name) return true;
+  }
+  return false;
+}
+
+std::string trim(const std::string& s) {
+  const char* space = " \t";
+  size_t begin = s.find_first_not_of(space);
+  if (begin == std::string::npos) return "";
+  return s.substr(begin, s.find_last_not_of(space) - begin + 1);
+}
+
+// Builds one Config from a document and overrides. It remembers which keys --set gave, so a
+// value that breaks a rule is reported where the user wrote it: "key 'a.b'" or "--set a.b".
+class Builder {
+ public:
+  explicit Builder(const std::string& name) : fields_(detail::fields_of(config_)) {
+    config_.path = name;
+  }
+  Builder(const Builder&) = delete;  // fields_ point into config_
+  Builder& operator=(const Builder&) = delete;
+
+  void read_document(const YAML::Node& root) {
+    if (root.IsNull()) return;  // an empty file: every default
+    if (!root.IsMap()) {
+      fail("expected a map of sections (model, data, optimizer, schedule, train), got " +
+           detail::describe(root));
+    }
+    std::map<std::string, int> lines;  // key -> line it was given on, to catch repeats
+    for (const auto& entry : root) {
+      const std::string section = name_of(entry.first, "");
+      if (!is_section(section)) fail_at("key '" + section + "'", unknown(section));
+      note_line(section, entry.first, &lines);
+      const YAML::Node& body = entry.second;
+      if (body.IsNull()) continue;  // a section with every key commented out
+      if (!body.IsMap()) {
+        fail_at("key '" + section + "'", "expected a map of keys, got " + detail::describe(body));
+      }
+      for (const auto& item : body) {
+        const std::string key = section + "." + name_of(item.first, section);
+        const Field* field = find(key);
+        if (field == nullptr) fail_at("key '" + key + "'", unknown(key));
+        note_line(key, item.first, &lines);
+        std::string error = detail::assign(item.second, field->target);
+        if (!error.empty()) fail_at("key '" + key + "'", error);
+      }
+    }
+  }
+
+  void apply_override(const std::string& assignment) {
+    const size_t eq = assignment.find('=');
+    if (eq == std::string::npos) {
+      fail_at("--set " + trim(assignment), "expected KEY=VALUE, like optimizer.lr=3e-4");
+    }
+    const std::string key = trim(assignment.substr(0, eq));
+    const std::string text = assignment.substr(eq + 1);
+    const std::string where = "--set " + key;
+    const Field* field = find(key);
+    if (field == nullptr) {
+      if (is_section(key)) {
+        fail_at(where, "names a section; set one key of it, like " + key + "." + first_name(key));
+      }
+      fail_at(where, unknown(key));
+    }
+    YAML::Node value;
+    try {
+      value = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      fail_at(where, "cannot read " + detail::quote(text) + " as YAML: " + e.msg);
+    }
+    std::string error = detail::assign(value, field->target);
+    if (!error.empty()) fail_at(where, error);
+    overridden_.insert(key);
+  }
+
+  Config finish() const {
+    if (auto problem = detail::first_problem(config_)) {
+      const std::string& key = problem->key;
+      fail_at(overridden_.count(key) ? "--set " + key : "key '" + key + "'", problem->message);
+    }
+    return config_;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw ConfigError(config_.path + ": " + what);
+  }
+  [[noreturn]] void fail_at(const std::string& where, const std::string& what) const {
+    fail(where + ": " + what);
+  }
+
+  // A map key as text; keys that are lists or maps ("[a]: 1") are not names.
+  std::string name_of(const YAML::Node& key, const std::string& section) const {
+    if (!key.IsScalar()) {
+      fail(position(key.Mark()) + "expected a key name" +
+           (section.empty() ? "" : " in section '" + section + "'") + ", got " +
+           detail::describe(key));
+    }
+    return key.Scalar();
+  }
+
+  // yaml-cpp keeps both entries of a repeated key; the second would silently win.
+  void note_line(const std::string& key, const YAML::Node& node,
+                 std::map<std::string, int>* lines) const {
+    const int line = node.Mark().is_null() ? 0 : node.Mark().line + 1;
+    auto [it, fresh] = lines->emplace(key, line);
+    if (!fresh) {
+      fail_at("key '" + key + "'", "given twice (lines " + std::to_string(it->second) + " and " +
+                                       std::to_string(line) + ")");
+    }
+  }
+
+  const Field* find(const std::string& key) const {
+    for (const Field& f : fields_) {
+      if (f.key() == key) return &f;
+    }
+    return nullptr;
+  }
+
+  std::string first_name(const std::string& section) const {
+    for (const Field& f : fields_) {
+      if (f.section == section) return f.name;
+    }
+    return "";
+  }
+
+  std::string unknown(const std::string& key) const {
+    std::vector<std::string> keys;
+    for (const Field& f : fields_) keys.push_back(f.key());
+    std::string guess = detail::closest_key(key, keys, detail::section_names());
+    return guess.empty() ? "unknown key" : "unknown key (did you mean '" + guess + "'?)";
+  }
+
+  Config config_;
+  std::vector<Field> fields_;
+  std::set<std::string> overridden_;
+};
+
+}  // namespace
+
+Config parse(const std::string& yaml_text, const std::string& name,
+             const std::vector<std::string>& overrides) {
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(name + ": " + position(e.mark) + "YAML syntax error: " + e.msg);
+  }
+  if (documents.size() > 1) {
+    throw ConfigError(name + ": " + position(documents[1].Mark()) +
+                      "a second YAML document starts here (a config file holds one)");
+  }
+  Builder builder(name);
+  if (!documents.empty()) builder.read_document(documents[0]);
+  for (const std::string& assignment : overrides) builder.apply_override(assignment);
+  return builder.finish();
+}
+
+Config load(const std::string& path, const std::vector<std::string>& overrides) {
+  return parse(read_file(path), path, overrides);
+}
+
+std::string to_yaml(const Config& config) {
+  Config copy = config;  // fields_of hands out pointers to mutable members
+  const std::vector<Field> fields = detail::fields_of(copy);
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  for (const std::string& section : detail::section_names()) {
+    out << YAML::Key << section << YAML::Value << YAML::BeginMap;
+    for (const Field& f : fields) {
+      if (f.section != section) continue;
+      out << YAML::Key << f.name << YAML::Value;
+      detail::emit(out, f.target);
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+  if (!out.good()) throw ConfigError(config.path + ": cannot write YAML: " + out.GetLastError());
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace merak::config

@@ -1,0 +1,84 @@
+// Run configuration: YAML (configs/*.yaml) into validated structs. Every key has a default here;
+// a file sets what differs. Errors name the file and the key.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace merak::config {
+
+struct ModelConfig {
+  std::string family = "gpt";  // a name registered in models/ ("gpt", "bert")
+  int64_t layers = 4;
+  int64_t hidden = 256;
+  int64_t heads = 4;
+  int64_t ffn_hidden = 0;      // 0 = 4 * hidden
+  int64_t max_seq = 64;        // learned positions
+  int64_t vocab = 256;
+  int64_t type_vocab = 2;      // BERT segment ids
+  double dropout = 0.0;        // attention-probability and residual dropout
+  double ln_eps = 1e-5;
+  double init_std = 0.02;
+  bool recompute = false;      // recompute each block's activations in backward
+};
+
+struct DataConfig {
+  std::string source = "generated";  // generated | text | tokens
+  std::vector<std::string> files;    // text files (source: text) or token shards (tokens)
+  int64_t generated_tokens = 1 << 20;  // size of the generated corpus
+  double mlm_probability = 0.15;     // BERT masking rate
+  uint64_t seed = 1234;              // sampler and corpus seed
+};
+
+struct OptimizerConfig {
+  double lr = 3e-4;             // peak learning rate
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;    // decoupled; not applied to biases and norm weights
+  double grad_clip = 1.0;       // global-norm clipping; 0 = off
+};
+
+struct ScheduleConfig {
+  int64_t warmup_steps = 0;     // linear warmup from 0 to lr
+  std::string decay = "cosine"; // cosine | linear | constant, from lr to min_lr at train.steps
+  double min_lr = 0.0;
+};
+
+struct TrainConfig {
+  int64_t steps = 100;
+  int64_t batch = 8;            // global batch, in sequences
+  int64_t micro_batch = 0;      // sequences per forward/backward; 0 = batch (no accumulation)
+  int64_t seq_len = 64;
+  int64_t log_interval = 10;
+  uint64_t seed = 42;           // parameter initialisation and dropout
+  int threads = 0;              // intra-op threads; 0 = all cores
+  std::string device = "cpu";   // cpu | cuda
+};
+
+struct Config {
+  std::string path;             // the file it came from
+  ModelConfig model;
+  DataConfig data;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  TrainConfig train;
+};
+
+// A bad file, key, type or value: what() is one line "FILE: key 'a.b': what is wrong".
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Reads `path`, applies `overrides` ("optimizer.lr=3e-4", in order), validates everything.
+Config load(const std::string& path, const std::vector<std::string>& overrides = {});
+// The same from YAML text (`name` stands for the file in messages).
+Config parse(const std::string& yaml_text, const std::string& name,
+             const std::vector<std::string>& overrides = {});
+// The full config as YAML (every key), for logs and for reproducing a run.
+std::string to_yaml(const Config& config);
+
+}  // namespace merak::config

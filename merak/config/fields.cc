@@ -1,0 +1,59 @@
+#include "merak/config/fields.h"
+
+namespace merak::config::detail {
+
+std::vector<Field> fields_of(Config& c) {
+  ModelConfig& m = c.model;
+  DataConfig& d = c.data;
+  OptimizerConfig& o = c.optimizer;
+  ScheduleConfig& s = c.schedule;
+  TrainConfig& t = c.train;
+  return {
+      {"model", "family", &m.family},
+      {"model", "layers", &m.layers},
+      {"model", "hidden", &m.hidden},
+      {"model", "heads", &m.heads},
+      {"model", "ffn_hidden", &m.ffn_hidden},
+      {"model", "max_seq", &m.max_seq},
+      {"model", "vocab", &m.vocab},
+      {"model", "type_vocab", &m.type_vocab},
+      {"model", "dropout", &m.dropout},
+      {"model", "ln_eps", &m.ln_eps},
+      {"model", "init_std", &m.init_std},
+      {"model", "recompute", &m.recompute},
+
+      {"data", "source", &d.source},
+      {"data", "files", &d.files},
+      {"data", "generated_tokens", &d.generated_tokens},
+      {"data", "mlm_probability", &d.mlm_probability},
+      {"data", "seed", &d.seed},
+
+      {"optimizer", "lr", &o.lr},
+      {"optimizer", "beta1", &o.beta1},
+      {"optimizer", "beta2", &o.beta2},
+      {"optimizer", "eps", &o.eps},
+      {"optimizer", "weight_decay", &o.weight_decay},
+      {"optimizer", "grad_clip", &o.grad_clip},
+
+      {"schedule", "warmup_steps", &s.warmup_steps},
+      {"schedule", "decay", &s.decay},
+      {"schedule", "min_lr", &s.min_lr},
+
+      {"train", "steps", &t.steps},
+      {"train", "batch", &t.batch},
+      {"train", "micro_batch", &t.micro_batch},
+      {"train", "seq_len", &t.seq_len},
+      {"train", "log_interval", &t.log_interval},
+      {"train", "seed", &t.seed},
+      {"train", "threads", &t.threads},
+      {"train", "device", &t.device},
+  };
+}
+
+const std::vector<std::string>& section_names() {
+  static const std::vector<std::string> names = {"model", "data", "optimizer", "schedule",
+                                                 "train"};
+  return names;
+}
+
+}  // namespace merak::config::detail

@@ -1,0 +1,115 @@
+#include "merak/config/validate.h"
+
+#include <vector>
+
+#include "merak/config/suggest.h"
+#include "merak/config/value.h"
+
+namespace merak::config::detail {
+namespace {
+
+std::string str(double v) { return format_double(v); }
+std::string str(int64_t v) { return std::to_string(v); }
+
+// Collects the rules in order; the first broken one is kept.
+class Checker {
+ public:
+  void require(bool ok, const std::string& key, const std::string& message) {
+    if (!ok && !problem_) problem_ = Problem{key, message};
+  }
+  void at_least(int64_t v, int64_t low, const std::string& key) {
+    require(v >= low, key, "must be >= " + str(low) + ", got " + str(v));
+  }
+  void positive(double v, const std::string& key) {
+    require(v > 0, key, "must be > 0, got " + str(v));
+  }
+  void non_negative(double v, const std::string& key) {
+    require(v >= 0, key, "must be >= 0, got " + str(v));
+  }
+  // low <= v < high
+  void in_half_open(double v, double low, double high, const std::string& key) {
+    require(v >= low && v < high, key,
+            "must be in [" + str(low) + ", " + str(high) + "), got " + str(v));
+  }
+  void one_of(const std::string& v, const std::vector<std::string>& allowed,
+              const std::string& key) {
+    for (const std::string& a : allowed) {
+      if (v == a) return;
+    }
+    std::string list;
+    for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
+    std::string message = "must be one of " + list + ", got " + quote(v);
+    std::string guess = closest(v, allowed);
+    if (!guess.empty()) message += " (did you mean '" + guess + "'?)";
+    require(false, key, message);
+  }
+  std::optional<Problem> result() const { return problem_; }
+
+ private:
+  std::optional<Problem> problem_;
+};
+
+}  // namespace
+
+std::optional<Problem> first_problem(const Config& c) {
+  Checker k;
+  const ModelConfig& m = c.model;
+  k.one_of(m.family, {"gpt", "bert"}, "model.family");
+  k.at_least(m.layers, 1, "model.layers");
+  k.at_least(m.hidden, 1, "model.hidden");
+  k.at_least(m.heads, 1, "model.heads");
+  if (m.hidden >= 1 && m.heads >= 1) {
+    k.require(m.hidden % m.heads == 0, "model.heads",
+              "model.hidden " + str(m.hidden) + " is not divisible by model.heads " +
+                  str(m.heads));
+  }
+  k.at_least(m.ffn_hidden, 0, "model.ffn_hidden");
+  k.at_least(m.max_seq, 1, "model.max_seq");
+  k.at_least(m.vocab, 1, "model.vocab");
+  k.at_least(m.type_vocab, 1, "model.type_vocab");
+  k.in_half_open(m.dropout, 0, 1, "model.dropout");
+  k.positive(m.ln_eps, "model.ln_eps");
+  k.positive(m.init_std, "model.init_std");
+
+  const DataConfig& d = c.data;
+  k.one_of(d.source, {"generated", "text", "tokens"}, "data.source");
+  k.require(d.source == "generated" || !d.files.empty(), "data.files",
+            "must name at least one file when data.source is '" + d.source + "'");
+  k.at_least(d.generated_tokens, 1, "data.generated_tokens");
+  k.require(d.mlm_probability > 0 && d.mlm_probability < 1, "data.mlm_probability",
+            "must be in (0, 1), got " + str(d.mlm_probability));
+
+  const OptimizerConfig& o = c.optimizer;
+  k.positive(o.lr, "optimizer.lr");
+  k.in_half_open(o.beta1, 0, 1, "optimizer.beta1");
+  k.in_half_open(o.beta2, 0, 1, "optimizer.beta2");
+  k.positive(o.eps, "optimizer.eps");
+  k.non_negative(o.weight_decay, "optimizer.weight_decay");
+  k.non_negative(o.grad_clip, "optimizer.grad_clip");
+
+  const ScheduleConfig& s = c.schedule;
+  k.at_least(s.warmup_steps, 0, "schedule.warmup_steps");
+  k.one_of(s.decay, {"cosine", "linear", "constant"}, "schedule.decay");
+  k.non_negative(s.min_lr, "schedule.min_lr");
+  k.require(s.min_lr <= o.lr, "schedule.min_lr",
+            "must be <= optimizer.lr " + str(o.lr) + ", got " + str(s.min_lr));
+
+  const TrainConfig& t = c.train;
+  k.at_least(t.steps, 1, "train.steps");
+  k.at_least(t.batch, 1, "train.batch");
+  k.at_least(t.micro_batch, 0, "train.micro_batch");
+  if (t.batch >= 1 && t.micro_batch >= 1) {
+    k.require(t.batch % t.micro_batch == 0, "train.micro_batch",
+              "train.micro_batch " + str(t.micro_batch) + " does not divide train.batch " +
+                  str(t.batch));
+  }
+  k.at_least(t.seq_len, 1, "train.seq_len");
+  k.require(t.seq_len <= m.max_seq, "train.seq_len",
+            "train.seq_len " + str(t.seq_len) + " exceeds model.max_seq " + str(m.max_seq));
+  k.at_least(t.log_interval, 1, "train.log_interval");
+  k.at_least(t.threads, 0, "train.threads");
+  k.one_of(t.device, {"cpu", "cuda"}, "train.device");
+  return k.result();
+}
+
+}  // namespace merak::config::detail

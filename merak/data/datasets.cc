@@ -1,0 +1,84 @@
+// Datasets that are not files of their own: tokens held in memory, and several shards read as
+// one sequence.
+#include <algorithm>
+
+#include "merak/data/dataset.h"
+
+namespace merak::data {
+namespace {
+
+class InMemoryDataset : public TokenDataset {
+ public:
+  InMemoryDataset(std::vector<int64_t> tokens, int64_t vocab)
+      : tokens_(std::move(tokens)), vocab_(vocab) {}
+  int64_t size() const override { return int64_t(tokens_.size()); }
+  int64_t vocab_hint() const override { return vocab_; }
+  void read(int64_t start, int64_t count, int64_t* out) const override {
+    MERAK_CHECK(start >= 0 && count >= 0 && start <= size() - count, "read of tokens [", start,
+                ", ", start + count, ") outside an in-memory dataset of ", size(), " tokens");
+    std::copy_n(tokens_.begin() + start, count, out);
+  }
+
+ private:
+  std::vector<int64_t> tokens_;
+  int64_t vocab_;
+};
+
+class ConcatDataset : public TokenDataset {
+ public:
+  explicit ConcatDataset(std::vector<std::unique_ptr<TokenDataset>> parts)
+      : parts_(std::move(parts)) {
+    starts_.push_back(0);
+    for (const auto& p : parts_) starts_.push_back(starts_.back() + p->size());
+  }
+  int64_t size() const override { return starts_.back(); }
+  int64_t vocab_hint() const override {
+    int64_t v = 0;
+    for (const auto& p : parts_) {
+      if (p->size() == 0) continue;
+      if (p->vocab_hint() == 0) return 0;  // one unknown part makes the whole unknown
+      v = std::max(v, p->vocab_hint());
+    }
+    return v;
+  }
+  void read(int64_t start, int64_t count, int64_t* out) const override {
+    MERAK_CHECK(start >= 0 && count >= 0 && start <= size() - count, "read of tokens [", start,
+                ", ", start + count, ") outside ", parts_.size(), " shards of ", size(),
+                " tokens");
+    // The part holding `start`: the last one starting at or before it.
+    size_t i = size_t(std::upper_bound(starts_.begin(), starts_.end(), start) - starts_.begin());
+    --i;
+    while (count > 0) {
+      const int64_t offset = start - starts_[i];
+      const int64_t n = std::min(count, parts_[i]->size() - offset);
+      if (n > 0) parts_[i]->read(offset, n, out);
+      start += n;
+      out += n;
+      count -= n;
+      ++i;
+    }
+  }
+
+ private:
+  std::vector<std::unique_ptr<TokenDataset>> parts_;
+  std::vector<int64_t> starts_;  // starts_[i] = first global index of part i; back() = size
+};
+
+}  // namespace
+
+std::unique_ptr<TokenDataset> in_memory(std::vector<int64_t> tokens, int64_t vocab) {
+  MERAK_CHECK(vocab >= 0, "in_memory: vocab ", vocab, " is negative (0 means unknown)");
+  for (size_t i = 0; i < tokens.size(); ++i)
+    MERAK_CHECK(tokens[i] >= 0 && (vocab == 0 || tokens[i] < vocab), "in_memory: token ",
+                tokens[i], " at position ", i, " is outside the vocabulary [0, ", vocab, ")");
+  return std::make_unique<InMemoryDataset>(std::move(tokens), vocab);
+}
+
+std::unique_ptr<TokenDataset> open_shards(const std::vector<std::string>& paths) {
+  MERAK_CHECK(!paths.empty(), "open_shards: no shard paths given");
+  std::vector<std::unique_ptr<TokenDataset>> parts;
+  for (const auto& p : paths) parts.push_back(open_shard(p));
+  return std::make_unique<ConcatDataset>(std::move(parts));
+}
+
+}  // namespace merak::data

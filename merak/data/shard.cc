@@ -1,0 +1,217 @@
+// Token shards on disk: our format and llm.c's, memory-mapped read-only; atomic shard writes.
+// The byte layouts are documented in merak/data/README.md.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+#include "merak/data/dataset.h"
+
+namespace merak::data {
+namespace {
+
+constexpr char kMagic[8] = {'M', 'E', 'R', 'A', 'K', 'T', 'O', 'K'};
+constexpr uint32_t kVersion = 1;
+constexpr int64_t kHeaderBytes = 64;
+constexpr uint32_t kLlmcMagic = 20240520;
+constexpr uint32_t kLlmcVersion = 1;
+constexpr int64_t kLlmcHeaderBytes = 256 * 4;
+
+// Little-endian loads and stores, so files read the same on any host.
+uint64_t load_le(const unsigned char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+void store_le(unsigned char* p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+
+// A whole file mapped read-only; unmapped when the last owner goes.
+class Mapping {
+ public:
+  explicit Mapping(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    MERAK_CHECK(fd >= 0, path, ": cannot open: ", std::strerror(errno));
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      const int err = errno;
+      ::close(fd);
+      MERAK_FAIL(path, ": cannot stat: ", std::strerror(err));
+    }
+    size_ = int64_t(st.st_size);
+    if (size_ > 0) {
+      void* p = ::mmap(nullptr, size_t(size_), PROT_READ, MAP_SHARED, fd, 0);
+      const int err = errno;
+      ::close(fd);  // the mapping keeps the file alive
+      MERAK_CHECK(p != MAP_FAILED, path, ": cannot mmap: ", std::strerror(err));
+      bytes_ = static_cast<const unsigned char*>(p);
+    } else {
+      ::close(fd);
+    }
+  }
+  ~Mapping() {
+    if (bytes_) ::munmap(const_cast<unsigned char*>(bytes_), size_t(size_));
+  }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+
+  const unsigned char* bytes() const { return bytes_; }
+  int64_t size() const { return size_; }
+
+ private:
+  const unsigned char* bytes_ = nullptr;
+  int64_t size_ = 0;
+};
+
+class ShardDataset : public TokenDataset {
+ public:
+  ShardDataset(std::string path, std::unique_ptr<Mapping> map, int64_t header, int width,
+               int64_t count)
+      : path_(std::move(path)), map_(std::move(map)), tokens_(map_->bytes() + header),
+        width_(width), count_(count) {}
+
+  int64_t size() const override { return count_; }
+
+  // Found by one scan on first use, not at open, so opening a large shard stays cheap.
+  int64_t vocab_hint() const override {
+    std::call_once(vocab_once_, [this] {
+      uint64_t top = 0;
+      for (int64_t i = 0; i < count_; ++i)
+        top = std::max(top, load_le(tokens_ + i * width_, width_));
+      vocab_ = count_ > 0 ? int64_t(top) + 1 : 0;
+    });
+    return vocab_;
+  }
+
+  void read(int64_t start, int64_t count, int64_t* out) const override {
+    MERAK_CHECK(start >= 0 && count >= 0 && start <= count_ - count, path_, ": read of tokens [",
+                start, ", ", start + count, ") outside the shard's ", count_, " tokens");
+    const unsigned char* p = tokens_ + start * width_;
+    for (int64_t i = 0; i < count; ++i) out[i] = int64_t(load_le(p + i * width_, width_));
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<Mapping> map_;
+  const unsigned char* tokens_;
+  int width_;
+  int64_t count_;
+  mutable std::once_flag vocab_once_;
+  mutable int64_t vocab_ = 0;
+};
+
+// The file must hold exactly the header and `count` tokens of `width` bytes.
+void check_size(const std::string& path, int64_t file_bytes, int64_t header, int width,
+                uint64_t count) {
+  const uint64_t body = uint64_t(file_bytes - header);
+  const uint64_t held = body / uint64_t(width);
+  MERAK_CHECK(count <= held, path, ": truncated: header says ", count, " tokens, file holds ",
+              held);
+  MERAK_CHECK(body == count * uint64_t(width), path, ": header says ", count,
+              " tokens, but the file holds ", body - count * uint64_t(width),
+              " bytes more than that");
+}
+
+std::string hex_prefix(const unsigned char* p, int64_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (int64_t i = 0; i < std::min<int64_t>(n, 8); ++i) {
+    s += digits[p[i] >> 4];
+    s += digits[p[i] & 15];
+  }
+  return s.empty() ? "none, the file is empty" : s;
+}
+
+}  // namespace
+
+std::unique_ptr<TokenDataset> open_shard(const std::string& path) {
+  auto map = std::make_unique<Mapping>(path);
+  const unsigned char* b = map->bytes();
+  const int64_t n = map->size();
+  int64_t header = 0, count = 0;
+  int width = 0;
+  if (n >= 8 && std::memcmp(b, kMagic, 8) == 0) {
+    MERAK_CHECK(n >= kHeaderBytes, path, ": truncated: ", n, " bytes, less than the ",
+                kHeaderBytes, "-byte header");
+    const uint64_t version = load_le(b + 8, 4);
+    MERAK_CHECK(version == kVersion, path, ": shard format version ", version,
+                ", this build reads version ", kVersion);
+    width = int(load_le(b + 12, 4));
+    MERAK_CHECK(width == 2 || width == 4, path, ": bad bytes per token ", width,
+                " (expected 2 or 4)");
+    const uint64_t stated = load_le(b + 16, 8);
+    check_size(path, n, kHeaderBytes, width, stated);
+    header = kHeaderBytes;
+    count = int64_t(stated);
+  } else if (n >= 4 && load_le(b, 4) == kLlmcMagic) {
+    MERAK_CHECK(n >= kLlmcHeaderBytes, path, ": truncated: ", n, " bytes, less than llm.c's ",
+                kLlmcHeaderBytes, "-byte header");
+    const uint64_t version = load_le(b + 4, 4);
+    MERAK_CHECK(version == kLlmcVersion, path, ": llm.c shard version ", version,
+                ", expected ", kLlmcVersion, " (uint16 tokens)");
+    const int32_t stated = int32_t(load_le(b + 8, 4));
+    MERAK_CHECK(stated >= 0, path, ": llm.c header gives a negative token count ", stated);
+    width = 2;
+    check_size(path, n, kLlmcHeaderBytes, width, uint64_t(stated));
+    header = kLlmcHeaderBytes;
+    count = stated;
+  } else {
+    MERAK_FAIL(path, ": not a token shard: unknown magic (first bytes ", hex_prefix(b, n),
+               "; expected \"MERAKTOK\" or llm.c's int32 20240520)");
+  }
+  return std::make_unique<ShardDataset>(path, std::move(map), header, width, count);
+}
+
+void write_shard(const std::string& path, const std::vector<int64_t>& tokens) {
+  int width = 2;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    MERAK_CHECK(tokens[i] >= 0 && tokens[i] <= int64_t(UINT32_MAX), path,
+                ": cannot write token id ", tokens[i], " at position ", i,
+                " (ids must fit in uint32)");
+    if (tokens[i] > int64_t(UINT16_MAX)) width = 4;
+  }
+  std::vector<unsigned char> bytes(size_t(kHeaderBytes) + tokens.size() * width, 0);
+  std::memcpy(bytes.data(), kMagic, 8);
+  store_le(bytes.data() + 8, kVersion, 4);
+  store_le(bytes.data() + 12, uint64_t(width), 4);
+  store_le(bytes.data() + 16, tokens.size(), 8);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    store_le(bytes.data() + kHeaderBytes + i * width, uint64_t(tokens[i]), width);
+
+  // Write beside the target, then rename: readers see the old file or the whole new one.
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  MERAK_CHECK(fd >= 0, tmp, ": cannot create: ", std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      MERAK_FAIL(tmp, ": write failed: ", std::strerror(err));
+    }
+    done += size_t(w);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  const int sync_err = errno;
+  ::close(fd);
+  if (!synced) {
+    ::unlink(tmp.c_str());
+    MERAK_FAIL(tmp, ": fsync failed: ", std::strerror(sync_err));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    MERAK_FAIL(path, ": cannot rename ", tmp, " into place: ", std::strerror(err));
+  }
+}
+
+}  // namespace merak::data

@@ -1,0 +1,58 @@
+// AdamW with decoupled weight decay and bias correction, the learning-rate schedule, and
+// global-norm gradient clipping.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "merak/core/tensor.h"
+
+namespace merak::optim {
+
+struct AdamWOptions {
+  double lr = 3e-4;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double weight_decay = 0.1;
+};
+
+// One trainable tensor. Decay is off for biases and norm weights (by convention: tensors of
+// rank < 2), on for matrices and embeddings.
+struct Param {
+  std::string name;
+  Tensor value;  // updated in place; its .grad() is read
+  bool decay = true;
+};
+std::vector<Param> make_params(const std::vector<std::pair<std::string, Tensor>>& named);
+
+class AdamW {
+ public:
+  AdamW(std::vector<Param> params, AdamWOptions options);
+  // Applies one update with learning rate `lr` to every parameter that has a gradient (f32
+  // parameters and gradients; moments kept in f32). Runs under no-grad.
+  void step(double lr);
+  void zero_grad();  // drops every gradient
+  int64_t steps_taken() const { return step_; }
+  const std::vector<Param>& params() const { return params_; }
+  // Optimizer state for checkpoints: first and second moments, by parameter name.
+  const std::vector<Tensor>& exp_avg() const { return m_; }
+  const std::vector<Tensor>& exp_avg_sq() const { return v_; }
+
+ private:
+  std::vector<Param> params_;
+  AdamWOptions options_;
+  std::vector<Tensor> m_, v_;
+  int64_t step_ = 0;
+};
+
+// Learning rate at `step` (0-based): linear warmup over warmup_steps from lr/warmup to lr, then
+// decay ("cosine", "linear" or "constant") to min_lr at total_steps.
+double scheduled_lr(int64_t step, int64_t total_steps, double lr, int64_t warmup_steps,
+                    const std::string& decay, double min_lr);
+
+// The global L2 norm of all gradients (f64 accumulation); when max_norm > 0 and the norm
+// exceeds it, scales every gradient in place by max_norm / (norm + 1e-6). Returns the norm
+// before clipping.
+double clip_grad_norm(const std::vector<Param>& params, double max_norm);
+
+}  // namespace merak::optim

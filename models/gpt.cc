@@ -1,0 +1,73 @@
+#include "models/gpt.h"
+
+#include <cmath>
+
+#include "merak/autograd/checkpoint.h"
+#include "merak/ops/functional.h"
+#include "models/positions.h"
+
+namespace merak::models {
+namespace {
+
+nn::BlockOptions block_options(const ModelOptions& o) {
+  nn::BlockOptions b;
+  b.hidden = o.hidden;
+  b.heads = o.heads;
+  b.ffn_hidden = o.ffn();
+  b.dropout = o.dropout;
+  b.ln_eps = o.ln_eps;
+  b.init_std = o.init_std;
+  b.proj_std = o.init_std / std::sqrt(2.0 * double(o.layers));
+  return b;
+}
+
+}  // namespace
+
+Gpt::Gpt(const ModelOptions& o)
+    : wte(add<nn::Embedding>("wte", o.vocab, o.hidden, o.init_std)),
+      wpe(add<nn::Embedding>("wpe", o.max_seq, o.hidden, o.init_std)),
+      blocks(add<nn::ModuleList>("blocks")),
+      ln_f(add<nn::LayerNorm>("ln_f", o.hidden, o.ln_eps)),
+      options_(o),
+      drop_(add<nn::Dropout>("drop", o.dropout)) {
+  const nn::BlockOptions b = block_options(o);
+  for (int64_t i = 0; i < o.layers; ++i) blocks.append<nn::PreLnBlock>(b);
+}
+
+Tensor Gpt::hidden_states(const Tensor& tokens) const {
+  MERAK_CHECK(tokens.dim() == 2, "gpt: tokens must be [batch, seq], got ", tokens.str());
+  const int64_t t = tokens.size(1);
+  MERAK_CHECK(t <= options_.max_seq, "gpt: sequence length ", t, " exceeds model.max_seq ",
+              options_.max_seq);
+  Tensor x = ops::add(wte.forward(tokens), wpe.forward(positions(t, tokens.device())));
+  x = drop_.forward(x);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const auto& block = blocks.at<nn::PreLnBlock>(i);
+    if (options_.recompute && training()) {
+      auto segment = [&block](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{block.forward(in[0])};
+      };
+      x = autograd::checkpoint(segment, {x})[0];
+    } else {
+      x = block.forward(x);
+    }
+  }
+  return ln_f.forward(x);
+}
+
+Tensor Gpt::logits(const Tensor& tokens) const {
+  return ops::linear(hidden_states(tokens), wte.weight);  // tied LM head
+}
+
+Tensor Gpt::loss(const Batch& batch) const {
+  return ops::cross_entropy(logits(batch.tokens), batch.targets);
+}
+
+double Gpt::flops_per_token(int64_t seq) const {
+  return 6.0 * double(num_parameters()) +
+         6.0 * double(options_.layers) * double(seq) * double(options_.hidden);
+}
+
+MERAK_REGISTER_MODEL(gpt, [](const ModelOptions& o) { return std::make_unique<Gpt>(o); });
+
+}  // namespace merak::models

@@ -1,0 +1,478 @@
+// merak/config: every shipped config loads, each kind of mistake is reported on one line naming
+// the file and the key, --set overrides apply in order, and to_yaml round-trips.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "merak/config/config.h"
+
+namespace fs = std::filesystem;
+using merak::config::Config;
+using merak::config::ConfigError;
+using merak::config::load;
+using merak::config::parse;
+using merak::config::to_yaml;
+
+namespace {
+
+// configs/ inside this test's runfiles.
+fs::path configs_dir() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  REQUIRE(srcdir != nullptr);
+  REQUIRE(workspace != nullptr);
+  return fs::path(srcdir) / workspace / "configs";
+}
+
+// A scratch file under Bazel's per-test temporary directory.
+fs::path write_temp(const std::string& name, const std::string& text) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  fs::path path = (tmp != nullptr ? fs::path(tmp) : fs::temp_directory_path()) / name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// The message parse() fails with; "" (and a test failure) when it does not fail.
+std::string error_of(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse(yaml, "x.yaml", overrides);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  FAIL_CHECK("no ConfigError for:\n" << yaml);
+  return "";
+}
+
+void check_same(const Config& a, const Config& b) {
+  CHECK(a.model.family == b.model.family);
+  CHECK(a.model.layers == b.model.layers);
+  CHECK(a.model.hidden == b.model.hidden);
+  CHECK(a.model.heads == b.model.heads);
+  CHECK(a.model.ffn_hidden == b.model.ffn_hidden);
+  CHECK(a.model.max_seq == b.model.max_seq);
+  CHECK(a.model.vocab == b.model.vocab);
+  CHECK(a.model.type_vocab == b.model.type_vocab);
+  CHECK(a.model.dropout == b.model.dropout);
+  CHECK(a.model.ln_eps == b.model.ln_eps);
+  CHECK(a.model.init_std == b.model.init_std);
+  CHECK(a.model.recompute == b.model.recompute);
+  CHECK(a.data.source == b.data.source);
+  CHECK(a.data.files == b.data.files);
+  CHECK(a.data.generated_tokens == b.data.generated_tokens);
+  CHECK(a.data.mlm_probability == b.data.mlm_probability);
+  CHECK(a.data.seed == b.data.seed);
+  CHECK(a.optimizer.lr == b.optimizer.lr);
+  CHECK(a.optimizer.beta1 == b.optimizer.beta1);
+  CHECK(a.optimizer.beta2 == b.optimizer.beta2);
+  CHECK(a.optimizer.eps == b.optimizer.eps);
+  CHECK(a.optimizer.weight_decay == b.optimizer.weight_decay);
+  CHECK(a.optimizer.grad_clip == b.optimizer.grad_clip);
+  CHECK(a.schedule.warmup_steps == b.schedule.warmup_steps);
+  CHECK(a.schedule.decay == b.schedule.decay);
+  CHECK(a.schedule.min_lr == b.schedule.min_lr);
+  CHECK(a.train.steps == b.train.steps);
+  CHECK(a.train.batch == b.train.batch);
+  CHECK(a.train.micro_batch == b.train.micro_batch);
+  CHECK(a.train.seq_len == b.train.seq_len);
+  CHECK(a.train.log_interval == b.train.log_interval);
+  CHECK(a.train.seed == b.train.seed);
+  CHECK(a.train.threads == b.train.threads);
+  CHECK(a.train.device == b.train.device);
+}
+
+struct Shape {
+  std::string family;
+  int64_t layers, hidden, heads, max_seq, vocab;
+};
+
+const std::map<std::string, Shape>& shipped() {
+  static const std::map<std::string, Shape> shapes = {
+      {"gpt-tiny.yaml", {"gpt", 0, 0, 4, 64, 256}},  // layers/hidden: a range, checked below
+      {"gpt-small.yaml", {"gpt", 12, 768, 12, 1024, 50257}},
+      {"gpt1.5b.yaml", {"gpt", 48, 1600, 25, 1024, 50257}},
+      {"gpt2.5b.yaml", {"gpt", 54, 1920, 20, 1024, 50257}},
+      {"gpt8.3b.yaml", {"gpt", 72, 3072, 32, 2048, 50257}},
+      {"gpt20b.yaml", {"gpt", 44, 6144, 64, 2048, 50257}},
+      {"bert-base.yaml", {"bert", 12, 768, 12, 512, 30522}},
+      {"bert-large.yaml", {"bert", 24, 1024, 16, 512, 30522}},
+      {"bert-tiny.yaml", {"bert", 2, 128, 4, 64, 260}},
+  };
+  return shapes;
+}
+
+std::vector<fs::path> config_files() {
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(configs_dir())) {
+    if (entry.path().extension() == ".yaml") files.push_back(entry.path());
+  }
+  return files;
+}
+
+}  // namespace
+
+TEST_CASE("every file in configs/ loads and validates", "[config]") {
+  std::set<std::string> names;
+  for (const fs::path& path : config_files()) {
+    INFO(path.string());
+    names.insert(path.filename().string());
+    Config c;
+    REQUIRE_NOTHROW(c = load(path.string()));
+    CHECK(c.path == path.string());
+  }
+  for (const auto& [name, shape] : shipped()) {
+    INFO(name);
+    CHECK(names.count(name) == 1);
+  }
+}
+
+TEST_CASE("shipped configs have the published shapes", "[config]") {
+  for (const auto& [name, shape] : shipped()) {
+    INFO(name);
+    Config c = load((configs_dir() / name).string());
+    CHECK(c.model.family == shape.family);
+    if (shape.layers != 0) CHECK(c.model.layers == shape.layers);
+    if (shape.hidden != 0) CHECK(c.model.hidden == shape.hidden);
+    CHECK(c.model.heads == shape.heads);
+    CHECK(c.model.max_seq == shape.max_seq);
+    CHECK(c.model.vocab == shape.vocab);
+    CHECK(c.train.seq_len == c.model.max_seq);
+  }
+}
+
+TEST_CASE("gpt-tiny and bert-tiny are small CPU runs on generated data", "[config]") {
+  Config gpt = load((configs_dir() / "gpt-tiny.yaml").string());
+  CHECK(gpt.model.layers >= 2);
+  CHECK(gpt.model.layers <= 4);
+  CHECK(gpt.model.hidden >= 128);
+  CHECK(gpt.model.hidden <= 256);
+  CHECK(gpt.data.source == "generated");
+  CHECK(gpt.train.batch >= 8);
+  CHECK(gpt.train.batch <= 16);
+  CHECK(gpt.train.steps >= 150);
+  CHECK(gpt.train.steps <= 300);
+  CHECK(gpt.optimizer.lr == Approx(1e-3));
+  CHECK(gpt.schedule.warmup_steps == 20);
+  CHECK(gpt.schedule.decay == "cosine");
+  CHECK(gpt.train.log_interval == 10);
+  CHECK(gpt.train.device == "cpu");
+
+  Config bert = load((configs_dir() / "bert-tiny.yaml").string());
+  CHECK(bert.data.source == "generated");
+  CHECK(bert.train.device == "cpu");
+}
+
+TEST_CASE("large configs have realistic training sections", "[config]") {
+  for (const char* name : {"gpt-small.yaml", "gpt1.5b.yaml", "gpt2.5b.yaml", "gpt8.3b.yaml",
+                           "gpt20b.yaml", "bert-base.yaml", "bert-large.yaml"}) {
+    INFO(name);
+    Config c = load((configs_dir() / name).string());
+    CHECK(c.optimizer.lr >= 1.5e-4);
+    CHECK(c.optimizer.lr <= 6e-4);
+    CHECK(c.schedule.warmup_steps > 0);
+    CHECK(c.optimizer.weight_decay == 0.1);
+    CHECK(c.optimizer.grad_clip == 1.0);
+    CHECK(c.train.steps > c.schedule.warmup_steps);
+  }
+}
+
+TEST_CASE("an empty file gives the defaults; a file sets only what it names", "[config]") {
+  Config defaults;
+  defaults.path = "x.yaml";
+  check_same(parse("", "x.yaml"), defaults);
+  check_same(parse("# nothing but a comment\n", "x.yaml"), defaults);
+  check_same(parse("model:\nschedule:\n", "x.yaml"), defaults);  // sections left empty
+
+  Config c = parse("optimizer:\n  lr: 0.01\ntrain:\n  steps: 7\n", "x.yaml");
+  Config expected = defaults;
+  expected.optimizer.lr = 0.01;
+  expected.train.steps = 7;
+  check_same(c, expected);
+}
+
+TEST_CASE("unknown keys are named, with the closest known key", "[config]") {
+  CHECK(error_of("optimizer:\n  lrr: 1\n") ==
+        "x.yaml: key 'optimizer.lrr': unknown key (did you mean 'optimizer.lr'?)");
+  CHECK(error_of("train:\n  stpes: 1\n") ==
+        "x.yaml: key 'train.stpes': unknown key (did you mean 'train.steps'?)");
+  CHECK(error_of("model:\n  Layers: 2\n") ==
+        "x.yaml: key 'model.Layers': unknown key (did you mean 'model.layers'?)");
+  // The right name in the wrong section.
+  CHECK(error_of("optimizer:\n  warmup_steps: 5\n") ==
+        "x.yaml: key 'optimizer.warmup_steps': unknown key (did you mean "
+        "'schedule.warmup_steps'?)");
+  CHECK(error_of("model:\n  colour: blue\n") == "x.yaml: key 'model.colour': unknown key");
+  CHECK(error_of("optimiser:\n  lr: 1\n") ==
+        "x.yaml: key 'optimiser': unknown key (did you mean 'optimizer'?)");
+  CHECK(error_of("lr: 0.1\n") == "x.yaml: key 'lr': unknown key (did you mean 'optimizer.lr'?)");
+  CHECK(error_of("hardware:\n  gpus: 8\n") == "x.yaml: key 'hardware': unknown key");
+}
+
+TEST_CASE("wrong types are named with what was expected and what was found", "[config]") {
+  CHECK(error_of("train:\n  steps: ten\n") ==
+        "x.yaml: key 'train.steps': expected an integer, got 'ten'");
+  CHECK(error_of("train:\n  batch: 8.5\n") ==
+        "x.yaml: key 'train.batch': expected an integer, got '8.5'");
+  CHECK(error_of("train:\n  steps: 99999999999999999999\n") ==
+        "x.yaml: key 'train.steps': expected an integer, got '99999999999999999999'");
+  CHECK(error_of("train:\n  threads: 4294967296\n") ==
+        "x.yaml: key 'train.threads': expected a 32-bit integer, got '4294967296'");
+  CHECK(error_of("train:\n  steps:\n") ==
+        "x.yaml: key 'train.steps': expected an integer, got no value");
+  CHECK(error_of("optimizer:\n  lr: [1, 2]\n") ==
+        "x.yaml: key 'optimizer.lr': expected a number, got a list");
+  CHECK(error_of("optimizer:\n  lr: 1e-3x\n") ==
+        "x.yaml: key 'optimizer.lr': expected a number, got '1e-3x'");
+  CHECK(error_of("optimizer:\n  lr: inf\n") ==
+        "x.yaml: key 'optimizer.lr': expected a number, got 'inf'");
+  CHECK(error_of("model:\n  family: {name: gpt}\n") ==
+        "x.yaml: key 'model.family': expected a string, got a map");
+  CHECK(error_of("model:\n  recompute: maybe\n") ==
+        "x.yaml: key 'model.recompute': expected true or false, got 'maybe'");
+  CHECK(error_of("data:\n  seed: -1\n") ==
+        "x.yaml: key 'data.seed': expected a non-negative integer, got '-1'");
+  CHECK(error_of("data:\n  files: a.txt\n") ==
+        "x.yaml: key 'data.files': expected a list of strings like [a, b], got 'a.txt'");
+  CHECK(error_of("data:\n  files: [a.txt, [b.txt]]\n") ==
+        "x.yaml: key 'data.files': expected a list of strings, got an item that is a list");
+  CHECK(error_of("model: 3\n") == "x.yaml: key 'model': expected a map of keys, got '3'");
+  CHECK(error_of("- model\n- train\n") ==
+        "x.yaml: expected a map of sections (model, data, optimizer, schedule, train), got a "
+        "list");
+  CHECK(error_of("train:\n  steps: 1\n  steps: 2\n") ==
+        "x.yaml: key 'train.steps': given twice (lines 2 and 3)");
+  CHECK(error_of("train:\n  steps: 1\ntrain:\n  batch: 2\n") ==
+        "x.yaml: key 'train': given twice (lines 1 and 3)");
+  // A multi-line value still gives a one-line message.
+  CHECK(error_of("train:\n  steps: |\n    ten\n    eleven\n") ==
+        "x.yaml: key 'train.steps': expected an integer, got 'ten\\neleven\\n'");
+}
+
+TEST_CASE("values out of range name the key and the rule", "[config]") {
+  struct Case {
+    const char* yaml;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"model:\n  layers: 0", "key 'model.layers': must be >= 1, got 0"},
+      {"model:\n  hidden: 0", "key 'model.hidden': must be >= 1, got 0"},
+      {"model:\n  heads: 0", "key 'model.heads': must be >= 1, got 0"},
+      {"model:\n  max_seq: 0", "key 'model.max_seq': must be >= 1, got 0"},
+      {"model:\n  vocab: -5", "key 'model.vocab': must be >= 1, got -5"},
+      {"model:\n  hidden: 100\n  heads: 3",
+       "key 'model.heads': model.hidden 100 is not divisible by model.heads 3"},
+      {"model:\n  ffn_hidden: -1", "key 'model.ffn_hidden': must be >= 0, got -1"},
+      {"model:\n  dropout: 1.0", "key 'model.dropout': must be in [0, 1), got 1"},
+      {"model:\n  dropout: -0.1", "key 'model.dropout': must be in [0, 1), got -0.1"},
+      {"model:\n  family: llama",
+       "key 'model.family': must be one of gpt, bert, got 'llama'"},
+      {"data:\n  source: txt",
+       "key 'data.source': must be one of generated, text, tokens, got 'txt' (did you mean "
+       "'text'?)"},
+      {"data:\n  source: tokens",
+       "key 'data.files': must name at least one file when data.source is 'tokens'"},
+      {"data:\n  source: text\n  files: []",
+       "key 'data.files': must name at least one file when data.source is 'text'"},
+      {"data:\n  mlm_probability: 0", "key 'data.mlm_probability': must be in (0, 1), got 0"},
+      {"data:\n  mlm_probability: 1", "key 'data.mlm_probability': must be in (0, 1), got 1"},
+      {"optimizer:\n  lr: 0", "key 'optimizer.lr': must be > 0, got 0"},
+      {"optimizer:\n  lr: -0.001", "key 'optimizer.lr': must be > 0, got -0.001"},
+      {"optimizer:\n  beta1: 1", "key 'optimizer.beta1': must be in [0, 1), got 1"},
+      {"optimizer:\n  beta2: -0.5", "key 'optimizer.beta2': must be in [0, 1), got -0.5"},
+      {"optimizer:\n  eps: 0", "key 'optimizer.eps': must be > 0, got 0"},
+      {"optimizer:\n  weight_decay: -0.1", "key 'optimizer.weight_decay': must be >= 0, got -0.1"},
+      {"optimizer:\n  grad_clip: -1", "key 'optimizer.grad_clip': must be >= 0, got -1"},
+      {"schedule:\n  warmup_steps: -1", "key 'schedule.warmup_steps': must be >= 0, got -1"},
+      {"schedule:\n  decay: cosin",
+       "key 'schedule.decay': must be one of cosine, linear, constant, got 'cosin' (did you "
+       "mean 'cosine'?)"},
+      {"schedule:\n  min_lr: -1e-5", "key 'schedule.min_lr': must be >= 0, got -1e-05"},
+      {"optimizer:\n  lr: 0.001\nschedule:\n  min_lr: 0.01",
+       "key 'schedule.min_lr': must be <= optimizer.lr 0.001, got 0.01"},
+      {"train:\n  steps: 0", "key 'train.steps': must be >= 1, got 0"},
+      {"train:\n  batch: 0", "key 'train.batch': must be >= 1, got 0"},
+      {"train:\n  micro_batch: -2", "key 'train.micro_batch': must be >= 0, got -2"},
+      {"train:\n  batch: 8\n  micro_batch: 3",
+       "key 'train.micro_batch': train.micro_batch 3 does not divide train.batch 8"},
+      {"train:\n  seq_len: 0", "key 'train.seq_len': must be >= 1, got 0"},
+      {"model:\n  max_seq: 32\ntrain:\n  seq_len: 64",
+       "key 'train.seq_len': train.seq_len 64 exceeds model.max_seq 32"},
+      {"train:\n  log_interval: 0", "key 'train.log_interval': must be >= 1, got 0"},
+      {"train:\n  threads: -1", "key 'train.threads': must be >= 0, got -1"},
+      {"train:\n  device: metal", "key 'train.device': must be one of cpu, cuda, got 'metal'"},
+      {"train:\n  device: cdua",
+       "key 'train.device': must be one of cpu, cuda, got 'cdua' (did you mean 'cuda'?)"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.yaml);
+    CHECK(error_of(c.yaml) == std::string("x.yaml: ") + c.message);
+  }
+}
+
+TEST_CASE("values on the edge of each range are accepted", "[config]") {
+  Config c = parse(
+      "model:\n  hidden: 6\n  heads: 3\n  dropout: 0\n  max_seq: 16\n"
+      "optimizer:\n  lr: 0.5\n  beta1: 0\n  beta2: 0\n  weight_decay: 0\n  grad_clip: 0\n"
+      "schedule:\n  warmup_steps: 0\n  min_lr: 0.5\n  decay: constant\n"
+      "data:\n  source: text\n  files: [a.txt]\n  mlm_probability: 0.999\n"
+      "train:\n  steps: 1\n  batch: 6\n  micro_batch: 6\n  seq_len: 16\n  threads: 0\n"
+      "  device: cuda\n",
+      "x.yaml");
+  CHECK(c.model.heads == 3);
+  CHECK(c.schedule.min_lr == 0.5);
+  CHECK(c.data.files == std::vector<std::string>{"a.txt"});
+  CHECK(c.train.micro_batch == 6);
+  CHECK(c.train.device == "cuda");
+  CHECK_NOTHROW(parse("train:\n  micro_batch: 0\n", "x.yaml"));  // 0 = no accumulation
+}
+
+TEST_CASE("file errors name the file; syntax errors name the line", "[config]") {
+  const std::string missing = "/nonexistent-merak-dir/cfg.yaml";
+  try {
+    load(missing);
+    FAIL_CHECK("a missing file loaded");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()) ==
+          missing + ": cannot open config file (No such file or directory)");
+  }
+  try {
+    load(configs_dir().string());
+    FAIL_CHECK("a directory loaded");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()) ==
+          configs_dir().string() + ": cannot read config file (Is a directory)");
+  }
+
+  // Line 3 is indented less than the map it belongs to.
+  fs::path bad = write_temp("bad-indent.yaml", "model:\n  layers: 2\n hidden: 3\n");
+  try {
+    load(bad.string());
+    FAIL_CHECK("a file with a syntax error loaded");
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.rfind(bad.string() + ": line 3, column ", 0) == 0);
+    CHECK(what.find("YAML syntax error") != std::string::npos);
+    CHECK(what.find('\n') == std::string::npos);
+  }
+  const std::string nested = error_of("model:\n  layers: 2\n  hidden: 3: 4\n");
+  CHECK(nested.rfind("x.yaml: line 3, column ", 0) == 0);
+  CHECK(error_of("model:\n  layers: 2\n---\ntrain:\n  steps: 3\n") ==
+        "x.yaml: line 4, column 1: a second YAML document starts here (a config file holds "
+        "one)");
+}
+
+TEST_CASE("--set overrides apply after the file, in order", "[config]") {
+  const std::string file = "optimizer:\n  lr: 0.01\n";
+  CHECK(parse(file, "x.yaml", {"optimizer.lr=0.03"}).optimizer.lr == 0.03);
+  CHECK(parse(file, "x.yaml", {"optimizer.lr=0.03", "optimizer.lr=0.02"}).optimizer.lr == 0.02);
+  CHECK(parse(file, "x.yaml", {" train.steps = 5"}).train.steps == 5);
+
+  Config c = parse(file, "x.yaml", {"data.source=text", "data.files=[a.txt,b.txt]"});
+  CHECK(c.data.source == "text");
+  CHECK(c.data.files == std::vector<std::string>{"a.txt", "b.txt"});
+  CHECK(parse(file, "x.yaml", {"model.recompute=true"}).model.recompute);
+
+  // Validation sees the final values: a later override may repair an earlier one, and an
+  // override may make a file's value valid.
+  CHECK(parse(file, "x.yaml", {"train.steps=0", "train.steps=3"}).train.steps == 3);
+  CHECK(parse("train:\n  seq_len: 128\n", "x.yaml", {"model.max_seq=128"}).train.seq_len ==
+        128);
+
+  // Through load() too.
+  fs::path path = write_temp("override.yaml", "train:\n  steps: 9\n");
+  CHECK(load(path.string(), {"train.steps=11"}).train.steps == 11);
+}
+
+TEST_CASE("--set errors name the override", "[config]") {
+  CHECK(error_of("", {"optimizer.lrr=1"}) ==
+        "x.yaml: --set optimizer.lrr: unknown key (did you mean 'optimizer.lr'?)");
+  CHECK(error_of("", {"optimiser.lr=1"}) ==
+        "x.yaml: --set optimiser.lr: unknown key (did you mean 'optimizer.lr'?)");
+  CHECK(error_of("", {"train.steps=ten"}) ==
+        "x.yaml: --set train.steps: expected an integer, got 'ten'");
+  CHECK(error_of("", {"train.steps="}) ==
+        "x.yaml: --set train.steps: expected an integer, got no value");
+  CHECK(error_of("", {"train.steps"}) ==
+        "x.yaml: --set train.steps: expected KEY=VALUE, like optimizer.lr=3e-4");
+  CHECK(error_of("", {"model=1"}) ==
+        "x.yaml: --set model: names a section; set one key of it, like model.family");
+  const std::string broken = error_of("", {"data.files=[a.txt"});
+  CHECK(broken.rfind("x.yaml: --set data.files: cannot read '[a.txt' as YAML: ", 0) == 0);
+  CHECK(broken.find('\n') == std::string::npos);
+  // A rule broken by an override's value is reported at the override.
+  CHECK(error_of("", {"model.heads=5"}) ==
+        "x.yaml: --set model.heads: model.hidden 256 is not divisible by model.heads 5");
+  CHECK(error_of("", {"optimizer.lr=-1"}) == "x.yaml: --set optimizer.lr: must be > 0, got -1");
+  // ... and one the file broke is still reported at the file's key.
+  CHECK(error_of("train:\n  steps: 0\n", {"train.batch=4"}) ==
+        "x.yaml: key 'train.steps': must be >= 1, got 0");
+}
+
+TEST_CASE("to_yaml writes every key and reads back to the same config", "[config]") {
+  // Every field away from its default, strings that need quoting, and a double that only
+  // survives with full precision.
+  Config c;
+  c.model = {"bert", 3, 48, 6, 40, 100, 99, 3, 0.25, 1e-12, 0.01, true};
+  c.data.source = "tokens";
+  c.data.files = {"a b.txt", "x: y.bin", "~", "[z]", "#c", "null", "yes", "-", "a,b", "é"};
+  c.data.generated_tokens = 12345;
+  c.data.mlm_probability = 0.2;
+  c.data.seed = 18446744073709551615ull;
+  c.optimizer = {0.1 + 0.2, 0.8, 0.9, 1e-7, 0.05, 0.5};
+  c.schedule = {17, "linear", 1e-9};
+  c.train.steps = 1000;
+  c.train.batch = 24;
+  c.train.micro_batch = 4;
+  c.train.seq_len = 96;
+  c.train.log_interval = 7;
+  c.train.seed = 99;
+  c.train.threads = 3;
+  c.train.device = "cuda";
+  c.path = "orig.yaml";
+
+  const std::string text = to_yaml(c);
+  INFO(text);
+  Config back = parse(text, "orig.yaml");
+  check_same(back, c);
+  CHECK(to_yaml(back) == text);
+
+  // Every key, section by section, read with yaml-cpp directly.
+  const std::map<std::string, std::set<std::string>> keys = {
+      {"model",
+       {"family", "layers", "hidden", "heads", "ffn_hidden", "max_seq", "vocab", "type_vocab",
+        "dropout", "ln_eps", "init_std", "recompute"}},
+      {"data", {"source", "files", "generated_tokens", "mlm_probability", "seed"}},
+      {"optimizer", {"lr", "beta1", "beta2", "eps", "weight_decay", "grad_clip"}},
+      {"schedule", {"warmup_steps", "decay", "min_lr"}},
+      {"train",
+       {"steps", "batch", "micro_batch", "seq_len", "log_interval", "seed", "threads", "device"}},
+  };
+  YAML::Node root = YAML::Load(text);
+  REQUIRE(root.IsMap());
+  std::map<std::string, std::set<std::string>> found;
+  for (const auto& section : root) {
+    for (const auto& item : section.second) {
+      found[section.first.Scalar()].insert(item.first.Scalar());
+    }
+  }
+  CHECK(found == keys);
+}
+
+TEST_CASE("every shipped config round-trips through to_yaml", "[config]") {
+  for (const fs::path& path : config_files()) {
+    INFO(path.string());
+    Config c = load(path.string());
+    const std::string text = to_yaml(c);
+    Config back = parse(text, path.string());
+    check_same(back, c);
+    CHECK(to_yaml(back) == text);
+  }
+}

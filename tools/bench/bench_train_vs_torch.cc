@@ -1,0 +1,244 @@
+// Training speed of Merak's GPT next to the same model in plain PyTorch (python/merak_ref) on
+// the same shapes, thread count, batch and optimizer (forward, backward, global-norm clip,
+// AdamW). Merak runs first, then tools/bench/bench_train_vs_torch.py under /usr/bin/python3
+// with torch.set_num_threads and OpenBLAS limited to the same threads; one table compares them.
+//
+//   bazel run //tools/bench:bench_train_vs_torch -- [--threads 2] [--batch 4] [--seq 64]
+//       [--warmup 2] [--steps 5] [--shapes small,124m] [--no-torch] [--peak GFLOPS_PER_CORE]
+//
+// Model FLOPs per token are the model's own count (6 N + 6 L T C for GPT); "of peak" divides the
+// achieved model FLOP/s by the measured per-core FMA peak times the threads.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "merak/autograd/engine.h"
+#include "merak/core/parallel.h"
+#include "merak/optim/adamw.h"
+#include "models/model.h"
+#include "tools/common/fma_peak.h"
+
+namespace {
+
+using merak::Tensor;
+using clock_type = std::chrono::steady_clock;
+
+struct Shape {
+  std::string name;
+  int64_t layers, hidden, heads, vocab, max_seq;
+};
+
+const std::map<std::string, Shape> kShapes = {
+    {"small", {"L4 C256 H4 V8192", 4, 256, 4, 8192, 0}},  // max_seq 0 = the benchmark's seq
+    {"124m", {"GPT-2 124M", 12, 768, 12, 50257, 1024}},
+};
+
+struct Options {
+  int threads = 2;
+  int64_t batch = 4, seq = 64;
+  int warmup = 2, steps = 5;
+  std::vector<std::string> shapes = {"small", "124m"};
+  bool torch = true;
+  double peak = 0;  // GFLOP/s per core; 0 = measure
+};
+
+[[noreturn]] void usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s [--threads N] [--batch N] [--seq N] [--warmup N] [--steps N >= 5]\n"
+               "          [--shapes small,124m] [--no-torch] [--peak GFLOPS_PER_CORE]\n",
+               argv0);
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--no-torch") {
+      o.torch = false;
+      continue;
+    }
+    if (i + 1 >= argc) usage(argv[0]);
+    const char* v = argv[++i];
+    if (arg == "--threads") o.threads = std::atoi(v);
+    else if (arg == "--batch") o.batch = std::atoll(v);
+    else if (arg == "--seq") o.seq = std::atoll(v);
+    else if (arg == "--warmup") o.warmup = std::atoi(v);
+    else if (arg == "--steps") o.steps = std::atoi(v);
+    else if (arg == "--peak") o.peak = std::atof(v);
+    else if (arg == "--shapes") {
+      o.shapes.clear();
+      std::stringstream ss(v);
+      for (std::string s; std::getline(ss, s, ',');) {
+        if (!kShapes.count(s)) {
+          std::fprintf(stderr, "unknown shape '%s' (known: small, 124m)\n", s.c_str());
+          std::exit(2);
+        }
+        o.shapes.push_back(s);
+      }
+    } else usage(argv[0]);
+  }
+  if (o.threads < 1 || o.batch < 1 || o.seq < 1 || o.warmup < 0 || o.steps < 5 || o.peak < 0 ||
+      o.shapes.empty())
+    usage(argv[0]);
+  return o;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+struct Timing {
+  double step = 0, forward = 0, backward = 0, optimizer = 0;  // median seconds
+  int64_t params = 0;
+  double flops_per_token = 0;
+};
+
+// The same loop as the PyTorch side: zero grads, loss, backward, clip at 1.0, AdamW step.
+Timing time_merak(const Shape& s, const Options& o) {
+  merak::models::ModelOptions mo;
+  mo.family = "gpt";
+  mo.layers = s.layers, mo.hidden = s.hidden, mo.heads = s.heads, mo.vocab = s.vocab;
+  mo.max_seq = s.max_seq > 0 ? s.max_seq : o.seq;
+  auto model = merak::models::make_model(mo);
+  model->materialize(1);
+  model->train(true);
+  merak::optim::AdamWOptions ao;
+  ao.lr = 3e-4;
+  merak::optim::AdamW opt(merak::optim::make_params(model->named_parameters()), ao);
+
+  merak::models::Batch batch;
+  std::mt19937_64 rng(5);
+  std::vector<int64_t> tokens, targets;
+  for (int64_t i = 0; i < o.batch * o.seq; ++i) {
+    tokens.push_back(int64_t(rng() % uint64_t(s.vocab)));
+    targets.push_back(int64_t(rng() % uint64_t(s.vocab)));
+  }
+  batch.tokens = Tensor::from_vector(tokens, {o.batch, o.seq});
+  batch.targets = Tensor::from_vector(targets, {o.batch, o.seq});
+
+  std::vector<double> step, fwd, bwd, optim;
+  for (int i = 0; i < o.warmup + o.steps; ++i) {
+    const auto t0 = clock_type::now();
+    opt.zero_grad();
+    const Tensor loss = model->loss(batch);
+    const double t_fwd = seconds_since(t0);
+    merak::autograd::backward(loss);
+    const double t_bwd = seconds_since(t0);
+    merak::optim::clip_grad_norm(opt.params(), 1.0);
+    opt.step(3e-4);
+    const double t_all = seconds_since(t0);
+    std::fprintf(stderr, "  merak %s step %d: %.1f ms (loss %.4f)\n", s.name.c_str(), i,
+                 1e3 * t_all, loss.item());
+    if (i < o.warmup) continue;
+    step.push_back(t_all);
+    fwd.push_back(t_fwd);
+    bwd.push_back(t_bwd - t_fwd);
+    optim.push_back(t_all - t_bwd);
+  }
+  Timing t;
+  t.step = median(step), t.forward = median(fwd), t.backward = median(bwd);
+  t.optimizer = median(optim);
+  t.params = model->num_parameters();
+  t.flops_per_token = model->flops_per_token(o.seq);
+  return t;
+}
+
+// tools/bench/bench_train_vs_torch.py: next to the working directory under `bazel run`, else in
+// the binary's runfiles.
+std::string torch_script(const char* argv0) {
+  const std::string rel = "tools/bench/bench_train_vs_torch.py";
+  std::vector<std::string> candidates = {rel, std::string(argv0) + ".runfiles/merak/" + rel};
+  if (const char* r = std::getenv("RUNFILES_DIR")) candidates.push_back(std::string(r) + "/merak/" + rel);
+  for (const auto& c : candidates)
+    if (std::ifstream(c).good()) return c;
+  return "";
+}
+
+// Runs the PyTorch side for one shape; returns its median step seconds and phases (0 on error).
+Timing time_torch(const std::string& script, const Shape& s, const Options& o) {
+  std::ostringstream cmd;
+  cmd << "OPENBLAS_NUM_THREADS=" << o.threads << " OMP_NUM_THREADS=" << o.threads
+      << " /usr/bin/python3 " << script << " --threads " << o.threads << " --batch " << o.batch
+      << " --seq " << o.seq << " --warmup " << o.warmup << " --steps " << o.steps
+      << " --layers " << s.layers << " --hidden " << s.hidden << " --heads " << s.heads
+      << " --vocab " << s.vocab << " --max-seq " << (s.max_seq > 0 ? s.max_seq : o.seq);
+  Timing t;
+  FILE* p = popen(cmd.str().c_str(), "r");
+  if (!p) return t;
+  char line[4096];
+  while (std::fgets(line, sizeof line, p)) {
+    if (std::sscanf(line, "RESULT step %lf forward %lf backward %lf optimizer %lf", &t.step,
+                    &t.forward, &t.backward, &t.optimizer) == 4)
+      continue;
+    std::fputs(line, stderr);  // the script's own notes (BLAS in use, per-step times)
+  }
+  if (pclose(p) != 0) t.step = 0;
+  return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  merak::set_num_threads(o.threads);
+  const double peak_core = o.peak > 0 ? o.peak : merak::bench::measured_fma_peak_gflops();
+  const double peak = peak_core * o.threads;
+  std::printf("threads %d, batch %lld x seq %lld, warm-up %d, timed %d (median); peak %.1f "
+              "GFLOP/s per core (%s) x %d = %.1f GFLOP/s\n",
+              o.threads, (long long)o.batch, (long long)o.seq, o.warmup, o.steps, peak_core,
+              o.peak > 0 ? "given" : merak::bench::fma_peak_isa(), o.threads, peak);
+  std::fflush(stdout);
+
+  const std::string script = o.torch ? torch_script(argv[0]) : "";
+  if (o.torch && script.empty())
+    std::fprintf(stderr, "bench: tools/bench/bench_train_vs_torch.py not found; PyTorch skipped\n");
+
+  const double tokens = double(o.batch * o.seq);
+  struct Row {
+    Shape shape;
+    Timing merak, torch;
+  };
+  std::vector<Row> rows;
+  for (const auto& name : o.shapes) rows.push_back({kShapes.at(name), time_merak(kShapes.at(name), o), {}});
+  // PyTorch after every Merak run, so the two never share the cores.
+  if (!script.empty())
+    for (auto& r : rows) r.torch = time_torch(script, r.shape, o);
+
+  std::printf("\n%-17s %9s %8s %9s %8s %7s | %9s %8s | %7s\n", "shape", "params", "merak ms",
+              "tokens/s", "GFLOP/s", "of peak", "torch ms", "tokens/s", "ratio");
+  for (const auto& r : rows) {
+    const double gflops = r.merak.flops_per_token * tokens / r.merak.step / 1e9;
+    std::printf("%-17s %8.1fM %8.1f %9.0f %8.1f %6.1f%% |", r.shape.name.c_str(),
+                double(r.merak.params) / 1e6, 1e3 * r.merak.step, tokens / r.merak.step, gflops,
+                100 * gflops / peak);
+    if (r.torch.step > 0)
+      std::printf(" %9.1f %8.0f | %6.2fx\n", 1e3 * r.torch.step, tokens / r.torch.step,
+                  r.torch.step / r.merak.step);
+    else
+      std::printf(" %9s %8s | %7s\n", "-", "-", "-");
+  }
+  std::printf("\nratio = merak tokens/s / PyTorch tokens/s. Median phases (ms): forward / backward "
+              "/ clip + AdamW\n");
+  for (const auto& r : rows) {
+    std::printf("  %-17s merak %7.1f / %7.1f / %6.1f", r.shape.name.c_str(), 1e3 * r.merak.forward,
+                1e3 * r.merak.backward, 1e3 * r.merak.optimizer);
+    if (r.torch.step > 0)
+      std::printf("   torch %7.1f / %7.1f / %6.1f", 1e3 * r.torch.forward,
+                  1e3 * r.torch.backward, 1e3 * r.torch.optimizer);
+    std::printf("\n");
+  }
+  return 0;
+}

@@ -1,0 +1,134 @@
+// merak_train: trains the model a config describes.
+//
+//   merak_train --config configs/gpt-tiny.yaml [--set key=value ...] [--metrics FILE]
+//
+// Exit codes: 0 done, 2 bad command line or config (one line naming the file and key), 1 any
+// other failure.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "merak/core/parallel.h"
+#include "tools/common/fma_peak.h"
+#include "tools/train/progress.h"
+#include "tools/train/trainer.h"
+
+namespace {
+
+struct Args {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string metrics;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "merak_train: %s\nusage: merak_train --config FILE.yaml [--set key=value ...] "
+               "[--metrics FILE.jsonl]\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--config") a.config = value();
+    else if (arg == "--set") a.overrides.push_back(value());
+    else if (arg == "--metrics") a.metrics = value();
+    else if (arg == "--help" || arg == "-h") usage("help");
+    else usage("unknown argument '" + arg + "'");
+  }
+  if (a.config.empty()) usage("--config is required");
+  return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace merak;
+  const Args args = parse_args(argc, argv);
+  config::Config cfg;
+  try {
+    cfg = config::load(args.config, args.overrides);
+  } catch (const config::ConfigError& e) {
+    std::fprintf(stderr, "merak_train: %s\n", e.what());
+    return 2;
+  }
+
+  try {
+    std::unique_ptr<train::Trainer> trainer;
+    try {
+      trainer = std::make_unique<train::Trainer>(cfg);
+    } catch (const config::ConfigError& e) {
+      std::fprintf(stderr, "merak_train: %s\n", e.what());
+      return 2;
+    }
+    std::ofstream metrics;
+    if (!args.metrics.empty()) {
+      metrics.open(args.metrics);
+      if (!metrics) {
+        std::fprintf(stderr, "merak_train: cannot write metrics file '%s'\n", args.metrics.c_str());
+        return 2;
+      }
+    }
+    const int threads = num_threads();
+    const double peak_core = bench::measured_fma_peak_gflops();
+    const double peak = peak_core * threads;
+    const auto& t = cfg.train;
+    std::printf("merak_train: %s | %s, %lld layers, hidden %lld, %lld heads | %.2fM parameters\n",
+                cfg.path.c_str(), cfg.model.family.c_str(), (long long)cfg.model.layers,
+                (long long)cfg.model.hidden, (long long)cfg.model.heads,
+                double(trainer->model().num_parameters()) / 1e6);
+    std::printf("  batch %lld x seq %lld, %lld steps, %d threads, peak %.0f GFLOP/s "
+                "(%.0f a core, measured)\n",
+                (long long)t.batch, (long long)t.seq_len, (long long)t.steps, threads, peak,
+                peak_core);
+    std::fflush(stdout);
+
+    const bool tty = isatty(fileno(stdout));
+    double first_loss = 0, last_loss = 0, tokens = 0, seconds = 0, flops = 0;
+    int64_t peak_mem = 0;
+    std::vector<double> rates;
+    for (int64_t i = 0; i < t.steps; ++i) {
+      const train::StepStats s = trainer->step();
+      const train::StepReport r = train::report(s, peak);
+      if (i == 0) first_loss = s.loss;
+      last_loss = s.loss;
+      peak_mem = s.peak_mem_bytes;
+      if (i > 0) {  // the first step includes one-time warm-up
+        tokens += s.tokens;
+        seconds += s.seconds;
+        flops += s.model_flops;
+      }
+      if (metrics.is_open()) metrics << train::json_line(r) << "\n" << std::flush;
+      const bool log = s.step == 1 || s.step % t.log_interval == 0 || s.step == t.steps;
+      if (log) {
+        if (tty) std::printf("\r\033[K");
+        std::printf("%s\n", train::log_line(r, t.steps).c_str());
+      }
+      if (tty) train::draw_progress(stdout, s.step, t.steps, s.loss);
+      std::fflush(stdout);
+    }
+    if (tty) std::printf("\r\033[K");
+    const double tps = seconds > 0 ? tokens / seconds : 0;
+    const double gf = seconds > 0 ? flops / seconds / 1e9 : 0;
+    std::printf("done: %lld steps | loss %.4f -> %.4f | %.0f tok/s | %.1f GFLOP/s (%.0f%% of "
+                "peak) | peak mem %s\n",
+                (long long)t.steps, first_loss, last_loss, tps, gf, peak > 0 ? 100 * gf / peak : 0,
+                train::human_bytes(double(peak_mem)).c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "merak_train: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,25 @@
+// What merak_train prints: a line per logged step, a progress bar on a terminal, JSON metrics.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "tools/train/trainer.h"
+
+namespace merak::train {
+
+struct StepReport {
+  StepStats stats;
+  double tokens_per_s = 0;
+  double gflops = 0;         // achieved model GFLOP/s
+  double peak_fraction = 0;  // of the machine's f32 peak over the threads used
+};
+
+StepReport report(const StepStats& s, double peak_gflops_total);
+std::string log_line(const StepReport& r, int64_t total_steps);
+std::string json_line(const StepReport& r);
+// "[#####.....] 120/200 loss 1.93" redrawn in place (call only when stdout is a terminal).
+void draw_progress(std::FILE* out, int64_t step, int64_t total, double loss);
+std::string human_bytes(double bytes);
+
+}  // namespace merak::train

@@ -1,0 +1,124 @@
+#include "tools/train/trainer.h"
+
+#include <chrono>
+
+#include "merak/autograd/engine.h"
+#include "merak/core/parallel.h"
+#include "merak/core/philox.h"
+#include "merak/ops/functional.h"
+
+namespace merak::train {
+namespace {
+
+std::unique_ptr<data::TokenDataset> open_data(const config::Config& c) {
+  const auto& d = c.data;
+  if (d.source == "generated") return data::generated_corpus(d.generated_tokens, d.seed);
+  if (d.source == "text") return data::tokenize_text_files(d.files);
+  return data::open_shards(d.files);
+}
+
+[[noreturn]] void config_error(const config::Config& c, const std::string& key,
+                               const std::string& what) {
+  throw config::ConfigError(c.path + ": key '" + key + "': " + what);
+}
+
+}  // namespace
+
+models::ModelOptions model_options(const config::ModelConfig& m) {
+  models::ModelOptions o;
+  o.family = m.family;
+  o.layers = m.layers;
+  o.hidden = m.hidden;
+  o.heads = m.heads;
+  o.ffn_hidden = m.ffn_hidden;
+  o.max_seq = m.max_seq;
+  o.vocab = m.vocab;
+  o.type_vocab = m.type_vocab;
+  o.dropout = m.dropout;
+  o.ln_eps = m.ln_eps;
+  o.init_std = m.init_std;
+  o.recompute = m.recompute;
+  return o;
+}
+
+Trainer::Trainer(const config::Config& config) : config_(config) {
+  const auto& t = config_.train;
+  if (t.threads > 0) set_num_threads(t.threads);
+  if (t.device != "cpu")
+    config_error(config_, "train.device", "'" + t.device + "' is not available in this build");
+
+  data_ = open_data(config_);
+  const bool bert = config_.model.family == "bert";
+  const int64_t data_vocab = bert ? data::BertVocab::kSize : data_->vocab_hint();
+  if (data_vocab > config_.model.vocab)
+    config_error(config_, "model.vocab",
+                 std::to_string(config_.model.vocab) + " is smaller than the data's vocabulary (" +
+                     std::to_string(data_vocab) + ")");
+  if (bert)
+    bert_sampler_ = std::make_unique<data::BertSampler>(*data_, t.seq_len, t.batch,
+                                                        config_.data.mlm_probability,
+                                                        config_.model.vocab, config_.data.seed);
+  else
+    lm_sampler_ = std::make_unique<data::LmSampler>(*data_, t.seq_len, t.batch, config_.data.seed);
+
+  model_ = models::make_model(model_options(config_.model));
+  model_->materialize(t.seed);
+  model_->train(true);
+
+  optim::AdamWOptions o;
+  o.lr = config_.optimizer.lr;
+  o.beta1 = config_.optimizer.beta1;
+  o.beta2 = config_.optimizer.beta2;
+  o.eps = config_.optimizer.eps;
+  o.weight_decay = config_.optimizer.weight_decay;
+  optimizer_ = std::make_unique<optim::AdamW>(optim::make_params(model_->named_parameters()), o);
+}
+
+Trainer::~Trainer() = default;
+
+models::Batch Trainer::batch(int64_t step, int64_t r0, int64_t r1) const {
+  models::Batch b;
+  if (lm_sampler_) {
+    data::LmBatch lb = lm_sampler_->batch(step, r0, r1);
+    b.tokens = lb.tokens;
+    b.targets = lb.targets;
+  } else {
+    data::BertBatch bb = bert_sampler_->batch(step, r0, r1);
+    b.tokens = bb.tokens;
+    b.segment_ids = bb.segment_ids;
+    b.attention_mask = bb.attention_mask;
+    b.mlm_targets = bb.mlm_targets;
+    b.nsp_labels = bb.nsp_labels;
+  }
+  return b;
+}
+
+StepStats Trainer::step() {
+  const auto& t = config_.train;
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t step = optimizer_->steps_taken();
+  const int64_t micro = t.micro_batch > 0 ? t.micro_batch : t.batch;
+  const int64_t n_micro = t.batch / micro;
+
+  StepStats s;
+  s.lr = optim::scheduled_lr(step, t.steps, config_.optimizer.lr, config_.schedule.warmup_steps,
+                             config_.schedule.decay, config_.schedule.min_lr);
+  optimizer_->zero_grad();
+  for (int64_t m = 0; m < n_micro; ++m) {
+    set_rng_stream(uint64_t(step * n_micro + m));  // fresh dropout masks per micro-batch
+    const Tensor loss = model_->loss(batch(step, m * micro, (m + 1) * micro));
+    s.loss += loss.item() / double(n_micro);
+    autograd::backward(ops::mul_scalar(loss, 1.0 / double(n_micro)));
+  }
+  s.grad_norm = optim::clip_grad_norm(optimizer_->params(), config_.optimizer.grad_clip);
+  optimizer_->step(s.lr);
+
+  s.step = optimizer_->steps_taken();
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  s.tokens = double(t.batch) * double(t.seq_len);
+  s.model_flops = model_->flops_per_token(t.seq_len) * s.tokens;
+  s.peak_mem_bytes = cpu_memory_stats().peak_bytes;
+  return s;
+}
+
+}  // namespace merak::train
