@@ -36,7 +36,7 @@ Tensor Bert::encode(const Batch& batch) const {
   const int64_t t = tokens.size(1);
   MERAK_CHECK(t <= options_.max_seq, "bert: sequence length ", t, " exceeds model.max_seq ",
               options_.max_seq);
-  Tensor x = ops::add(word.forward(tokens), position.forward(positions(t, tokens.device())));
+  Tensor x = ops::add(word.forward(tokens), position.forward(positions(tokens)));
   x = ops::add(x, segment.forward(batch.segment_ids));
   x = drop_.forward(emb_ln.forward(x));
   for (size_t i = 0; i < layers.size(); ++i) {

@@ -39,7 +39,7 @@ Tensor Gpt::hidden_states(const Tensor& tokens) const {
   const int64_t t = tokens.size(1);
   MERAK_CHECK(t <= options_.max_seq, "gpt: sequence length ", t, " exceeds model.max_seq ",
               options_.max_seq);
-  Tensor x = ops::add(wte.forward(tokens), wpe.forward(positions(t, tokens.device())));
+  Tensor x = ops::add(wte.forward(tokens), wpe.forward(positions(tokens)));
   x = drop_.forward(x);
   for (size_t i = 0; i < blocks.size(); ++i) {
     const auto& block = blocks.at<nn::PreLnBlock>(i);

@@ -1,15 +1,13 @@
-// Position ids 0..T-1 as an i64 tensor on a device (shape only on Meta).
+// Position ids 0..T-1 (i64 [T]) for tokens [B, T], on the tokens' device. They come from the
+// registry's arange op, so a trace records them as a node instead of meeting a Meta tensor of
+// unknown origin, and the graph executor rebuilds them.
 #pragma once
 
 #include "merak/core/tensor.h"
+#include "merak/ops/functional.h"
 
 namespace merak::models {
 
-inline Tensor positions(int64_t t, Device device) {
-  Tensor p = Tensor::empty({t}, DType::I64, device);
-  if (device.is_cpu())
-    for (int64_t i = 0; i < t; ++i) p.data<int64_t>()[i] = i;
-  return p;
-}
+inline Tensor positions(const Tensor& tokens) { return ops::arange(tokens, 1); }
 
 }  // namespace merak::models

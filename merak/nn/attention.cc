@@ -1,5 +1,6 @@
 #include "merak/nn/attention.h"
 
+#include "merak/ops/dispatch.h"
 #include "merak/ops/functional.h"
 
 namespace merak::nn {
@@ -16,6 +17,7 @@ SelfAttention::SelfAttention(int64_t hidden, int64_t heads, bool causal, double 
 }
 
 Tensor SelfAttention::forward(const Tensor& x, const Tensor& key_padding_mask) const {
+  const ops::ScopeGuard scope(path());
   const int64_t b = x.size(0), t = x.size(1), d = hidden_ / heads_;
   // [B, T, 3C] -> three [B, H, T, D]
   const Tensor fused = ops::reshape(qkv.forward(x), {b, t, 3, heads_, d});

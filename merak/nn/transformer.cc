@@ -1,5 +1,6 @@
 #include "merak/nn/transformer.h"
 
+#include "merak/ops/dispatch.h"
 #include "merak/ops/functional.h"
 
 namespace merak::nn {
@@ -11,6 +12,7 @@ Mlp::Mlp(int64_t hidden, int64_t ffn_hidden, const std::string& approximate, dou
       approximate_(approximate) {}
 
 Tensor Mlp::forward(const Tensor& x) const {
+  const ops::ScopeGuard scope(path());
   return proj.forward(ops::gelu(fc.forward(x), approximate_));
 }
 
@@ -22,6 +24,7 @@ PreLnBlock::PreLnBlock(const BlockOptions& o)
       drop_(add<Dropout>("drop", o.dropout)) {}
 
 Tensor PreLnBlock::forward(const Tensor& x) const {
+  const ops::ScopeGuard scope(path());
   const Tensor h = ops::add(x, drop_.forward(attn.forward(ln_1.forward(x))));
   return ops::add(h, drop_.forward(mlp.forward(ln_2.forward(h))));
 }
@@ -34,6 +37,7 @@ PostLnLayer::PostLnLayer(const BlockOptions& o)
       drop_(add<Dropout>("drop", o.dropout)) {}
 
 Tensor PostLnLayer::forward(const Tensor& x, const Tensor& key_padding_mask) const {
+  const ops::ScopeGuard scope(path());
   const Tensor h = ln_1.forward(ops::add(x, drop_.forward(attn.forward(x, key_padding_mask))));
   return ln_2.forward(ops::add(h, drop_.forward(mlp.forward(h))));
 }

@@ -131,6 +131,14 @@ Tensor call1(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& at
   return outs[0];
 }
 
+namespace {
+thread_local std::string t_scope;
+}
+
+const std::string& current_scope() { return t_scope; }
+ScopeGuard::ScopeGuard(const std::string& path) : previous_(std::move(t_scope)) { t_scope = path; }
+ScopeGuard::~ScopeGuard() { t_scope = std::move(previous_); }
+
 void add_observer(OpObserver* observer) { observers().push_back(observer); }
 
 void remove_observer(OpObserver* observer) {

@@ -33,4 +33,18 @@ class OpObserver {
 void add_observer(OpObserver* observer);
 void remove_observer(OpObserver* observer);
 
+// The module path op calls come from ("blocks.7.mlp.fc"), for observers that label what they
+// record. Modules open a scope in their forward; scopes nest (the innermost wins). Per thread.
+const std::string& current_scope();
+class ScopeGuard {
+ public:
+  explicit ScopeGuard(const std::string& path);
+  ~ScopeGuard();
+  ScopeGuard(const ScopeGuard&) = delete;
+  ScopeGuard& operator=(const ScopeGuard&) = delete;
+
+ private:
+  std::string previous_;
+};
+
 }  // namespace merak::ops

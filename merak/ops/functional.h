@@ -50,6 +50,8 @@ Tensor expand(const Tensor& x, const Shape& shape);
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
 Tensor contiguous(const Tensor& x);  // reshape to its own shape when already contiguous
+// i64 [n] = 0, 1, ..., n-1 with n = x.size(dim), on x's device (defs/arange.cc): position ids.
+Tensor arange(const Tensor& x, int64_t dim = -1);
 
 // --- matmul (defs/matmul.cc) ---
 // a [..., M, K] (or [..., K, M] with trans_a) times b [..., K, N] (or [..., N, K] with

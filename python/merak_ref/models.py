@@ -133,6 +133,24 @@ class Bert(nn.Module):
         return mlm + F.cross_entropy(nsp_logits, nsp_labels)
 
 
+def init_gpt2(model, std=0.02, layers=None):
+    """GPT-2's initialisation (as Merak's): every matrix and embedding N(0, std), the residual
+    output projections N(0, std / sqrt(2 * layers)), biases 0, LayerNorm weights 1. PyTorch's
+    defaults (N(0, 1) embeddings) would start training from huge logits."""
+    layers = layers or len(getattr(model, "blocks", getattr(model, "layers", [])))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() >= 2:
+                residual = name.endswith("attn.proj.weight") or name.endswith("mlp.proj.weight")
+                p.normal_(0.0, std / math.sqrt(2 * layers) if residual else std)
+            elif name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or \
+                    name.endswith("ln_f.weight") or name.endswith("_ln.weight"):
+                p.fill_(1.0)
+            else:
+                p.zero_()
+    return model
+
+
 def decay_groups(model, weight_decay):
     """AdamW parameter groups: decay for tensors of rank >= 2 (matrices, embeddings), none for
     biases and norm weights."""

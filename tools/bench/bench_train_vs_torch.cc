@@ -19,6 +19,9 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include "merak/autograd/engine.h"
 #include "merak/core/parallel.h"
 #include "merak/optim/adamw.h"
@@ -101,13 +104,48 @@ double seconds_since(clock_type::time_point t0) {
 }
 
 struct Timing {
-  double step = 0, forward = 0, backward = 0, optimizer = 0;  // median seconds
+  double step = 0, forward = 0, backward = 0, clip = 0, adamw = 0;  // median seconds
   int64_t params = 0;
   double flops_per_token = 0;
+  double others = 0;  // cores' worth of CPU other processes used meanwhile (see Busy)
+};
+
+// The machine is shared: CPU time every process spent (from /proc/stat) minus what this process
+// and its children spent, over a run's wall time, says how many cores others took meanwhile.
+class Busy {
+ public:
+  Busy() : wall_(clock_type::now()), all_(all_cpu_seconds()), own_(own_cpu_seconds()) {}
+  double others_cores() const {
+    const double wall = seconds_since(wall_);
+    const double others = (all_cpu_seconds() - all_) - (own_cpu_seconds() - own_);
+    return wall > 0 ? std::max(0.0, others / wall) : 0;
+  }
+
+ private:
+  static double all_cpu_seconds() {
+    std::ifstream f("/proc/stat");
+    std::string cpu;
+    double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+    f >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+    return (user + nice + system + irq + softirq + steal) / double(sysconf(_SC_CLK_TCK));
+  }
+  static double own_cpu_seconds() {
+    double total = 0;
+    for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
+      rusage u{};
+      getrusage(who, &u);
+      total += double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+               1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+    }
+    return total;
+  }
+  clock_type::time_point wall_;
+  double all_, own_;
 };
 
 // The same loop as the PyTorch side: zero grads, loss, backward, clip at 1.0, AdamW step.
 Timing time_merak(const Shape& s, const Options& o) {
+  const Busy busy;
   merak::models::ModelOptions mo;
   mo.family = "gpt";
   mo.layers = s.layers, mo.hidden = s.hidden, mo.heads = s.heads, mo.vocab = s.vocab;
@@ -129,7 +167,7 @@ Timing time_merak(const Shape& s, const Options& o) {
   batch.tokens = Tensor::from_vector(tokens, {o.batch, o.seq});
   batch.targets = Tensor::from_vector(targets, {o.batch, o.seq});
 
-  std::vector<double> step, fwd, bwd, optim;
+  std::vector<double> step, fwd, bwd, clip, adamw;
   for (int i = 0; i < o.warmup + o.steps; ++i) {
     const auto t0 = clock_type::now();
     opt.zero_grad();
@@ -138,6 +176,7 @@ Timing time_merak(const Shape& s, const Options& o) {
     merak::autograd::backward(loss);
     const double t_bwd = seconds_since(t0);
     merak::optim::clip_grad_norm(opt.params(), 1.0);
+    const double t_clip = seconds_since(t0);
     opt.step(3e-4);
     const double t_all = seconds_since(t0);
     std::fprintf(stderr, "  merak %s step %d: %.1f ms (loss %.4f)\n", s.name.c_str(), i,
@@ -146,13 +185,15 @@ Timing time_merak(const Shape& s, const Options& o) {
     step.push_back(t_all);
     fwd.push_back(t_fwd);
     bwd.push_back(t_bwd - t_fwd);
-    optim.push_back(t_all - t_bwd);
+    clip.push_back(t_clip - t_bwd);
+    adamw.push_back(t_all - t_clip);
   }
   Timing t;
   t.step = median(step), t.forward = median(fwd), t.backward = median(bwd);
-  t.optimizer = median(optim);
+  t.clip = median(clip), t.adamw = median(adamw);
   t.params = model->num_parameters();
   t.flops_per_token = model->flops_per_token(o.seq);
+  t.others = busy.others_cores();
   return t;
 }
 
@@ -167,25 +208,48 @@ std::string torch_script(const char* argv0) {
   return "";
 }
 
+// The environment PyTorch runs in, each setting unless the caller's environment has it:
+//  * OPENBLAS_NUM_THREADS, OMP_NUM_THREADS: the benchmark's thread count;
+//  * OPENBLAS_CORETYPE: OpenBLAS 0.3.21 does not know recent Xeons (family 6, model 207) and
+//    falls back to its generic "Prescott" SSE3 kernels at ~20 GFLOP/s; name the AVX-512 (or
+//    AVX2) kernels the CPU can run, so PyTorch's matmuls get their real speed;
+//  * OMP_WAIT_POLICY=PASSIVE: PyTorch's OpenMP threads otherwise spin on the same cores that
+//    OpenBLAS's own threads need, which made its steps ~2x slower and erratic here.
+std::string torch_env(const Options& o) {
+  std::ostringstream env;
+  auto set = [&env](const char* name, const std::string& value) {
+    const char* have = std::getenv(name);
+    env << name << "=" << (have ? std::string(have) : value) << " ";
+  };
+  set("OPENBLAS_NUM_THREADS", std::to_string(o.threads));
+  set("OMP_NUM_THREADS", std::to_string(o.threads));
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) set("OPENBLAS_CORETYPE", "SkylakeX");
+  else if (__builtin_cpu_supports("avx2")) set("OPENBLAS_CORETYPE", "Haswell");
+  set("OMP_WAIT_POLICY", "PASSIVE");
+  return env.str();
+}
+
 // Runs the PyTorch side for one shape; returns its median step seconds and phases (0 on error).
 Timing time_torch(const std::string& script, const Shape& s, const Options& o) {
   std::ostringstream cmd;
-  cmd << "OPENBLAS_NUM_THREADS=" << o.threads << " OMP_NUM_THREADS=" << o.threads
-      << " /usr/bin/python3 " << script << " --threads " << o.threads << " --batch " << o.batch
+  cmd << torch_env(o) << "/usr/bin/python3 " << script << " --threads " << o.threads << " --batch " << o.batch
       << " --seq " << o.seq << " --warmup " << o.warmup << " --steps " << o.steps
       << " --layers " << s.layers << " --hidden " << s.hidden << " --heads " << s.heads
       << " --vocab " << s.vocab << " --max-seq " << (s.max_seq > 0 ? s.max_seq : o.seq);
   Timing t;
+  const Busy busy;
   FILE* p = popen(cmd.str().c_str(), "r");
   if (!p) return t;
   char line[4096];
   while (std::fgets(line, sizeof line, p)) {
-    if (std::sscanf(line, "RESULT step %lf forward %lf backward %lf optimizer %lf", &t.step,
-                    &t.forward, &t.backward, &t.optimizer) == 4)
+    if (std::sscanf(line, "RESULT step %lf forward %lf backward %lf clip %lf adamw %lf", &t.step,
+                    &t.forward, &t.backward, &t.clip, &t.adamw) == 5)
       continue;
     std::fputs(line, stderr);  // the script's own notes (BLAS in use, per-step times)
   }
   if (pclose(p) != 0) t.step = 0;
+  t.others = busy.others_cores();
   return t;
 }
 
@@ -214,8 +278,10 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   for (const auto& name : o.shapes) rows.push_back({kShapes.at(name), time_merak(kShapes.at(name), o), {}});
   // PyTorch after every Merak run, so the two never share the cores.
-  if (!script.empty())
+  if (!script.empty()) {
+    std::fprintf(stderr, "  torch environment: %s\n", torch_env(o).c_str());
     for (auto& r : rows) r.torch = time_torch(script, r.shape, o);
+  }
 
   std::printf("\n%-17s %9s %8s %9s %8s %7s | %9s %8s | %7s\n", "shape", "params", "merak ms",
               "tokens/s", "GFLOP/s", "of peak", "torch ms", "tokens/s", "ratio");
@@ -231,14 +297,21 @@ int main(int argc, char** argv) {
       std::printf(" %9s %8s | %7s\n", "-", "-", "-");
   }
   std::printf("\nratio = merak tokens/s / PyTorch tokens/s. Median phases (ms): forward / backward "
-              "/ clip + AdamW\n");
+              "/ clip / AdamW\n");
   for (const auto& r : rows) {
-    std::printf("  %-17s merak %7.1f / %7.1f / %6.1f", r.shape.name.c_str(), 1e3 * r.merak.forward,
-                1e3 * r.merak.backward, 1e3 * r.merak.optimizer);
+    std::printf("  %-17s merak %6.1f / %6.1f / %5.1f / %5.1f (others %.2f cores)",
+                r.shape.name.c_str(), 1e3 * r.merak.forward, 1e3 * r.merak.backward,
+                1e3 * r.merak.clip, 1e3 * r.merak.adamw, r.merak.others);
     if (r.torch.step > 0)
-      std::printf("   torch %7.1f / %7.1f / %6.1f", 1e3 * r.torch.forward,
-                  1e3 * r.torch.backward, 1e3 * r.torch.optimizer);
+      std::printf("   torch %6.1f / %6.1f / %5.1f / %6.1f (others %.2f cores)",
+                  1e3 * r.torch.forward, 1e3 * r.torch.backward, 1e3 * r.torch.clip,
+                  1e3 * r.torch.adamw, r.torch.others);
     std::printf("\n");
   }
+  // Other processes' load skews the figures; say so rather than print them as if clean.
+  double worst = 0;
+  for (const auto& r : rows) worst = std::max({worst, r.merak.others, r.torch.others});
+  std::printf("\nother processes used up to %.2f cores during a run%s\n", worst,
+              worst > 0.1 ? " -- the machine was busy: the figures above are skewed, rerun" : "");
   return 0;
 }

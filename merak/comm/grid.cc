@@ -1,0 +1,50 @@
+#include "merak/comm/grid.h"
+
+#include "merak/comm/mpi_env.h"
+
+namespace merak::comm {
+
+namespace {
+
+// Splits `world` into the groups that share `color`, ordered by `key`; MPI_UNDEFINED leaves
+// this rank out (null communicator).
+std::unique_ptr<Communicator> split(MPI_Comm world, int color, int key, const std::string& name,
+                                    const CommFactory& factory) {
+  MPI_Comm group;
+  check_mpi(MPI_Comm_split(world, color, key, &group), "grid: MPI_Comm_split for '" + name + "'");
+  if (group == MPI_COMM_NULL) return nullptr;
+  return factory(group, name);
+}
+
+}  // namespace
+
+Grid::Grid(const GridShape& shape, CommFactory factory, MPI_Comm world) : shape_(shape) {
+  int world_size = 0;
+  check_mpi(MPI_Comm_size(world, &world_size), "grid: MPI_Comm_size");
+  check_grid(shape_, world_size);
+  check_mpi(MPI_Comm_rank(world, &rank_), "grid: MPI_Comm_rank");
+  coord_ = grid_coord(shape_, rank_);
+  const GridCoord c = coord_;
+  const GridShape s = shape_;
+
+  MPI_Comm dup;
+  check_mpi(MPI_Comm_dup(world, &dup), "grid: MPI_Comm_dup");
+  world_ = factory(dup, "world");
+  // Color = the position along the other two axes; key = the position along this one.
+  tp_ = split(world, c.pp * s.dp + c.dp, c.tp, "tp", factory);
+  dp_ = split(world, c.pp * s.tp + c.tp, c.dp, "dp", factory);
+  pp_ = split(world, c.dp * s.tp + c.tp, c.pp, "pp", factory);
+  const bool holds_tied = c.pp == 0 || c.pp == s.pp - 1;
+  tied_ = split(world, holds_tied ? c.dp * s.tp + c.tp : MPI_UNDEFINED, c.pp, "tied", factory);
+}
+
+Communicator& Grid::axis(Axis a) {
+  switch (a) {
+    case Axis::DP: return dp();
+    case Axis::PP: return pp();
+    case Axis::TP: return tp();
+  }
+  MERAK_FAIL("grid: unknown axis");
+}
+
+}  // namespace merak::comm

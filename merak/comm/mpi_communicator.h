@@ -1,0 +1,41 @@
+// The MPI backend: communicators over CPU memory, built on MPI's non-blocking calls. bf16 and
+// f16 reduce through f32 with user-defined MPI_Ops; avg is a sum divided on arrival.
+#pragma once
+
+#include <mpi.h>
+
+#include "merak/comm/communicator.h"
+
+namespace merak::comm {
+
+class MpiCommunicator : public Communicator {
+ public:
+  // Takes ownership of `comm` (freed on destruction) and makes it return errors as codes.
+  MpiCommunicator(MPI_Comm comm, std::string name, CommOptions options = {});
+  ~MpiCommunicator() override;
+
+  MPI_Comm mpi_comm() const { return comm_; }
+  const char* backend() const override { return "mpi"; }
+  DeviceType memory() const override { return DeviceType::CPU; }
+  bool matches_tags() const override { return true; }
+
+ protected:
+  std::unique_ptr<WorkImpl> post_batch(const std::vector<P2P>& ops) override;
+  std::unique_ptr<WorkImpl> post_all_reduce(const Buffer& b, ReduceOp op) override;
+  std::unique_ptr<WorkImpl> post_all_gather(const Buffer& in, const Buffer& out,
+                                            const std::vector<int64_t>& counts) override;
+  std::unique_ptr<WorkImpl> post_reduce_scatter(const Buffer& in, const Buffer& out, ReduceOp op,
+                                                const std::vector<int64_t>& counts) override;
+  std::unique_ptr<WorkImpl> post_broadcast(const Buffer& b, int root) override;
+  std::unique_ptr<WorkImpl> post_barrier() override;
+
+ private:
+  int to_int(const OpInfo& info, int64_t n) const;  // MPI counts are int: checked
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int tag_ub_ = 32767;
+};
+
+// A CommFactory for Grid: MPI communicators with these options.
+CommFactory mpi_backend(CommOptions options = {});
+
+}  // namespace merak::comm

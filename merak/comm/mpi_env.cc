@@ -1,0 +1,70 @@
+#include "merak/comm/mpi_env.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "merak/core/error.h"
+
+namespace merak::comm {
+
+namespace {
+bool mpi_running() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+}  // namespace
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int init = 0;
+  MPI_Initialized(&init);
+  if (!init) {
+    int provided = 0;
+    check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    owner_ = true;
+  }
+  check_mpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+}
+
+MpiSession::~MpiSession() {
+  if (owner_ && mpi_running()) MPI_Finalize();
+}
+
+std::string mpi_error_string(int code) {
+  // Open MPI's text starts with the class name: "MPI_ERR_TRUNCATE: message truncated".
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, len);
+}
+
+void check_mpi(int code, const std::string& what) {
+  if (code != MPI_SUCCESS) throw Error(what + ": " + mpi_error_string(code));
+}
+
+int world_rank() {
+  if (!mpi_running()) return 0;
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int local_rank() {
+  MPI_Comm node;
+  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+            "local_rank: MPI_Comm_split_type");
+  int r = 0;
+  MPI_Comm_rank(node, &r);
+  MPI_Comm_free(&node);
+  return r;
+}
+
+void abort_job(const std::string& msg) {
+  std::fprintf(stderr, "merak: [rank %d] %s\n", world_rank(), msg.c_str());
+  std::fflush(stderr);
+  if (mpi_running()) MPI_Abort(MPI_COMM_WORLD, 3);
+  std::_Exit(3);
+}
+
+}  // namespace merak::comm

@@ -1,0 +1,39 @@
+// The MPI job around the communicators: start-up and shutdown, turning MPI error codes into
+// messages, and ending the job with a message when it cannot go on.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+namespace merak::comm {
+
+// Initialises MPI unless it already is (MPI_THREAD_SERIALIZED), makes MPI_COMM_WORLD return
+// errors instead of aborting without text, and finalises on destruction if it initialised.
+// Destroy every Grid and communicator before it.
+class MpiSession {
+ public:
+  MpiSession(int* argc, char*** argv);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+
+ private:
+  bool owner_ = false;
+};
+
+// MPI_Error_string of an MPI error code: "MPI_ERR_TRUNCATE: message truncated".
+std::string mpi_error_string(int code);
+
+// Throws merak::Error "<what>: <MPI error text>" unless code is MPI_SUCCESS.
+void check_mpi(int code, const std::string& what);
+
+int world_rank();  // rank in MPI_COMM_WORLD; 0 before MPI_Init
+// The rank among the processes on this node (for choosing a GPU).
+int local_rank();
+
+// Prints "merak: [rank R] <msg>" as one line on stderr, then MPI_Abort(MPI_COMM_WORLD, 3), so
+// mpirun ends every rank with a non-zero status. Without MPI running it exits the process.
+[[noreturn]] void abort_job(const std::string& msg);
+
+}  // namespace merak::comm

@@ -1,0 +1,274 @@
+// The import pipeline: parse -> onnx::checker -> bind dynamic axes -> onnx shape inference ->
+// per node: fold (constants, shapes) or map to registry ops -> fuse patterns -> prune. Every
+// failure becomes an ImportError naming the file (and the node, once nodes are being read).
+#include "merak/graph/onnx_import.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include "merak/graph/convert.h"
+#include "merak/graph/onnx_builder_internal.h"
+#include "merak/graph/onnx_fold_internal.h"
+#include "merak/graph/onnx_fuse_internal.h"
+#include "merak/graph/onnx_ops_internal.h"
+#include "merak/graph/onnx_proto_internal.h"
+
+namespace merak::graph {
+namespace {
+
+using namespace onnx_detail;
+
+[[noreturn]] void fail(const std::string& file, const std::string& msg) {
+  throw ImportError(file + ": " + msg);
+}
+
+int64_t default_opset(const onnx::ModelProto& model) {
+  for (const auto& o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
+  return 0;
+}
+
+std::set<std::string> initializer_names(const onnx::GraphProto& g) {
+  std::set<std::string> names;
+  for (const auto& t : g.initializer()) names.insert(t.name());
+  return names;
+}
+
+// Gives every dynamic axis of the data inputs a size, from options.input_shapes (by input) or
+// options.dim_params (by symbol), so shape inference and folding see concrete shapes.
+void bind_inputs(onnx::GraphProto& g, const ImportOptions& options, const std::string& file) {
+  const std::set<std::string> inits = initializer_names(g);
+  std::set<std::string> bound;
+  for (auto& in : *g.mutable_input()) {
+    if (inits.count(in.name())) continue;  // an initializer listed as input (older exports)
+    const std::string what = "input '" + in.name() + "'";
+    if (!in.type().has_tensor_type()) fail(file, what + " is not a tensor");
+    auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+    auto given = options.input_shapes.find(in.name());
+    if (given != options.input_shapes.end()) {
+      bound.insert(in.name());
+      const Shape& s = given->second;
+      if (in.type().tensor_type().has_shape() && shape->dim_size() != int(s.size()))
+        fail(file, what + " has rank " + std::to_string(shape->dim_size()) + ", the given shape " +
+                       shape_str(s) + " has rank " + std::to_string(s.size()));
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (int(i) < shape->dim_size() && shape->dim(int(i)).has_dim_value() &&
+            shape->dim(int(i)).dim_value() != s[i])
+          fail(file, what + " has a fixed dim " + std::to_string(i) + " of " +
+                         std::to_string(shape->dim(int(i)).dim_value()) + ", the given shape " +
+                         shape_str(s) + " differs");
+      }
+      shape->clear_dim();
+      for (int64_t d : s) shape->add_dim()->set_dim_value(d);
+      continue;
+    }
+    if (!in.type().tensor_type().has_shape())
+      fail(file, what + " has no shape in the file: give one (input_shapes)");
+    for (int i = 0; i < shape->dim_size(); ++i) {
+      auto* dim = shape->mutable_dim(i);
+      if (dim->has_dim_value()) continue;
+      auto sym = options.dim_params.find(dim->dim_param());
+      if (dim->has_dim_param() && sym != options.dim_params.end()) {
+        dim->set_dim_value(sym->second);
+        continue;
+      }
+      fail(file, what + " dim " + std::to_string(i) + " ('" + dim->dim_param() +
+                     "') is dynamic: give its size (input_shapes or dim_params)");
+    }
+  }
+  for (const auto& [name, shape] : options.input_shapes)
+    if (!bound.count(name)) fail(file, "there is no data input named '" + name + "'");
+}
+
+// ONNX's view of a value's type, when its shape is fully known.
+struct OnnxType {
+  int32_t elem_type;
+  Shape shape;
+};
+
+std::map<std::string, OnnxType> static_types(const onnx::GraphProto& g) {
+  std::map<std::string, OnnxType> out;
+  auto add = [&out](const onnx::ValueInfoProto& v) {
+    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return;
+    OnnxType t{v.type().tensor_type().elem_type(), {}};
+    for (const auto& d : v.type().tensor_type().shape().dim()) {
+      if (!d.has_dim_value()) return;
+      t.shape.push_back(d.dim_value());
+    }
+    out[v.name()] = t;
+  };
+  for (const auto& v : g.value_info()) add(v);
+  for (const auto& v : g.output()) add(v);
+  return out;
+}
+
+std::set<std::string> used_values(const onnx::GraphProto& g) {
+  std::set<std::string> used;
+  for (const auto& n : g.node())
+    for (const auto& in : n.input()) used.insert(in);
+  for (const auto& o : g.output()) used.insert(o.name());
+  return used;
+}
+
+void add_inputs_and_initializers(Builder& b, const onnx::GraphProto& g, Graph& out) {
+  const std::set<std::string> inits = initializer_names(g);
+  MERAK_CHECK(g.sparse_initializer_size() == 0, "sparse initializers are not supported");
+  for (const auto& in : g.input()) {
+    if (inits.count(in.name())) continue;
+    const std::string what = "input '" + in.name() + "'";
+    ops::TensorMeta meta;
+    meta.dtype = dtype_from_onnx(in.type().tensor_type().elem_type(), what);
+    for (const auto& d : in.type().tensor_type().shape().dim()) meta.shape.push_back(d.dim_value());
+    checked_numel(meta.shape, kMaxValueElements, what);
+    b.add_input(in.name(), meta);
+    ValueInfo* info = out.add_inputs();
+    info->set_name(in.name());
+    *info->mutable_type() = tensor_type(meta.shape, meta.dtype);
+  }
+  for (const auto& t : g.initializer()) {
+    const std::string what = "initializer '" + t.name() + "'";
+    ops::TensorMeta meta;
+    meta.dtype = dtype_from_onnx(t.data_type(), what);
+    meta.shape = onnx_dims(t);
+    checked_numel(meta.shape, kMaxValueElements, what);
+    // Floating tensors are the model's weights. Integer and bool ones (index tables, masks) and
+    // floating scalars (constants some exporters store as initializers) cannot be trained
+    // meaningfully: they are constants, which lets folding see through them.
+    if (is_floating(meta.dtype) && !meta.shape.empty()) {
+      b.add_parameter(t.name(), &t, meta);
+    } else {
+      b.set_constant(t.name(), tensor_from_onnx(t, kMaxConstantElements));
+    }
+  }
+}
+
+// Folds the node when its inputs are known, else maps it to registry ops.
+void convert(Builder& b, const onnx::NodeProto& node, int64_t opset) {
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    throw Unsupported("op from domain '" + node.domain() + "'");
+  const std::string& op = node.op_type();
+  if ((op == "Shape" || op == "Size") && node.input_size() == 1 &&
+      !b.is_constant(node.input(0))) {
+    const Shape& s = b.at(node.input(0)).meta.shape;
+    b.set_constant(node.output(0), op == "Shape" ? shape_value(node, s) : size_value(s));
+    return;
+  }
+  bool all_constant = true;
+  std::vector<Tensor> inputs;
+  for (const std::string& in : node.input()) {
+    all_constant = all_constant && b.is_constant(in);
+    inputs.push_back(in.empty() ? Tensor() : b.at(in).constant);
+  }
+  std::vector<Tensor> outputs;
+  if (all_constant && fold_node(node, inputs, outputs)) {
+    MERAK_CHECK(outputs.size() <= size_t(node.output_size()), "folding gave ", outputs.size(),
+                " outputs for ", node.output_size());
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (!node.output(int(i)).empty()) b.set_constant(node.output(int(i)), outputs[i]);
+    return;
+  }
+  convert_node(b, node, opset);
+}
+
+// The node's outputs as ONNX's shape inference saw them must match what the import computed:
+// a mismatch means the graph (or the mapping) is inconsistent.
+void cross_check(Builder& b, const onnx::NodeProto& node,
+                 const std::map<std::string, OnnxType>& types) {
+  for (const std::string& out : node.output()) {
+    if (out.empty()) continue;
+    if (!b.known(out)) {
+      if (b.is_used(out)) throw Unsupported("output '" + out + "' is not produced by the mapping");
+      continue;
+    }
+    auto it = types.find(out);
+    if (it == types.end()) continue;
+    const ops::TensorMeta& m = b.at(out).meta;
+    MERAK_CHECK(it->second.shape == m.shape, "output '", out, "': ONNX shape inference gives ",
+                shape_str(it->second.shape), ", the import computes ", shape_str(m.shape));
+  }
+}
+
+Model import_model(onnx::ModelProto& model, const std::string& file, const ImportOptions& options) {
+  try {
+    onnx::checker::check_model(model);
+  } catch (const std::exception& e) {
+    fail(file, std::string("invalid ONNX model: ") + e.what());
+  }
+  const int64_t opset = default_opset(model);
+  onnx::GraphProto& g = *model.mutable_graph();
+  bind_inputs(g, options, file);
+  try {
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(true, 1, true));
+  } catch (const std::exception& e) {
+    fail(file, std::string("ONNX shape inference failed: ") + e.what());
+  }
+  const auto types = static_types(g);
+
+  Model out;
+  out.set_opset_version(opset);
+  out.set_producer(model.producer_name() + " " + model.producer_version() + " via onnx import");
+  (*out.mutable_metadata())["onnx_file"] = file;
+  for (const auto& p : model.metadata_props()) (*out.mutable_metadata())["onnx." + p.key()] = p.value();
+  Graph& graph = *out.mutable_graph();
+  graph.set_name(g.name());
+  Builder b(graph, used_values(g));
+  try {
+    add_inputs_and_initializers(b, g, graph);
+  } catch (const std::exception& e) {
+    fail(file, e.what());
+  }
+  for (const auto& node : g.node()) {
+    const std::string where = "node '" + (node.name().empty() ? std::string("") : node.name()) +
+                              "' (op " + node.op_type() + ")";
+    try {
+      b.begin_node(node);
+      convert(b, node, opset);
+      cross_check(b, node, types);
+    } catch (const Unsupported& e) {
+      fail(file, where + ": unsupported: " + e.what());
+    } catch (const std::exception& e) {
+      fail(file, where + ": " + e.what());
+    }
+  }
+  try {
+    for (const auto& o : g.output()) b.add_output(o.name());
+    fuse_patterns(graph, b.metas(), b.constants());
+    prune(graph);
+  } catch (const std::exception& e) {
+    fail(file, std::string("graph outputs: ") + e.what());
+  }
+  return out;
+}
+
+}  // namespace
+
+Model import_onnx_bytes(const std::string& bytes, const std::string& name,
+                        const ImportOptions& options) {
+  try {
+    onnx::ModelProto model;
+    if (!model.ParseFromString(bytes))
+      fail(name, "not an ONNX model (the protobuf does not parse: truncated or another format)");
+    return import_model(model, name, options);
+  } catch (const ImportError&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(name, e.what());
+  }
+}
+
+Model import_onnx(const std::string& path, const ImportOptions& options) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail(path, "cannot open");
+  std::ostringstream bytes;
+  bytes << f.rdbuf();
+  if (!f.good() && !f.eof()) fail(path, "read error");
+  return import_onnx_bytes(bytes.str(), path, options);
+}
+
+}  // namespace merak::graph

@@ -1,0 +1,472 @@
+// One function per ONNX op (or family) turning a node into registry ops. Shapes are concrete
+// here (dynamic axes were bound before shape inference), so shape-like inputs that folding made
+// constant become plain attributes (reshape's shape, slice's bounds, ...).
+#include <functional>
+#include <map>
+#include <optional>
+
+#include "merak/graph/onnx_fold_internal.h"
+#include "merak/graph/onnx_ops_internal.h"
+#include "merak/graph/onnx_proto_internal.h"
+#include "merak/graph/onnx_shapes_internal.h"
+
+namespace merak::graph::onnx_detail {
+namespace {
+
+using onnx::NodeProto;
+using ops::Attrs;
+using ops::TensorMeta;
+
+const std::string& input(const NodeProto& n, int i) {
+  static const std::string absent;
+  return i < n.input_size() ? n.input(i) : absent;
+}
+
+// Output i by name; the checker has verified the schema's output count, but stay safe.
+const std::string& output(const NodeProto& n, int i) {
+  MERAK_CHECK(i < n.output_size() && !n.output(i).empty(), "output ", i, " is missing");
+  return n.output(i);
+}
+
+const TensorMeta& meta(Builder& b, const NodeProto& n, int i) {
+  MERAK_CHECK(!input(n, i).empty(), "input ", i, " is missing");
+  return b.at(input(n, i)).meta;
+}
+
+// An input that must be known at import time (a shape, axes, bounds), as integers.
+std::vector<int64_t> const_ints(Builder& b, const NodeProto& n, int i, const char* what) {
+  const std::string& name = input(n, i);
+  MERAK_CHECK(!name.empty(), what, " input is missing");
+  if (!b.is_constant(name))
+    throw Unsupported(detail::concat(what, " '", name, "' is computed at run time; Merak needs ",
+                                     "it to fold to a constant"));
+  return int_values(b.at(name).constant, what);
+}
+
+// Axes from the input at `index` when present (opset 13+), else from the attribute.
+std::vector<int64_t> axes_of(Builder& b, const NodeProto& n, int index) {
+  if (!input(n, index).empty()) return const_ints(b, n, index, "axes");
+  return attr_ints(n, "axes", {});
+}
+
+std::optional<double> scalar_constant(Builder& b, const std::string& name) {
+  if (name.empty() || !b.is_constant(name)) return std::nullopt;
+  const Tensor& t = b.at(name).constant;
+  if (t.numel() != 1) return std::nullopt;
+  return element_as_double(t, 0);
+}
+
+void require_unused(Builder& b, const NodeProto& n, int from, const char* what) {
+  for (int i = from; i < n.output_size(); ++i)
+    if (!n.output(i).empty() && b.is_used(n.output(i)))
+      throw Unsupported(detail::concat("its ", what, " output '", n.output(i), "' is used"));
+}
+
+// A shape change of `x` into `out`; nothing to emit when it keeps the shape.
+void reshape_to(Builder& b, const std::string& x, const Shape& shape, const std::string& out) {
+  if (b.at(x).meta.shape == shape) {
+    b.set_alias(out, x);
+    return;
+  }
+  b.emit("reshape", {b.use(x)}, Attrs().set("shape", shape), {out});
+}
+
+// --- pass-through and casts ---
+
+void identity(Builder& b, const NodeProto& n) {
+  // PyTorch's export merges parameters with equal values (all the zero biases, the unit norm
+  // weights) into one initializer and re-creates the others by Identity. Giving each its own
+  // copy restores the model's real parameters, which then train independently.
+  if (b.at(input(n, 0)).parameter && b.is_used(output(n, 0))) {
+    b.copy_parameter(output(n, 0), input(n, 0));
+    return;
+  }
+  b.set_alias(output(n, 0), input(n, 0));
+}
+
+void dropout(Builder& b, const NodeProto& n) {
+  require_unused(b, n, 1, "mask");
+  if (!input(n, 2).empty()) {
+    const auto training = scalar_constant(b, input(n, 2));
+    if (!training || *training != 0) throw Unsupported("training-mode dropout");
+  }
+  b.set_alias(output(n, 0), input(n, 0));
+}
+
+void cast(Builder& b, const NodeProto& n) {
+  const DType to = dtype_from_onnx(int32_t(attr_int(n, "to", 0)), "attribute 'to'");
+  if (to == meta(b, n, 0).dtype) {
+    b.set_alias(output(n, 0), input(n, 0));
+    return;
+  }
+  b.emit("cast", {b.use(input(n, 0))}, Attrs().set("dtype", dtype_name(to)), {output(n, 0)});
+}
+
+// --- shape ops ---
+
+void reshape(Builder& b, const NodeProto& n) {
+  const Shape target = reshape_target(meta(b, n, 0).shape, const_ints(b, n, 1, "shape"),
+                                      attr_int(n, "allowzero", 0) != 0);
+  reshape_to(b, input(n, 0), target, output(n, 0));
+}
+
+void unsqueeze(Builder& b, const NodeProto& n) {
+  reshape_to(b, input(n, 0), unsqueeze_shape(meta(b, n, 0).shape, axes_of(b, n, 1)), output(n, 0));
+}
+
+void squeeze(Builder& b, const NodeProto& n) {
+  reshape_to(b, input(n, 0), squeeze_shape(meta(b, n, 0).shape, axes_of(b, n, 1)), output(n, 0));
+}
+
+void flatten(Builder& b, const NodeProto& n) {
+  reshape_to(b, input(n, 0), flatten_shape(meta(b, n, 0).shape, attr_int(n, "axis", 1)),
+             output(n, 0));
+}
+
+void transpose(Builder& b, const NodeProto& n) {
+  const int64_t rank = int64_t(meta(b, n, 0).shape.size());
+  std::vector<int64_t> reversed;
+  for (int64_t i = rank - 1; i >= 0; --i) reversed.push_back(i);
+  b.emit("permute", {b.use(input(n, 0))}, Attrs().set("order", attr_ints(n, "perm", reversed)),
+         {output(n, 0)});
+}
+
+void expand(Builder& b, const NodeProto& n) {
+  const Shape& in = meta(b, n, 0).shape;
+  const Shape target = expand_shape(in, const_ints(b, n, 1, "shape"));
+  if (target == in) {
+    b.set_alias(output(n, 0), input(n, 0));
+    return;
+  }
+  b.emit("expand", {b.use(input(n, 0))}, Attrs().set("shape", target), {output(n, 0)});
+}
+
+void concat(Builder& b, const NodeProto& n) {
+  const int64_t rank = int64_t(meta(b, n, 0).shape.size());
+  std::vector<std::string> xs;
+  for (const std::string& x : n.input()) xs.push_back(b.use(x));
+  b.emit("concat", xs, Attrs().set("dim", onnx_axis(attr_int(n, "axis", 0), rank, "axis")),
+         {output(n, 0)});
+}
+
+void split(Builder& b, const NodeProto& n) {
+  const Shape& in = meta(b, n, 0).shape;
+  MERAK_CHECK(!in.empty(), "cannot split a scalar");
+  const int64_t axis = onnx_axis(attr_int(n, "axis", 0), int64_t(in.size()), "axis");
+  std::vector<int64_t> given =
+      input(n, 1).empty() ? attr_ints(n, "split", {}) : const_ints(b, n, 1, "split");
+  const auto sizes = split_sizes(in, axis, given.empty() ? nullptr : &given, n.output_size());
+  std::vector<std::string> outs;
+  for (const std::string& o : n.output()) outs.push_back(o.empty() ? b.temp() : o);
+  b.emit("split", {b.use(input(n, 0))}, Attrs().set("sizes", sizes).set("dim", axis), outs);
+}
+
+void slice(Builder& b, const NodeProto& n) {
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (n.input_size() > 1) {
+    starts = const_ints(b, n, 1, "starts");
+    ends = const_ints(b, n, 2, "ends");
+    if (!input(n, 3).empty()) axes = const_ints(b, n, 3, "axes");
+    if (!input(n, 4).empty()) steps = const_ints(b, n, 4, "steps");
+  } else {
+    starts = attr_ints(n, "starts", {});
+    ends = attr_ints(n, "ends", {});
+    axes = attr_ints(n, "axes", {});
+  }
+  const Shape& in = meta(b, n, 0).shape;
+  std::vector<SliceAxis> cuts;
+  for (const SliceAxis& s : slice_axes(in, starts, ends, axes, steps)) {
+    if (s.start == 0 && s.step == 1 && s.count == in[size_t(s.axis)]) continue;  // whole axis
+    if (s.step != 1) throw Unsupported(detail::concat("slice step ", s.step, " (only 1 maps)"));
+    cuts.push_back(s);
+  }
+  if (cuts.empty()) {
+    b.set_alias(output(n, 0), input(n, 0));
+    return;
+  }
+  std::string x = b.use(input(n, 0));
+  for (size_t i = 0; i < cuts.size(); ++i) {
+    const std::string out = i + 1 == cuts.size() ? output(n, 0) : b.temp();
+    const SliceAxis& s = cuts[i];
+    b.emit("slice", {x},
+           Attrs().set("dim", s.axis).set("start", s.start).set("end", s.start + s.count), {out});
+    x = out;
+  }
+}
+
+// Gather: an embedding lookup when the data is a 2-D table; otherwise constant indices that
+// pick one position or a contiguous run become a slice.
+void gather(Builder& b, const NodeProto& n) {
+  const Value& data = b.at(input(n, 0));
+  const Value& ids = b.at(input(n, 1));
+  const int64_t rank = int64_t(data.meta.shape.size());
+  MERAK_CHECK(rank >= 1, "Gather needs data of rank >= 1");
+  const int64_t axis = onnx_axis(attr_int(n, "axis", 0), rank, "axis");
+  const bool table = (data.parameter || data.constant.defined()) && rank == 2 && axis == 0 &&
+                     is_floating(data.meta.dtype);
+  if (table) {
+    b.emit("embedding", {b.use(input(n, 0)), b.use(input(n, 1))}, {}, {output(n, 0)});
+    return;
+  }
+  if (!ids.constant.defined())
+    throw Unsupported("Gather with run-time indices on data that is not a 2-D parameter table");
+  const std::vector<int64_t> idx = int_values(ids.constant, "indices");
+  const int64_t size = data.meta.shape[size_t(axis)];
+  auto norm = [size](int64_t i) { return i < 0 ? i + size : i; };
+  bool run = !idx.empty();
+  for (size_t i = 1; run && i < idx.size(); ++i) run = norm(idx[i]) == norm(idx[0]) + int64_t(i);
+  if (!run) throw Unsupported("Gather with constant indices that are not one contiguous run");
+  const int64_t start = norm(idx[0]);
+  const int64_t end = start + int64_t(idx.size());
+  MERAK_CHECK(start >= 0 && end <= size, "indices ", shape_str(idx), " are out of range for ",
+              size);
+  if (ids.meta.shape.size() == 1) {
+    b.emit("slice", {b.use(input(n, 0))}, Attrs().set("dim", axis).set("start", start).set("end", end),
+           {output(n, 0)});
+    return;
+  }
+  MERAK_CHECK(ids.meta.shape.empty(), "constant indices of rank > 1 are not supported");
+  const std::string picked = b.temp();
+  b.emit("slice", {b.use(input(n, 0))},
+         Attrs().set("dim", axis).set("start", start).set("end", end), {picked});
+  Shape dropped = data.meta.shape;
+  dropped.erase(dropped.begin() + axis);
+  reshape_to(b, picked, dropped, output(n, 0));
+}
+
+// --- arithmetic ---
+
+// Add/Sub/Mul/Div. A scalar constant operand that leaves the other's shape as it is becomes a
+// scalar op (no constant tensor); Div keeps the division so its rounding matches the source.
+void arithmetic(Builder& b, const NodeProto& n, const std::string& op) {
+  const std::string &a = input(n, 0), &c = input(n, 1);
+  const TensorMeta &ma = meta(b, n, 0), &mc = meta(b, n, 1);
+  if (!is_floating(ma.dtype))
+    throw Unsupported(detail::concat("arithmetic on run-time ", dtype_name(ma.dtype),
+                                     " values (the registry's arithmetic is floating-point)"));
+  const Shape shape = broadcast_shapes(ma.shape, mc.shape);
+  const auto sa = scalar_constant(b, a), sc = scalar_constant(b, c);
+  const std::string& out = output(n, 0);
+  if (sc && shape == ma.shape && op != "div") {
+    if (op == "mul") b.emit("mul_scalar", {b.use(a)}, Attrs().set("value", *sc), {out});
+    else b.emit("add_scalar", {b.use(a)}, Attrs().set("value", op == "add" ? *sc : -*sc), {out});
+    return;
+  }
+  if (sa && shape == mc.shape && (op == "add" || op == "mul")) {
+    b.emit(op == "add" ? "add_scalar" : "mul_scalar", {b.use(c)}, Attrs().set("value", *sa), {out});
+    return;
+  }
+  b.emit(op, {b.use(a), b.use(c)}, {}, {out});
+}
+
+void pow(Builder& b, const NodeProto& n) {
+  const auto e = scalar_constant(b, input(n, 1));
+  if (!e) throw Unsupported("Pow with an exponent that is not a constant scalar");
+  b.emit("pow", {b.use(input(n, 0))}, Attrs().set("exponent", *e), {output(n, 0)});
+}
+
+void reciprocal(Builder& b, const NodeProto& n) {
+  const std::string one = b.add_constant(Tensor::scalar(1.0, meta(b, n, 0).dtype));
+  b.emit("div", {one, b.use(input(n, 0))}, {}, {output(n, 0)});
+}
+
+// --- matrix products ---
+
+// ONNX MatMul follows numpy: a 1-D operand gets a unit dim that the result drops again.
+void matmul(Builder& b, const NodeProto& n) {
+  Shape sa = meta(b, n, 0).shape, sb = meta(b, n, 1).shape;
+  MERAK_CHECK(!sa.empty() && !sb.empty(), "MatMul of a scalar");
+  std::string x = b.use(input(n, 0)), y = b.use(input(n, 1));
+  const bool vec_a = sa.size() == 1, vec_b = sb.size() == 1;
+  if (vec_a) {
+    const std::string t = b.temp();
+    b.emit("reshape", {x}, Attrs().set("shape", Shape{1, sa[0]}), {t});
+    x = t;
+  }
+  if (vec_b) {
+    const std::string t = b.temp();
+    b.emit("reshape", {y}, Attrs().set("shape", Shape{sb[0], 1}), {t});
+    y = t;
+  }
+  if (!vec_a && !vec_b) {
+    b.emit("matmul", {x, y}, {}, {output(n, 0)});
+    return;
+  }
+  const std::string product = b.temp();
+  Shape shape = b.emit("matmul", {x, y}, {}, {product})[0].shape;
+  if (vec_b) shape.pop_back();
+  if (vec_a) shape.erase(shape.end() - 1 - (vec_b ? 0 : 1));
+  b.emit("reshape", {product}, Attrs().set("shape", shape), {output(n, 0)});
+}
+
+// Gemm: alpha * op(A) op(B) + beta * C. The fusion pass turns matmul(trans_b) + bias into linear.
+void gemm(Builder& b, const NodeProto& n) {
+  const double alpha = attr_float(n, "alpha", 1.0f), beta = attr_float(n, "beta", 1.0f);
+  const bool has_c = !input(n, 2).empty();
+  std::string y = alpha == 1 && !has_c ? output(n, 0) : b.temp();
+  b.emit("matmul", {b.use(input(n, 0)), b.use(input(n, 1))},
+         Attrs().set("trans_a", attr_int(n, "transA", 0) != 0)
+             .set("trans_b", attr_int(n, "transB", 0) != 0),
+         {y});
+  if (alpha != 1) {
+    const std::string scaled = has_c ? b.temp() : output(n, 0);
+    b.emit("mul_scalar", {y}, Attrs().set("value", alpha), {scaled});
+    y = scaled;
+  }
+  if (!has_c) return;
+  std::string c = b.use(input(n, 2));
+  if (beta != 1) {
+    const std::string scaled = b.temp();
+    b.emit("mul_scalar", {c}, Attrs().set("value", beta), {scaled});
+    c = scaled;
+  }
+  b.emit("add", {y, c}, {}, {output(n, 0)});
+}
+
+// --- normalisation, activations, reductions ---
+
+void softmax(Builder& b, const NodeProto& n, const std::string& op, int64_t opset) {
+  const int64_t rank = int64_t(meta(b, n, 0).shape.size());
+  const int64_t axis = onnx_axis(attr_int(n, "axis", opset >= 13 ? -1 : 1), rank, "axis");
+  // Before opset 13 the op flattens dims from `axis` on: equal to ours only on the last one.
+  if (opset < 13 && axis != rank - 1)
+    throw Unsupported("opset < 13 softmax over a flattened range of axes");
+  b.emit(op, {b.use(input(n, 0))}, Attrs().set("dim", axis), {output(n, 0)});
+}
+
+void layer_norm(Builder& b, const NodeProto& n) {
+  const int64_t rank = int64_t(meta(b, n, 0).shape.size());
+  const int64_t axis = onnx_axis(attr_int(n, "axis", -1), rank, "axis");
+  if (axis != rank - 1) throw Unsupported("normalisation over more than the last axis");
+  require_unused(b, n, 1, "mean / inverse std");
+  const std::string w = input(n, 1).empty() ? "" : b.use(input(n, 1));
+  const std::string bias = input(n, 2).empty() ? "" : b.use(input(n, 2));
+  // The registry's layer_norm also returns mean and rstd (for its backward).
+  b.emit("layer_norm", {b.use(input(n, 0)), w, bias},
+         Attrs().set("eps", double(attr_float(n, "epsilon", 1e-5f))),
+         {output(n, 0), b.temp(), b.temp()});
+}
+
+void reduce(Builder& b, const NodeProto& n, const std::string& op, int64_t opset) {
+  const int64_t rank = int64_t(meta(b, n, 0).shape.size());
+  // ReduceSum takes its axes as an input from opset 13, the others from opset 18.
+  const bool axes_input = n.op_type() == "ReduceSum" ? opset >= 13 : opset >= 18;
+  const std::vector<int64_t> axes =
+      axes_input ? (input(n, 1).empty() ? std::vector<int64_t>{} : const_ints(b, n, 1, "axes"))
+                 : attr_ints(n, "axes", {});
+  if (axes.empty() && attr_int(n, "noop_with_empty_axes", 0)) {
+    b.set_alias(output(n, 0), input(n, 0));
+    return;
+  }
+  b.emit(op, {b.use(input(n, 0))},
+         Attrs().set("dims", onnx_axes(axes, rank, "axis")).set("keepdim", attr_int(n, "keepdims", 1) != 0),
+         {output(n, 0)});
+}
+
+// --- comparisons and selection ---
+
+// not(x) for a bool x: folded when constant, else x == false.
+std::string logical_not(Builder& b, const std::string& x) {
+  const Value& v = b.at(x);
+  if (v.constant.defined()) {
+    Tensor out = Tensor::empty(v.constant.shape(), DType::Bool);
+    for (int64_t i = 0; i < out.numel(); ++i) out.data<bool>()[i] = !element_as_int(v.constant, i);
+    return b.add_constant(out);
+  }
+  const std::string out = b.temp();
+  b.emit("eq", {b.use(x), b.add_constant(Tensor::zeros({}, DType::Bool))}, {}, {out});
+  return out;
+}
+
+void not_op(Builder& b, const NodeProto& n) {
+  b.emit("eq", {b.use(input(n, 0)), b.add_constant(Tensor::zeros({}, DType::Bool))}, {},
+         {output(n, 0)});
+}
+
+// Where(cond, scalar, x) is masked_fill(x, cond, scalar), the form attention masks take.
+void where(Builder& b, const NodeProto& n) {
+  const std::string &cond = input(n, 0), &x = input(n, 1), &y = input(n, 2);
+  const Shape& cs = meta(b, n, 0).shape;
+  const auto sx = scalar_constant(b, x), sy = scalar_constant(b, y);
+  auto fills = [&](const std::string& v) {
+    const Shape& s = b.at(v).meta.shape;
+    return !b.is_constant(v) && broadcast_shapes(cs, s) == s;
+  };
+  if (sx && fills(y)) {
+    b.emit("masked_fill", {b.use(y), b.use(cond)}, Attrs().set("value", *sx), {output(n, 0)});
+  } else if (sy && fills(x)) {
+    b.emit("masked_fill", {b.use(x), logical_not(b, cond)}, Attrs().set("value", *sy),
+           {output(n, 0)});
+  } else {
+    b.emit("where", {b.use(cond), b.use(x), b.use(y)}, {}, {output(n, 0)});
+  }
+}
+
+using Converter = std::function<void(Builder&, const NodeProto&, int64_t opset)>;
+
+Converter unary(const char* op) {
+  return [op](Builder& b, const NodeProto& n, int64_t) {
+    b.emit(op, {b.use(input(n, 0))}, {}, {output(n, 0)});
+  };
+}
+
+Converter plain(void (*f)(Builder&, const NodeProto&)) {
+  return [f](Builder& b, const NodeProto& n, int64_t) { f(b, n); };
+}
+
+const std::map<std::string, Converter>& converters() {
+  static const std::map<std::string, Converter> table = {
+      {"Identity", plain(identity)},
+      {"Dropout", plain(dropout)},
+      {"Cast", plain(cast)},
+      {"Reshape", plain(reshape)},
+      {"Unsqueeze", plain(unsqueeze)},
+      {"Squeeze", plain(squeeze)},
+      {"Flatten", plain(flatten)},
+      {"Transpose", plain(transpose)},
+      {"Expand", plain(expand)},
+      {"Concat", plain(concat)},
+      {"Split", plain(split)},
+      {"Slice", plain(slice)},
+      {"Gather", plain(gather)},
+      {"Add", [](Builder& b, const NodeProto& n, int64_t) { arithmetic(b, n, "add"); }},
+      {"Sub", [](Builder& b, const NodeProto& n, int64_t) { arithmetic(b, n, "sub"); }},
+      {"Mul", [](Builder& b, const NodeProto& n, int64_t) { arithmetic(b, n, "mul"); }},
+      {"Div", [](Builder& b, const NodeProto& n, int64_t) { arithmetic(b, n, "div"); }},
+      {"Pow", plain(pow)},
+      {"Reciprocal", plain(reciprocal)},
+      {"Sqrt", unary("sqrt")},
+      {"Erf", unary("erf")},
+      {"Tanh", unary("tanh")},
+      {"Exp", unary("exp")},
+      {"Log", unary("log")},
+      {"Neg", unary("neg")},
+      {"Relu", unary("relu")},
+      {"MatMul", plain(matmul)},
+      {"Gemm", plain(gemm)},
+      {"Softmax", [](Builder& b, const NodeProto& n, int64_t o) { softmax(b, n, "softmax", o); }},
+      {"LogSoftmax",
+       [](Builder& b, const NodeProto& n, int64_t o) { softmax(b, n, "log_softmax", o); }},
+      {"LayerNormalization", plain(layer_norm)},
+      {"ReduceMean", [](Builder& b, const NodeProto& n, int64_t o) { reduce(b, n, "mean", o); }},
+      {"ReduceSum", [](Builder& b, const NodeProto& n, int64_t o) { reduce(b, n, "sum", o); }},
+      {"ReduceMax", [](Builder& b, const NodeProto& n, int64_t o) { reduce(b, n, "max", o); }},
+      {"Equal", [](Builder& b, const NodeProto& n,
+                   int64_t) { b.emit("eq", {b.use(input(n, 0)), b.use(input(n, 1))}, {}, {output(n, 0)}); }},
+      {"Not", plain(not_op)},
+      {"Where", plain(where)},
+  };
+  return table;
+}
+
+}  // namespace
+
+void convert_node(Builder& b, const onnx::NodeProto& node, int64_t opset) {
+  auto it = converters().find(node.op_type());
+  if (it == converters().end()) throw Unsupported("no mapping to a Merak registry op");
+  for (int i = 0; i < node.output_size(); ++i)
+    MERAK_CHECK(!node.output(i).empty() || i > 0, "output 0 has no name");
+  it->second(b, node, opset);
+}
+
+}  // namespace merak::graph::onnx_detail

@@ -1,0 +1,51 @@
+// ONNX protobuf access for the importer: element types, TensorProto data, node attributes, and
+// size checks that keep a malformed file from asking for absurd allocations.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+
+#include "merak/core/tensor.h"
+
+namespace merak::graph::onnx_detail {
+
+// Folded constants and graph values are capped so a hostile file cannot make the importer
+// allocate (or a later run expect) more than this many elements.
+constexpr int64_t kMaxConstantElements = int64_t(1) << 26;
+constexpr int64_t kMaxValueElements = int64_t(1) << 42;
+
+// The product of `shape` with every dim >= 0; throws naming `what` when it exceeds `limit`.
+int64_t checked_numel(const Shape& shape, int64_t limit, const std::string& what);
+
+// ONNX TensorProto.DataType -> Merak dtype; throws naming `what` for types Merak lacks.
+DType dtype_from_onnx(int32_t elem_type, const std::string& what);
+const char* onnx_type_name(int32_t elem_type);
+
+// A CPU tensor with a TensorProto's values (raw_data or the typed fields); external, segmented
+// or mis-sized data is an error naming the tensor.
+Tensor tensor_from_onnx(const onnx::TensorProto& t, int64_t max_elements);
+// The raw little-endian bytes of an initializer, as graph.proto stores them.
+std::string onnx_tensor_bytes(const onnx::TensorProto& t, DType dtype, int64_t numel);
+Shape onnx_dims(const onnx::TensorProto& t);
+
+// Node attributes. The getters with a fallback return it when the attribute is absent and
+// throw when it is present with another type.
+const onnx::AttributeProto* find_attr(const onnx::NodeProto& node, const std::string& name);
+int64_t attr_int(const onnx::NodeProto& node, const std::string& name, int64_t fallback);
+float attr_float(const onnx::NodeProto& node, const std::string& name, float fallback);
+std::vector<int64_t> attr_ints(const onnx::NodeProto& node, const std::string& name,
+                               const std::vector<int64_t>& fallback);
+bool has_attr(const onnx::NodeProto& node, const std::string& name);
+
+// Elementwise access to small constant tensors of any dtype (folding and pattern matching).
+double element_as_double(const Tensor& t, int64_t i);
+int64_t element_as_int(const Tensor& t, int64_t i);  // floats: toward zero, saturating
+// Float -> int as ONNX Cast does (toward zero), saturating instead of overflowing; NaN -> 0.
+int64_t saturating_int(double v);
+// The values of a 0-D or 1-D integer tensor.
+std::vector<int64_t> int_values(const Tensor& t, const std::string& what);
+
+}  // namespace merak::graph::onnx_detail

@@ -1,0 +1,48 @@
+// A job in which one rank never posts its side of an operation. The waiting rank must end the
+// whole job within its timeout, naming the operation, group and peer.
+//   timeout_main p2p SECONDS         rank 1 never receives rank 0's 4 MiB send
+//   timeout_main collective SECONDS  the last rank skips an all_reduce on the tp group
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "merak/comm/grid.h"
+#include "merak/comm/mpi_env.h"
+
+using namespace merak;
+using namespace merak::comm;
+
+int main(int argc, char** argv) {
+  MpiSession mpi(&argc, &argv);
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s p2p|collective SECONDS\n", argv[0]);
+    return 2;
+  }
+  const std::string scenario = argv[1];
+  const double timeout = std::atof(argv[2]);
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  Grid g({1, 1, world}, mpi_backend(CommOptions{timeout}));
+  const int rank = g.rank();
+  // Ranks not meant to time out wait far longer, so the one message comes from the stuck op.
+  auto park = [&] {
+    g.world().set_timeout(60);
+    g.world().barrier();
+  };
+  std::vector<float> data(1 << 20, 1.0f);  // 4 MiB: too big to be sent eagerly
+  Buffer buf(data.data(), int64_t(data.size()), DType::F32, Device::cpu());
+  if (scenario == "p2p") {
+    if (rank == 0) g.world().send(buf, 1, 5);
+    park();
+  } else if (scenario == "collective") {
+    if (rank != 0) g.tp().set_timeout(60);  // rank 0 reports; the others would say the same
+    if (rank != world - 1) g.tp().all_reduce(buf.slice(0, 1024), ReduceOp::Sum);
+    park();
+  } else {
+    std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
+    return 2;
+  }
+  std::printf("rank %d: finished without a timeout\n", rank);
+  return 0;
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# merak_graph's command line: trace a config (gpt20b within 10 s and 300 MB peak RSS, allocating
+# no tensor memory), summary and dump of the result; bad input ends with exit 2 and one line.
+set -u
+tool="$1"
+configs="$2"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+fail() { echo "FAIL: $*"; exit 1; }
+one_line() { [ "$(printf '%s\n' "$2" | wc -l)" -eq 1 ] || fail "$1: more than one line: $2"; }
+
+out=$("$tool" trace --config "$configs/gpt-tiny.yaml" -o "$tmp/tiny.pb" --batch 2 2>&1); rc=$?
+[ "$rc" -eq 0 ] || fail "trace gpt-tiny: exit $rc: $out"
+for want in '^nodes: [0-9]' '^parameters: [0-9]' '^FLOPs per token' '^trace time: ' \
+            'CPU tensor allocations during the trace: 0$'; do
+  grep -q "$want" <<< "$out" || fail "trace output lacks '$want': $out"
+done
+
+out=$("$tool" summary "$tmp/tiny.pb" 2>&1); rc=$?
+[ "$rc" -eq 0 ] || fail "summary: exit $rc: $out"
+grep -q "producer 'merak-tracer'" <<< "$out" || fail "summary lacks the producer: $out"
+grep -Eq '^  linear +[0-9]+$' <<< "$out" || fail "summary lacks the op histogram: $out"
+
+out=$("$tool" dump "$tmp/tiny.pb" 2>&1); rc=$?
+[ "$rc" -eq 0 ] || fail "dump: exit $rc"
+grep -q 'module_path: "blocks.0.mlp.fc"' <<< "$out" || fail "dump lacks module paths"
+grep -q 'name: "wte.weight"' <<< "$out" || fail "dump lacks the initializers"
+
+# The 20B model: the numbers the issue asks for.
+out=$("$tool" trace --config "$configs/gpt20b.yaml" -o "$tmp/gpt20b.pb" 2>&1); rc=$?
+[ "$rc" -eq 0 ] || fail "trace gpt20b: exit $rc: $out"
+echo "$out"
+secs=$(sed -n 's/^trace time: \([0-9.]*\) s.*/\1/p' <<< "$out")
+rss=$(sed -n 's/^peak RSS: \([0-9.]*\) MB.*/\1/p' <<< "$out")
+[ -n "$secs" ] && [ -n "$rss" ] || fail "gpt20b: no time or RSS line: $out"
+awk -v s="$secs" 'BEGIN { exit !(s < 10) }' || fail "gpt20b trace took $secs s"
+awk -v r="$rss" 'BEGIN { exit !(r < 300) }' || fail "gpt20b trace peak RSS $rss MB"
+grep -q 'CPU tensor allocations during the trace: 0$' <<< "$out" || fail "gpt20b allocated"
+
+# Bad input: exit 2, one line saying what.
+printf 'model:\n  family: gpt\n  hiden: 8\n' > "$tmp/bad.yaml"
+out=$("$tool" trace --config "$tmp/bad.yaml" -o "$tmp/x.pb" 2>&1); rc=$?
+[ "$rc" -eq 2 ] || fail "bad config: exit $rc ($out)"
+one_line "bad config" "$out"
+grep -q "bad.yaml: key 'model.hiden'" <<< "$out" || fail "bad config message: $out"
+
+head -c 64 "$tmp/tiny.pb" > "$tmp/cut.pb"
+printf 'not a graph at all' > "$tmp/junk.pb"
+for args in "summary $tmp/missing.pb" "summary $tmp/cut.pb" "dump $tmp/junk.pb" \
+            "import $tmp/missing.onnx -o $tmp/x.pb" \
+            "import $tmp/m.onnx -o $tmp/x.pb --dim batch=zero" \
+            "trace --config $configs/gpt-tiny.yaml" \
+            "trace --config $configs/gpt-tiny.yaml -o $tmp/x.pb --batch none" "frobnicate"; do
+  out=$("$tool" $args 2>&1); rc=$?
+  [ "$rc" -eq 2 ] || fail "'$args': exit $rc, want 2 ($out)"
+  one_line "'$args'" "$out"
+done
+echo "cli_test: all checks passed"

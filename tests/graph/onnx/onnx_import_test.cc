@@ -1,0 +1,367 @@
+// The ONNX importer on hand-built models: errors name the file, node and op; shape arithmetic
+// folds into constants; each mapped op computes what ONNX defines; patterns fuse; initializers
+// become trainable parameters (floating) or constants (the rest).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+
+#include "merak/graph/convert.h"
+#include "tests/graph/onnx/onnx_test_models.h"
+
+using namespace merak;
+using namespace onnx_test;
+using graph::ImportError;
+
+namespace {
+
+std::string import_error(const std::string& bytes, const std::string& name = "test.onnx",
+                         const graph::ImportOptions& options = {}) {
+  try {
+    graph::import_onnx_bytes(bytes, name, options);
+  } catch (const ImportError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string tmp_path(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+
+// y = x @ W + b with x [2, 3]: small, valid, and with data worth truncating.
+OnnxModel small_linear() {
+  OnnxModel m;
+  m.input("x", kFloat, {2, 3}).output("y", {2, 40});
+  std::vector<float> w(3 * 40);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i) * 0.01f;
+  m.floats("W", {3, 40}, w).floats("b", {40}, std::vector<float>(40, 0.5f));
+  m.node("MatMul", {"x", "W"}, {"xw"});
+  m.node("Add", {"xw", "b"}, {"y"});
+  return m;
+}
+
+Tensor floats(const std::vector<float>& v, const Shape& s) { return Tensor::from_vector(v, s); }
+
+std::vector<float> values(const Tensor& t) { return t.contiguous().to_vector<float>(); }
+
+}  // namespace
+
+TEST_CASE("onnx import: an unsupported op names the file, the node and the op") {
+  OnnxModel m;
+  m.input("x", kFloat, {2, 3}).output("y", {2, 3});
+  m.node("Sigmoid", {"x"}, {"y"});
+  const std::string msg = import_error(m.bytes(), "model.onnx");
+  INFO(msg);
+  CHECK(msg.rfind("model.onnx: ", 0) == 0);
+  CHECK(msg.find("node 'n_y'") != std::string::npos);
+  CHECK(msg.find("(op Sigmoid)") != std::string::npos);
+  CHECK(msg.find("unsupported") != std::string::npos);
+}
+
+TEST_CASE("onnx import: a run-time value where a constant is needed is unsupported, named") {
+  OnnxModel m;
+  m.input("x", kFloat, {2, 3}).input("e", kFloat, {}).output("y", {2, 3});
+  m.node("Pow", {"x", "e"}, {"y"});
+  const std::string msg = import_error(m.bytes());
+  INFO(msg);
+  CHECK(msg.find("node 'n_y' (op Pow): unsupported") != std::string::npos);
+  CHECK(msg.find("exponent") != std::string::npos);
+}
+
+TEST_CASE("onnx import: every truncation of a model is an ImportError naming the file") {
+  const std::string bytes = small_linear().bytes();
+  REQUIRE_NOTHROW(graph::import_onnx_bytes(bytes, "full.onnx"));
+  for (size_t n = 0; n < bytes.size(); n += 7) {
+    const std::string msg = import_error(bytes.substr(0, n), "cut.onnx");
+    INFO("first " << n << " of " << bytes.size() << " bytes: " << msg);
+    CHECK(msg.rfind("cut.onnx: ", 0) == 0);
+  }
+  // The same through a file: the message names its path.
+  const std::string path = tmp_path("truncated.onnx");
+  std::ofstream(path, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  try {
+    graph::import_onnx(path);
+    FAIL("a truncated file imported");
+  } catch (const ImportError& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).rfind(path + ": ", 0) == 0);
+  }
+  CHECK_THROWS_AS(graph::import_onnx(tmp_path("no-such-file.onnx")), ImportError);
+}
+
+TEST_CASE("onnx import: garbage bytes are an ImportError naming the file") {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::string junk(size_t(1 + rng() % 300), '\0');
+    for (char& c : junk) c = char(rng());
+    const std::string msg = import_error(junk, "junk.onnx");
+    INFO(msg);
+    CHECK(msg.rfind("junk.onnx: ", 0) == 0);
+  }
+  CHECK(import_error("this is a text file\n", "notes.txt").rfind("notes.txt: ", 0) == 0);
+}
+
+TEST_CASE("onnx import: an inconsistent graph is an ImportError naming the node") {
+  SECTION("matmul dims that do not agree (found by ONNX shape inference)") {
+    OnnxModel m;
+    m.input("a", kFloat, {2, 3}).input("b", kFloat, {4, 5}).output("y", {2, 5});
+    m.node("MatMul", {"a", "b"}, {"y"});
+    const std::string msg = import_error(m.bytes());
+    INFO(msg);
+    CHECK(msg.rfind("test.onnx: ", 0) == 0);
+    CHECK(msg.find("n_y") != std::string::npos);
+    CHECK(msg.find("MatMul") != std::string::npos);
+  }
+  SECTION("a value used before any node makes it (found by the checker)") {
+    OnnxModel m;
+    m.input("x", kFloat, {2}).output("y", {2});
+    m.node("Add", {"x", "later"}, {"y"});
+    m.node("Neg", {"x"}, {"later"});
+    const std::string msg = import_error(m.bytes());
+    INFO(msg);
+    CHECK(msg.find("n_y") != std::string::npos);
+  }
+  SECTION("a constant index out of range (found by ONNX shape inference or folding)") {
+    // Into a shape: ONNX's data propagation sees it. Into a 2-D table: folding does.
+    for (bool shape_data : {true, false}) {
+      OnnxModel m;
+      m.input("x", kFloat, {2, 3}).output("y", {2, 3});
+      m.ints("at", {}, {7}).ints("table", {3, 1}, {4, 5, 6});
+      if (shape_data) m.node("Shape", {"x"}, {"s"});
+      m.node("Gather", {shape_data ? "s" : "table", "at"}, {"d"});
+      set_int(m.node("Cast", {"d"}, {"df"}), "to", kFloat);
+      m.node("Add", {"x", "df"}, {"y"});
+      const std::string msg = import_error(m.bytes());
+      INFO(msg);
+      CHECK(msg.rfind("test.onnx: ", 0) == 0);
+      CHECK(msg.find("n_d") != std::string::npos);
+      CHECK(msg.find("Gather") != std::string::npos);
+      if (!shape_data) CHECK(msg.find("index 7 is out of range") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("onnx import: dynamic axes need sizes, given by input or by symbol") {
+  OnnxModel m;
+  m.input("x", kFloat, {-1, -2, 4}).output("y", {-1, -1, 4});
+  m.node("Relu", {"x"}, {"y"});
+  const std::string msg = import_error(m.bytes());
+  INFO(msg);
+  CHECK(msg.find("input 'x' dim 0 ('batch') is dynamic") != std::string::npos);
+
+  graph::ImportOptions by_symbol;
+  by_symbol.dim_params = {{"batch", 2}, {"seq", 5}};
+  const auto a = graph::import_onnx_bytes(m.bytes(), "m.onnx", by_symbol);
+  CHECK(graph::fixed_shape(a.graph().inputs(0).type(), "x") == Shape{2, 5, 4});
+  const auto b = import(m, {{"x", {3, 1, 4}}});
+  CHECK(graph::fixed_shape(b.graph().outputs(0).type(), "y") == Shape{3, 1, 4});
+
+  CHECK(import_error(m.bytes(), "m.onnx", [] {
+          graph::ImportOptions o;
+          o.input_shapes = {{"x", {3, 1, 5}}};  // the file fixes the last dim at 4
+          return o;
+        }()).find("fixed dim 2") != std::string::npos);
+  CHECK(import_error(m.bytes(), "m.onnx", [] {
+          graph::ImportOptions o;
+          o.input_shapes = {{"x", {3, 1, 4}}, {"typo", {1}}};
+          return o;
+        }()).find("no data input named 'typo'") != std::string::npos);
+}
+
+TEST_CASE("onnx import: external tensor data is refused, naming the tensor") {
+  OnnxModel m = small_linear();
+  auto* w = m.proto().mutable_graph()->mutable_initializer(0);
+  w->clear_float_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* e = w->add_external_data();
+  e->set_key("location");
+  e->set_value("weights.bin");
+  const std::string msg = import_error(m.bytes());
+  INFO(msg);
+  CHECK(msg.rfind("test.onnx: ", 0) == 0);
+  CHECK(msg.find("W") != std::string::npos);
+}
+
+TEST_CASE("onnx import: shape arithmetic folds into a reshape with a concrete shape") {
+  // y = x.reshape(x.shape[0], -1, 4), the way exports spell it.
+  OnnxModel m;
+  m.input("x", kFloat, {-1, -2, 8}).output("y", {-1, -1, 4});
+  m.ints("zero", {}, {0}).ints("axes", {1}, {0}).ints("rest", {2}, {-1, 4});
+  m.node("Shape", {"x"}, {"shape"});
+  m.node("Gather", {"shape", "zero"}, {"batch"});
+  m.node("Unsqueeze", {"batch", "axes"}, {"batch1"});
+  set_int(m.node("Concat", {"batch1", "rest"}, {"target"}), "axis", 0);
+  m.node("Reshape", {"x", "target"}, {"y"});
+  const auto model = import(m, {{"x", {2, 3, 8}}});
+  REQUIRE(model.graph().nodes_size() == 1);
+  const auto& n = model.graph().nodes(0);
+  CHECK(n.op() == "reshape");
+  CHECK(graph::attrs_of(n).ints("shape") == std::vector<int64_t>{2, 6, 4});
+  CHECK(model.graph().initializers_size() == 0);  // every folded constant was consumed
+
+  std::vector<float> x(48);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
+  const auto out = run(model, {{"x", floats(x, {2, 3, 8})}});
+  CHECK(out[0].shape() == Shape{2, 6, 4});
+  CHECK(values(out[0]) == x);
+}
+
+TEST_CASE("onnx import: Gemm computes alpha op(A) op(B) + beta C") {
+  OnnxModel m;
+  m.input("a", kFloat, {2, 3}).output("y", {2, 4});
+  m.floats("B", {4, 3}, {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1});
+  m.floats("C", {4}, {1, 2, 3, 4});
+  auto& g = m.node("Gemm", {"a", "B", "C"}, {"y"});
+  set_int(g, "transB", 1);
+  set_float(g, "alpha", 2.0f);
+  set_float(g, "beta", 0.5f);
+  const auto model = import(m);
+  const auto out = run(model, {{"a", floats({1, 2, 3, 4, 5, 6}, {2, 3})}});
+  // row r: 2 * (a_r0, a_r1, a_r2, sum a_r) + 0.5 * (1, 2, 3, 4)
+  CHECK(values(out[0]) == std::vector<float>{2.5f, 5, 7.5f, 14, 8.5f, 11, 13.5f, 32});
+}
+
+TEST_CASE("onnx import: slice, transpose, split, concat, squeeze") {
+  OnnxModel m;
+  m.input("x", kFloat, {2, 4}).output("y", {4});
+  m.ints("starts", {1}, {1}).ints("ends", {1}, {3}).ints("axes", {1}, {1});
+  m.ints("halves", {2}, {1, 1}).ints("zero", {1}, {0});
+  m.node("Slice", {"x", "starts", "ends", "axes"}, {"s"});  // x[:, 1:3] -> [2, 2]
+  set_ints(m.node("Transpose", {"s"}, {"t"}), "perm", {1, 0});
+  auto& split = m.node("Split", {"t", "halves"}, {"p", "q"});  // rows of t
+  set_int(split, "axis", 0);
+  set_int(m.node("Concat", {"q", "p"}, {"c"}), "axis", 1);  // [1, 4]
+  m.node("Squeeze", {"c", "zero"}, {"y"});
+  const auto model = import(m);
+  const auto out = run(model, {{"x", floats({0, 1, 2, 3, 4, 5, 6, 7}, {2, 4})}});
+  // s = [[1, 2], [5, 6]]; t = [[1, 5], [2, 6]]; concat(q, p) = [2, 6, 1, 5]
+  CHECK(out[0].shape() == Shape{4});
+  CHECK(values(out[0]) == std::vector<float>{2, 6, 1, 5});
+}
+
+TEST_CASE("onnx import: Where with a constant side becomes masked_fill") {
+  OnnxModel m;
+  m.input("cond", kBool, {2, 2}).input("x", kFloat, {2, 2}).output("y", {2, 2}).output("z", {2, 2});
+  auto scalar = [&](const std::string& name, float v) { m.floats(name, {}, {v}); };
+  scalar("minus", -1.5f);
+  scalar("five", 5.0f);
+  m.node("Where", {"cond", "minus", "x"}, {"y"});  // cond ? -1.5 : x
+  m.node("Where", {"cond", "x", "five"}, {"z"});   // cond ? x : 5
+  const auto model = import(m);
+  CHECK(op_counts(model)["masked_fill"] == 2);
+  Tensor cond = Tensor::empty({2, 2}, DType::Bool);
+  const bool c[] = {true, false, false, true};
+  for (int i = 0; i < 4; ++i) cond.data<bool>()[i] = c[i];
+  const auto out = run(model, {{"cond", cond}, {"x", floats({1, 2, 3, 4}, {2, 2})}});
+  CHECK(values(out[0]) == std::vector<float>{-1.5f, 2, 3, -1.5f});
+  CHECK(values(out[1]) == std::vector<float>{1, 5, 5, 4});
+}
+
+TEST_CASE("onnx import: Gather is an embedding on a 2-D table, a slice with a constant index") {
+  OnnxModel m;
+  m.input("ids", kInt64, {3}).input("x", kFloat, {2, 3}).output("e", {3, 2}).output("col", {2});
+  m.floats("table", {4, 2}, {0, 1, 10, 11, 20, 21, 30, 31}).ints("one", {}, {1});
+  m.node("Gather", {"table", "ids"}, {"e"});
+  set_int(m.node("Gather", {"x", "one"}, {"col"}), "axis", 1);  // x[:, 1]
+  const auto model = import(m);
+  CHECK(op_counts(model)["embedding"] == 1);
+  const auto out = run(model, {{"ids", Tensor::from_vector(std::vector<int64_t>{3, 0, 2}, {3})},
+                               {"x", floats({1, 2, 3, 4, 5, 6}, {2, 3})}});
+  CHECK(values(out[0]) == std::vector<float>{30, 31, 0, 1, 20, 21});
+  CHECK(out[1].shape() == Shape{2});
+  CHECK(values(out[1]) == std::vector<float>{2, 5});
+}
+
+TEST_CASE("onnx import: MatMul with a vector operand and Expand follow numpy") {
+  OnnxModel m;
+  m.input("v", kFloat, {3}).input("r", kFloat, {1, 2}).output("y", {2}).output("e", {3, 2});
+  m.floats("M", {3, 2}, {1, 2, 3, 4, 5, 6}).ints("shape", {2}, {3, 1});
+  m.node("MatMul", {"v", "M"}, {"y"});
+  m.node("Expand", {"r", "shape"}, {"e"});  // bidirectional: [1, 2] with [3, 1] -> [3, 2]
+  const auto model = import(m);
+  const auto out = run(model, {{"v", floats({1, 1, 1}, {3})}, {"r", floats({7, 8}, {1, 2})}});
+  CHECK(out[0].shape() == Shape{2});
+  CHECK(values(out[0]) == std::vector<float>{9, 12});
+  CHECK(out[1].shape() == Shape{3, 2});
+  CHECK(values(out[1]) == std::vector<float>{7, 8, 7, 8, 7, 8});
+}
+
+TEST_CASE("onnx import: decomposed layer norm and GELU fuse into registry ops") {
+  // (x - mean) / sqrt(var + eps) * w + b, then 0.5 * h * (1 + erf(h / sqrt 2)), as opset-13
+  // exports spell them.
+  OnnxModel m(13);
+  m.input("x", kFloat, {2, 4}).output("y", {2, 4});
+  m.floats("w", {4}, {1, 2, 3, 4}).floats("b", {4}, {0.5f, 0, -0.5f, 1});
+  auto scalar = [&](const std::string& name, float v) { m.floats(name, {}, {v}); };
+  scalar("two", 2), scalar("eps", 1e-5f), scalar("sqrt2", 1.41421356f), scalar("one", 1);
+  scalar("half", 0.5f);
+  set_ints(m.node("ReduceMean", {"x"}, {"mean"}), "axes", {-1});
+  m.node("Sub", {"x", "mean"}, {"d"});
+  m.node("Pow", {"d", "two"}, {"d2"});
+  set_ints(m.node("ReduceMean", {"d2"}, {"var"}), "axes", {-1});
+  m.node("Add", {"var", "eps"}, {"ve"});
+  m.node("Sqrt", {"ve"}, {"sd"});
+  m.node("Div", {"d", "sd"}, {"n"});
+  m.node("Mul", {"n", "w"}, {"nw"});
+  m.node("Add", {"nw", "b"}, {"h"});
+  m.node("Div", {"h", "sqrt2"}, {"q"});
+  m.node("Erf", {"q"}, {"e"});
+  m.node("Add", {"e", "one"}, {"a"});
+  m.node("Mul", {"h", "a"}, {"ha"});
+  m.node("Mul", {"ha", "half"}, {"y"});
+  const auto model = import(m);
+  const auto ops = op_counts(model);
+  INFO("nodes: " << model.graph().nodes_size());
+  CHECK(ops.size() == 2);
+  CHECK(ops.at("layer_norm") == 1);
+  CHECK(ops.at("gelu") == 1);
+  CHECK(graph::attrs_of(model.graph().nodes(1)).s("approximate") == "none");
+
+  const std::vector<float> x = {1, 2, 3, 4, -1, 0, 5, 2};
+  const auto out = values(run(model, {{"x", floats(x, {2, 4})}})[0]);
+  const float w[] = {1, 2, 3, 4}, b[] = {0.5f, 0, -0.5f, 1};
+  for (int r = 0; r < 2; ++r) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < 4; ++i) mean += x[r * 4 + i] / 4.0;
+    for (int i = 0; i < 4; ++i) var += (x[r * 4 + i] - mean) * (x[r * 4 + i] - mean) / 4.0;
+    for (int i = 0; i < 4; ++i) {
+      const double h = (x[r * 4 + i] - mean) / std::sqrt(var + 1e-5) * w[i] + b[i];
+      const double gelu = 0.5 * h * (1 + std::erf(h / std::sqrt(2.0)));
+      CHECK(out[size_t(r * 4 + i)] == Approx(gelu).margin(1e-5));
+    }
+  }
+}
+
+TEST_CASE("onnx import: initializers become parameters or constants, with their data") {
+  // PyTorch merges equal parameters and re-creates the others with Identity: each gets its own
+  // copy, so they train apart. Integer initializers are constants; Dropout passes through.
+  OnnxModel m;
+  m.input("x", kFloat, {2, 3}).output("y", {3, 2});
+  m.floats("bias", {3}, {1, 2, 3}).ints("shape", {2}, {3, 2});
+  m.node("Identity", {"bias"}, {"other.bias"});
+  m.node("Add", {"x", "bias"}, {"u"});
+  m.node("Add", {"u", "other.bias"}, {"v"});
+  m.node("Dropout", {"v"}, {"w"});
+  m.node("Reshape", {"w", "shape"}, {"y"});
+  const auto model = import(m);
+  std::map<std::string, const graph::Initializer*> inits;
+  for (const auto& i : model.graph().initializers()) inits[i.name()] = &i;
+  REQUIRE(inits.size() == 2);
+  for (const char* name : {"bias", "other.bias"}) {
+    INFO(name);
+    REQUIRE(inits.count(name));
+    CHECK(inits[name]->trainable());
+    const Tensor t = graph::tensor_from_bytes(inits[name]->data(), {3}, DType::F32, name);
+    CHECK(values(t) == std::vector<float>{1, 2, 3});
+  }
+  CHECK(op_counts(model)["reshape"] == 1);  // the int64 shape folded into its attribute
+
+  graph::Executor ex(model, 0);
+  const auto out = ex.run({{"x", floats({0, 0, 0, 1, 1, 1}, {2, 3})}});
+  CHECK(values(out[0]) == std::vector<float>{2, 4, 6, 3, 5, 7});
+  CHECK(ex.parameters().size() == 2);
+}
