@@ -13,6 +13,7 @@ packages=(
   libbenchmark-dev           # tools/bench
   libopenmpi-dev openmpi-bin # CPU communicator, rank arrangement
   libonnx-dev                # ONNX import
+  clang-16 libclang-rt-16-dev # tools/fuzz: libFuzzer + AddressSanitizer for the ONNX importer
   python3-torch python3-onnx python3-numpy # parity checks (run with /usr/bin/python3)
   libopenblas0-pthread       # so PyTorch does not fall back to reference BLAS
 )

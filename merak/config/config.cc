@@ -68,8 +68,8 @@ class Builder {
   void read_document(const YAML::Node& root) {
     if (root.IsNull()) return;  // an empty file: every default
     if (!root.IsMap()) {
-      fail("expected a map of sections (model, data, optimizer, schedule, train), got " +
-           detail::describe(root));
+      fail("expected a map of sections (model, data, optimizer, schedule, train, parallel), "
+           "got " + detail::describe(root));
     }
     std::map<std::string, int> lines;  // key -> line it was given on, to catch repeats
     for (const auto& entry : root) {
@@ -199,6 +199,15 @@ Config parse(const std::string& yaml_text, const std::string& name,
   if (!documents.empty()) builder.read_document(documents[0]);
   for (const std::string& assignment : overrides) builder.apply_override(assignment);
   return builder.finish();
+}
+
+int64_t micro_batch_size(const Config& c) {
+  if (c.parallel.micro_batches > 0) return c.train.batch / c.parallel.dp / c.parallel.micro_batches;
+  return c.train.micro_batch > 0 ? c.train.micro_batch : c.train.batch / c.parallel.dp;
+}
+
+int64_t micro_batches_per_replica(const Config& c) {
+  return c.train.batch / c.parallel.dp / micro_batch_size(c);
 }
 
 Config load(const std::string& path, const std::vector<std::string>& overrides) {

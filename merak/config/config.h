@@ -58,6 +58,20 @@ struct TrainConfig {
   std::string device = "cpu";   // cpu | cuda
 };
 
+// The (dp, pp, tp) layout `mpirun -np dp*pp*tp merak_train` runs, and the runtime's techniques.
+// All ones (the default) is the single-process trainer.
+struct ParallelConfig {
+  int64_t dp = 1;                  // data-parallel replicas (train.batch is split over them)
+  int64_t pp = 1;                  // pipeline stages
+  int64_t tp = 1;                  // tensor-parallel ranks per stage
+  std::string schedule = "1f1b";   // gpipe | 1f1b | shifted (Merak's shifted critical path)
+  int64_t micro_batches = 0;       // per replica and step; 0 = from train.micro_batch
+  std::string recompute = "none";  // none | full | ratio (Merak's rule from recompute_ratio)
+  double recompute_ratio = 1.0;    // first stage's share under `ratio`, in [0, 1]
+  bool zero1 = false;              // optimizer state sharded over dp
+  std::string hardware = "cpu-local";  // profile the partitioner costs stages with
+};
+
 struct Config {
   std::string path;             // the file it came from
   ModelConfig model;
@@ -65,6 +79,7 @@ struct Config {
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   TrainConfig train;
+  ParallelConfig parallel;
 };
 
 // A bad file, key, type or value: what() is one line "FILE: key 'a.b': what is wrong".
@@ -78,6 +93,10 @@ Config load(const std::string& path, const std::vector<std::string>& overrides =
 // The same from YAML text (`name` stands for the file in messages).
 Config parse(const std::string& yaml_text, const std::string& name,
              const std::vector<std::string>& overrides = {});
+// Sequences per micro-batch and micro-batches per data-parallel replica in one step (their
+// product times parallel.dp is train.batch; validation guarantees it divides).
+int64_t micro_batch_size(const Config& config);
+int64_t micro_batches_per_replica(const Config& config);
 // The full config as YAML (every key), for logs and for reproducing a run.
 std::string to_yaml(const Config& config);
 

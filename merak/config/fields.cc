@@ -8,6 +8,7 @@ std::vector<Field> fields_of(Config& c) {
   OptimizerConfig& o = c.optimizer;
   ScheduleConfig& s = c.schedule;
   TrainConfig& t = c.train;
+  ParallelConfig& p = c.parallel;
   return {
       {"model", "family", &m.family},
       {"model", "layers", &m.layers},
@@ -47,12 +48,22 @@ std::vector<Field> fields_of(Config& c) {
       {"train", "seed", &t.seed},
       {"train", "threads", &t.threads},
       {"train", "device", &t.device},
+
+      {"parallel", "dp", &p.dp},
+      {"parallel", "pp", &p.pp},
+      {"parallel", "tp", &p.tp},
+      {"parallel", "schedule", &p.schedule},
+      {"parallel", "micro_batches", &p.micro_batches},
+      {"parallel", "recompute", &p.recompute},
+      {"parallel", "recompute_ratio", &p.recompute_ratio},
+      {"parallel", "zero1", &p.zero1},
+      {"parallel", "hardware", &p.hardware},
   };
 }
 
 const std::vector<std::string>& section_names() {
   static const std::vector<std::string> names = {"model", "data", "optimizer", "schedule",
-                                                 "train"};
+                                                 "train", "parallel"};
   return names;
 }
 

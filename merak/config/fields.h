@@ -27,7 +27,7 @@ struct Field {
 // Every key of `config`, section by section in the order config.h declares them.
 std::vector<Field> fields_of(Config& config);
 
-// The section names, in order: model, data, optimizer, schedule, train.
+// The section names, in order: model, data, optimizer, schedule, train, parallel.
 const std::vector<std::string>& section_names();
 
 }  // namespace merak::config::detail

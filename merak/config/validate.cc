@@ -109,6 +109,44 @@ std::optional<Problem> first_problem(const Config& c) {
   k.at_least(t.log_interval, 1, "train.log_interval");
   k.at_least(t.threads, 0, "train.threads");
   k.one_of(t.device, {"cpu", "cuda"}, "train.device");
+
+  const ParallelConfig& p = c.parallel;
+  k.at_least(p.dp, 1, "parallel.dp");
+  k.at_least(p.pp, 1, "parallel.pp");
+  k.at_least(p.tp, 1, "parallel.tp");
+  // Interleaved 1F1B needs several model stages per rank, which plans do not describe.
+  k.one_of(p.schedule, {"gpipe", "1f1b", "shifted"}, "parallel.schedule");
+  k.at_least(p.micro_batches, 0, "parallel.micro_batches");
+  k.one_of(p.recompute, {"none", "full", "ratio"}, "parallel.recompute");
+  k.require(p.recompute_ratio >= 0 && p.recompute_ratio <= 1, "parallel.recompute_ratio",
+            "must be in [0, 1], got " + str(p.recompute_ratio));
+  k.require(!p.hardware.empty(), "parallel.hardware", "must name a hardware profile");
+  // Tensor parallelism splits attention by heads (vocabulary splits may be uneven).
+  if (p.tp >= 1 && m.heads >= 1)
+    k.require(m.heads % p.tp == 0, "parallel.tp",
+              "model.heads " + str(m.heads) + " is not divisible by parallel.tp " + str(p.tp));
+  // The global batch is the same for every layout: each replica takes batch / dp sequences in
+  // micro-batches of one size.
+  if (t.batch >= 1 && p.dp >= 1 && t.micro_batch >= 0 && p.micro_batches >= 0) {
+    k.require(t.batch % p.dp == 0, "parallel.dp",
+              "train.batch " + str(t.batch) + " is not divisible by parallel.dp " + str(p.dp));
+    const int64_t replica = t.batch / p.dp;
+    if (t.batch % p.dp == 0 && p.micro_batches > 0) {
+      k.require(replica % p.micro_batches == 0, "parallel.micro_batches",
+                str(p.micro_batches) + " micro-batches do not divide the " + str(replica) +
+                    " sequences each data-parallel replica takes");
+      if (replica % p.micro_batches == 0 && t.micro_batch > 0)
+        k.require(replica / p.micro_batches == t.micro_batch, "parallel.micro_batches",
+                  str(p.micro_batches) + " micro-batches of the " + str(replica) +
+                      " sequences a replica takes hold " + str(replica / p.micro_batches) +
+                      " each, but train.micro_batch is " + str(t.micro_batch));
+    } else if (t.batch % p.dp == 0 && t.micro_batch > 0) {
+      k.require(replica % t.micro_batch == 0, "train.micro_batch",
+                "train.micro_batch " + str(t.micro_batch) + " does not divide the " +
+                    str(replica) + " sequences each of the " + str(p.dp) +
+                    " data-parallel replicas takes");
+    }
+  }
   return k.result();
 }
 

@@ -1,7 +1,10 @@
 #include "merak/core/allocator.h"
 
 #include <cstdlib>
+#include <mutex>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 #include "merak/core/error.h"
 
@@ -18,11 +21,20 @@ std::string Device::str() const {
 
 namespace {
 
+// Large blocks are cached after free and handed out again for the same (rounded) size: a
+// training step allocates the same sizes every step, and returning them to the OS would fault
+// every page back in each step. The cache never holds more idle bytes than the live high-water
+// mark (or kMinCache), so it at most doubles the footprint; empty_cpu_cache() releases it.
 class CpuAllocator final : public Allocator {
  public:
   void* allocate(size_t bytes) override {
-    const size_t rounded = (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-    void* p = std::aligned_alloc(kCpuAlignment, rounded == 0 ? kCpuAlignment : rounded);
+    const size_t size = block_size(bytes);
+    void* p = size >= kCacheFrom ? take_cached(size) : nullptr;
+    if (!p) p = std::aligned_alloc(kCpuAlignment, size);
+    if (!p) {
+      release_cache();  // the cache may be what stands in the way
+      p = std::aligned_alloc(kCpuAlignment, size);
+    }
     if (!p) {
       MERAK_FAIL("CPU out of memory allocating ", bytes, " bytes (live ", live_.load(),
                  ", peak ", peak_.load(), ")");
@@ -34,17 +46,56 @@ class CpuAllocator final : public Allocator {
     count_.fetch_add(1);
     return p;
   }
+
   void deallocate(void* ptr, size_t bytes) override {
-    std::free(ptr);
     live_.fetch_sub(int64_t(bytes));
+    const size_t size = block_size(bytes);
+    if (size >= kCacheFrom) {
+      std::lock_guard<std::mutex> g(mu_);
+      if (cached_ + int64_t(size) <= std::max<int64_t>(kMinCache, peak_.load())) {
+        free_[size].push_back(ptr);
+        cached_ += int64_t(size);
+        return;
+      }
+    }
+    std::free(ptr);
   }
+
   MemoryStats stats() const override {
-    return {live_.load(), peak_.load(), live_.load(), count_.load()};
+    std::lock_guard<std::mutex> g(mu_);
+    return {live_.load(), peak_.load(), live_.load() + cached_, count_.load()};
   }
   void reset_peak() override { peak_.store(live_.load()); }
 
+  void release_cache() {
+    std::lock_guard<std::mutex> g(mu_);
+    for (auto& [size, blocks] : free_)
+      for (void* p : blocks) std::free(p);
+    free_.clear();
+    cached_ = 0;
+  }
+
  private:
+  static constexpr size_t kCacheFrom = size_t(1) << 16;   // smaller blocks: malloc is fine
+  static constexpr int64_t kMinCache = int64_t(1) << 28;  // 256 MiB
+  static size_t block_size(size_t bytes) {
+    const size_t unit = bytes >= kCacheFrom ? 4096 : kCpuAlignment;  // pages for large blocks
+    return bytes == 0 ? kCpuAlignment : (bytes + unit - 1) / unit * unit;
+  }
+  void* take_cached(size_t size) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = free_.find(size);
+    if (it == free_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    cached_ -= int64_t(size);
+    return p;
+  }
+
   std::atomic<int64_t> live_{0}, peak_{0}, count_{0};
+  mutable std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;  // idle blocks by size
+  int64_t cached_ = 0;                                   // bytes in free_
 };
 
 CpuAllocator& cpu_allocator() {
@@ -76,6 +127,7 @@ void register_allocator(DeviceType type, Allocator* allocator) {
 }
 
 MemoryStats cpu_memory_stats() { return cpu_allocator().stats(); }
+void empty_cpu_cache() { cpu_allocator().release_cache(); }
 void reset_cpu_peak() { cpu_allocator().reset_peak(); }
 
 }  // namespace merak

@@ -35,5 +35,7 @@ constexpr size_t kCpuAlignment = 64;
 
 MemoryStats cpu_memory_stats();
 void reset_cpu_peak();
+// Returns the CPU allocator's cached idle blocks to the system (reserved_bytes drops to live).
+void empty_cpu_cache();
 
 }  // namespace merak

@@ -5,7 +5,8 @@
 
 namespace merak::graph::onnx_detail {
 
-Builder::Builder(Graph& graph, std::set<std::string> used) : graph_(graph), used_(std::move(used)) {}
+Builder::Builder(Graph& graph, std::set<std::string> used)
+    : graph_(graph), used_(std::move(used)) {}
 
 Value& Builder::define(const std::string& name) {
   MERAK_CHECK(!name.empty(), "a value without a name");
@@ -70,8 +71,8 @@ void Builder::write_initializer(const std::string& graph_name, const Value& v, b
   *init->mutable_type() = tensor_type(v.meta.shape, v.meta.dtype);
   init->set_trainable(trainable);
   if (trainable) {
-    init->set_data(onnx_tensor_bytes(*parameter_data_.at(graph_name), v.meta.dtype,
-                                     v.meta.numel()));
+    init->set_data(
+        onnx_tensor_bytes(*parameter_data_.at(graph_name), v.meta.dtype, v.meta.numel()));
   } else {
     init->set_data(tensor_bytes(v.constant));
     emitted_constants_[graph_name] = v.constant;
@@ -101,8 +102,8 @@ std::string Builder::add_constant(const Tensor& value) {
 }
 
 void Builder::begin_node(const onnx::NodeProto& node) {
-  node_name_ = node.name().empty() ? (node.output_size() ? node.output(0) : node.op_type())
-                                   : node.name();
+  node_name_ =
+      node.name().empty() ? (node.output_size() ? node.output(0) : node.op_type()) : node.name();
   module_path_ = module_path_of(node.name());
   emitted_in_node_ = 0;
 }

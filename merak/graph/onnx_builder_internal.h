@@ -4,13 +4,13 @@
 // the registry's shape inference, so an op the registry would reject fails at import.
 #pragma once
 
+#include <onnx/onnx_pb.h>
+
 #include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <onnx/onnx_pb.h>
 
 #include "merak/core/tensor.h"
 #include "merak/graph/graph.pb.h"
@@ -67,7 +67,8 @@ class Builder {
   // Emits registry op `op` on graph values `inputs` ("" = absent optional input), defining the
   // ONNX values `outputs`. Runs the registry's inference; returns the output metas.
   std::vector<ops::TensorMeta> emit(const std::string& op, const std::vector<std::string>& inputs,
-                                    const ops::Attrs& attrs, const std::vector<std::string>& outputs);
+                                    const ops::Attrs& attrs,
+                                    const std::vector<std::string>& outputs);
   // A fresh value name for an intermediate of a multi-node mapping.
   std::string temp();
 

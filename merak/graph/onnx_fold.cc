@@ -18,7 +18,7 @@ namespace {
 using Inputs = std::vector<Tensor>;
 
 Tensor fresh(const Shape& shape, DType dtype) {
-  checked_numel(shape, kMaxConstantElements, "folded constant");
+  checked_numel(shape, kMaxConstantBytes / int64_t(dtype_size(dtype)), "folded constant");
   return Tensor::empty(shape, dtype);
 }
 
@@ -31,7 +31,9 @@ void put_double(const Tensor& t, int64_t i, double v) {
     case DType::F16: static_cast<uint16_t*>(p)[i] = f32_to_f16(float(v)); break;
     case DType::Bool: static_cast<bool*>(p)[i] = v != 0; break;
     case DType::I64: static_cast<int64_t*>(p)[i] = saturating_int(v); break;
-    case DType::I32: static_cast<int32_t*>(p)[i] = int32_t(uint32_t(uint64_t(saturating_int(v)))); break;
+    case DType::I32:
+      static_cast<int32_t*>(p)[i] = int32_t(uint32_t(uint64_t(saturating_int(v))));
+      break;
   }
 }
 
@@ -52,7 +54,7 @@ const Tensor& need(const Inputs& in, size_t i, const char* what) {
 
 // `x` broadcast to `shape` as a contiguous tensor.
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
-  checked_numel(shape, kMaxConstantElements, "folded constant");
+  checked_numel(shape, kMaxConstantBytes / int64_t(dtype_size(x.dtype())), "folded constant");
   return x.expand(shape).contiguous();
 }
 
@@ -108,15 +110,19 @@ bool fold_binary(const std::string& op, const Inputs& in, Tensor& out) {
       {"Sub", {wrap_sub, [](double a, double b) { return a - b; }}},
       {"Mul", {wrap_mul, [](double a, double b) { return a * b; }}},
       {"Div", {checked_div, [](double a, double b) { return a / b; }}},
-      {"Max", {[](int64_t a, int64_t b) { return std::max(a, b); },
-               [](double a, double b) { return a != a || b != b ? NAN : std::max(a, b); }}},
-      {"Min", {[](int64_t a, int64_t b) { return std::min(a, b); },
-               [](double a, double b) { return a != a || b != b ? NAN : std::min(a, b); }}},
+      {"Max",
+       {[](int64_t a, int64_t b) { return std::max(a, b); },
+        [](double a, double b) { return a != a || b != b ? NAN : std::max(a, b); }}},
+      {"Min",
+       {[](int64_t a, int64_t b) { return std::min(a, b); },
+        [](double a, double b) { return a != a || b != b ? NAN : std::min(a, b); }}},
       {"Pow", {nullptr, [](double a, double b) { return std::pow(a, b); }}},
   };
   static const std::map<std::string, std::function<bool(double, double)>> compare = {
-      {"Equal", std::equal_to<double>()},       {"Less", std::less<double>()},
-      {"Greater", std::greater<double>()},      {"LessOrEqual", std::less_equal<double>()},
+      {"Equal", std::equal_to<double>()},
+      {"Less", std::less<double>()},
+      {"Greater", std::greater<double>()},
+      {"LessOrEqual", std::less_equal<double>()},
       {"GreaterOrEqual", std::greater_equal<double>()},
   };
   static const std::map<std::string, std::function<bool(bool, bool)>> logic = {
@@ -143,18 +149,20 @@ bool fold_binary(const std::string& op, const Inputs& in, Tensor& out) {
                 dtype_name(b.dtype()));
     const auto f = it->second;
     // Integers compare exactly (as int64), not through double.
-    out = binary(a, b, DType::Bool, [f](int64_t x, int64_t y) {
-            return int64_t(f(x < y ? -1.0 : x > y ? 1.0 : 0.0, 0.0));
-          },
-          [f](double x, double y) { return f(x, y) ? 1.0 : 0.0; });
+    out = binary(
+        a, b, DType::Bool,
+        [f](int64_t x, int64_t y) {
+          return int64_t(f(x < y ? -1.0 : x > y ? 1.0 : 0.0, 0.0));
+        },
+        [f](double x, double y) { return f(x, y) ? 1.0 : 0.0; });
     return true;
   }
   if (auto it = logic.find(op); it != logic.end()) {
     const Tensor &a = need(in, 0, "A"), &b = need(in, 1, "B");
     MERAK_CHECK(a.dtype() == DType::Bool && b.dtype() == DType::Bool, op, " needs bool inputs");
     const auto f = it->second;
-    out = binary(a, b, DType::Bool, [f](int64_t x, int64_t y) { return int64_t(f(x, y)); },
-                 nullptr);
+    out = binary(
+        a, b, DType::Bool, [f](int64_t x, int64_t y) { return int64_t(f(x, y)); }, nullptr);
     return true;
   }
   return false;
@@ -271,8 +279,8 @@ Tensor concat(const Inputs& in, int64_t axis_attr) {
     MERAK_CHECK(x.defined() && x.dtype() == first.dtype() && x.dim() == first.dim(),
                 "Concat inputs differ in dtype or rank");
     for (int64_t d = 0; d < x.dim(); ++d)
-      MERAK_CHECK(d == axis || x.size(d) == first.size(d), "Concat input ",
-                  shape_str(x.shape()), " does not match ", shape_str(first.shape()));
+      MERAK_CHECK(d == axis || x.size(d) == first.size(d), "Concat input ", shape_str(x.shape()),
+                  " does not match ", shape_str(first.shape()));
     shape[size_t(axis)] += x.size(axis);
   }
   Tensor out = fresh(shape, first.dtype());
@@ -315,7 +323,7 @@ Tensor constant_of_shape(const onnx::NodeProto& node, const Inputs& in) {
   Tensor fill = Tensor::scalar(0.0);
   if (value) {
     MERAK_CHECK(value->type() == onnx::AttributeProto::TENSOR, "value is not a tensor");
-    fill = tensor_from_onnx(value->t(), 1);
+    fill = tensor_from_onnx(value->t(), 8);
     MERAK_CHECK(fill.numel() == 1, "value must hold one element");
   }
   Tensor out = fresh(shape, fill.dtype());
@@ -335,7 +343,8 @@ Tensor range(const Inputs& in) {
                d = element_as_double(delta, 0);
   MERAK_CHECK(d != 0 && d == d && s == s && l == l, "delta must be non-zero and finite bounds");
   const double count = std::max(std::ceil((l - s) / d), 0.0);
-  MERAK_CHECK(count <= double(kMaxConstantElements), "Range would hold ", count, " elements");
+  MERAK_CHECK(count * double(dtype_size(dtype)) <= double(kMaxConstantBytes), "Range would hold ",
+              count, " elements");
   Tensor out = fresh({int64_t(count)}, dtype);
   for (int64_t i = 0; i < out.numel(); ++i) {
     if (is_floating(dtype)) {
@@ -371,8 +380,8 @@ Tensor trilu(const onnx::NodeProto& node, const Inputs& in) {
 
 // Reduce{Sum,Prod,Max,Min,Mean} of a constant: reduced axes moved last, then row by row.
 bool fold_reduce(const onnx::NodeProto& node, const Inputs& in, Tensor& out) {
-  static const std::vector<std::string> ops = {"ReduceSum", "ReduceProd", "ReduceMax",
-                                               "ReduceMin", "ReduceMean"};
+  static const std::vector<std::string> ops = {"ReduceSum", "ReduceProd", "ReduceMax", "ReduceMin",
+                                               "ReduceMean"};
   const std::string& op = node.op_type();
   if (std::find(ops.begin(), ops.end(), op) == ops.end()) return false;
   const Tensor& x = need(in, 0, "data");
@@ -405,13 +414,20 @@ bool fold_reduce(const onnx::NodeProto& node, const Inputs& in, Tensor& out) {
   out = fresh(out_shape, x.dtype());
   const bool integral = !is_floating(x.dtype());
   for (int64_t r = 0; r < out.numel(); ++r) {
-    double acc = op == "ReduceProd" ? 1 : op == "ReduceMax" ? -INFINITY : op == "ReduceMin" ? INFINITY : 0;
+    double acc = op == "ReduceProd"  ? 1
+                 : op == "ReduceMax" ? -INFINITY
+                 : op == "ReduceMin" ? INFINITY
+                                     : 0;
     for (int64_t j = 0; j < row; ++j) {
       const double v = element_as_double(moved, r * row + j);
-      if (op == "ReduceProd") acc *= v;
-      else if (op == "ReduceMax") acc = std::max(acc, v);
-      else if (op == "ReduceMin") acc = std::min(acc, v);
-      else acc += v;
+      if (op == "ReduceProd")
+        acc *= v;
+      else if (op == "ReduceMax")
+        acc = std::max(acc, v);
+      else if (op == "ReduceMin")
+        acc = std::min(acc, v);
+      else
+        acc += v;
     }
     if (op == "ReduceMean") acc = row ? acc / double(row) : NAN;
     MERAK_CHECK(!integral || std::fabs(acc) < 9e15, op, " of integers leaves double precision");
@@ -425,7 +441,7 @@ Tensor constant(const onnx::NodeProto& node) {
   MERAK_CHECK(node.attribute_size() == 1, "Constant needs exactly one value attribute");
   const onnx::AttributeProto& a = node.attribute(0);
   switch (a.type()) {
-    case onnx::AttributeProto::TENSOR: return tensor_from_onnx(a.t(), kMaxConstantElements);
+    case onnx::AttributeProto::TENSOR: return tensor_from_onnx(a.t(), kMaxConstantBytes);
     case onnx::AttributeProto::FLOAT: return Tensor::scalar(a.f(), DType::F32);
     case onnx::AttributeProto::INT: return Tensor::from_vector(std::vector<int64_t>{a.i()}, {});
     case onnx::AttributeProto::FLOATS: {
@@ -508,8 +524,10 @@ bool fold_node(const onnx::NodeProto& node, const Inputs& in, std::vector<Tensor
     MERAK_CHECK(x.dim() >= 1, "Split of a scalar");
     const int64_t axis = onnx_axis(attr_int(node, "axis", 0), x.dim(), "axis");
     std::vector<int64_t> given;
-    if (in.size() > 1 && in[1].defined()) given = int_values(in[1], "split");
-    else given = attr_ints(node, "split", {});
+    if (in.size() > 1 && in[1].defined())
+      given = int_values(in[1], "split");
+    else
+      given = attr_ints(node, "split", {});
     const auto sizes =
         split_sizes(x.shape(), axis, given.empty() ? nullptr : &given, node.output_size());
     int64_t at = 0;

@@ -2,9 +2,9 @@
 // arithmetic, masks, Constant nodes), so only the model's real computation becomes graph nodes.
 #pragma once
 
-#include <vector>
-
 #include <onnx/onnx_pb.h>
+
+#include <vector>
 
 #include "merak/core/tensor.h"
 
@@ -13,7 +13,7 @@ namespace merak::graph::onnx_detail {
 // Evaluates `node` on constant `inputs` (contiguous CPU tensors; undefined for an absent
 // optional input) into `outputs`. Returns false, leaving `outputs` empty, for ops it does not
 // evaluate. Throws merak::Error when the inputs are invalid for the op or a result would exceed
-// kMaxConstantElements.
+// kMaxConstantBytes.
 bool fold_node(const onnx::NodeProto& node, const std::vector<Tensor>& inputs,
                std::vector<Tensor>& outputs);
 

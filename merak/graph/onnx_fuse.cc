@@ -44,6 +44,10 @@ class Matcher {
     if (it == constants_.end() || it->second.numel() != 1) return std::nullopt;
     return element_as_double(it->second, 0);
   }
+  const Tensor* constant(const std::string& v) const {
+    auto it = constants_.find(v);
+    return it == constants_.end() ? nullptr : &it->second;
+  }
   const Shape& shape(const std::string& v) const { return metas_.at(v).shape; }
   bool has_type(const std::string& v) const { return metas_.count(v) > 0; }
   const ops::TensorMeta& type(const std::string& v) const { return metas_.at(v); }
@@ -103,7 +107,7 @@ bool is_last_dim_mean(const Matcher& m, const Node* n) {
 
 // x and eps when `v` is (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps), over the last dim.
 std::optional<std::pair<std::string, double>> match_normalized(const Matcher& m,
-                                                              const std::string& v) {
+                                                               const std::string& v) {
   const Node* div = m.op(v, "div");
   if (!div) return std::nullopt;
   const std::string& centered = div->inputs(0);
@@ -246,6 +250,92 @@ void keep_if(google::protobuf::RepeatedPtrField<T>& field, Keep keep) {
   field.Swap(&kept);
 }
 
+// --- attention: softmax(scale q k^T, masked) v ---
+
+// q and k when `s` is matmul(q, k^T), k transposed by permute [0, 1, 3, 2] or trans_b.
+std::optional<std::pair<std::string, std::string>> match_scores(const Matcher& m,
+                                                                const std::string& s) {
+  const Node* mm = m.op(s, "matmul");
+  if (!mm) return std::nullopt;
+  const ops::Attrs a = attrs_of(*mm);
+  if (a.b("trans_a")) return std::nullopt;
+  if (a.b("trans_b")) return std::make_pair(mm->inputs(0), mm->inputs(1));
+  const Node* t = m.op(mm->inputs(1), "permute");
+  if (!t || attrs_of(*t).ints("order") != std::vector<int64_t>{0, 1, 3, 2}) return std::nullopt;
+  return std::make_pair(mm->inputs(0), t->inputs(0));
+}
+
+// A constant bool mask, [T, T] after leading 1s, true exactly above the diagonal.
+bool is_causal_mask(const Tensor* mask, int64_t t) {
+  if (!mask || mask->dtype() != DType::Bool || mask->dim() < 2 || mask->numel() != t * t ||
+      mask->size(-1) != t)
+    return false;
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < t; ++j)
+      if ((element_as_int(*mask, i * t + j) != 0) != (j > i)) return false;
+  return true;
+}
+
+// The [B, Tk] "true = attend" mask when `mask` is not(m) for m a [B, Tk] bool reshaped to
+// [B, 1, 1, Tk] (how exports spell masked_fill(~key_padding_mask[:, None, None, :])).
+std::optional<std::string> key_padding_mask(const Matcher& m, const std::string& mask, int64_t b,
+                                            int64_t tk) {
+  if (m.shape(mask) != Shape{b, 1, 1, tk}) return std::nullopt;
+  const Node* eq = m.op(mask, "eq");
+  if (!eq) return std::nullopt;
+  const Tensor* f = m.constant(eq->inputs(1));
+  if (!f || f->dtype() != DType::Bool || f->numel() != 1 || element_as_int(*f, 0) != 0)
+    return std::nullopt;
+  std::string v = eq->inputs(0);
+  while (m.shape(v) != Shape{b, tk}) {
+    const Node* r = m.op(v, "reshape");
+    if (!r) return std::nullopt;
+    v = r->inputs(0);
+  }
+  if (m.type(v).dtype != DType::Bool) return std::nullopt;
+  return v;
+}
+
+std::optional<Fused> match_attention(const Matcher& m, const Node& n) {
+  if (n.op() != "matmul") return std::nullopt;
+  const ops::Attrs a = attrs_of(n);
+  if (a.b("trans_a") || a.b("trans_b")) return std::nullopt;
+  const Node* sm = m.op(n.inputs(0), "softmax");
+  if (!sm || attrs_of(*sm).i("dim") != 3 || m.shape(sm->inputs(0)).size() != 4) return std::nullopt;
+  const Shape& scores = m.shape(sm->inputs(0));
+  const int64_t batch = scores[0], tq = scores[2], tk = scores[3];
+  std::string x = sm->inputs(0), padding;
+  bool causal = false;
+  // Masks: -inf (or a float's lowest, which exp turns into 0 alike) where not attended.
+  while (const Node* fill = m.op(x, "masked_fill")) {
+    if (!(scalar_attr(*fill) <= -1e30)) return std::nullopt;
+    const std::string& mask = fill->inputs(1);
+    if (!causal && tq == tk && is_causal_mask(m.constant(mask), tq)) {
+      causal = true;
+    } else if (auto kpm = key_padding_mask(m, mask, batch, tk); kpm && padding.empty()) {
+      padding = *kpm;
+    } else {
+      return std::nullopt;
+    }
+    x = fill->inputs(0);
+  }
+  double scale = 1;
+  if (const Node* div = m.op(x, "div")) {
+    const auto c = m.scalar(div->inputs(1));
+    if (!c || *c == 0) return std::nullopt;
+    scale = 1 / *c;
+    x = div->inputs(0);
+  } else if (const Node* mul = m.op(x, "mul_scalar")) {
+    scale = scalar_attr(*mul);
+    x = mul->inputs(0);
+  }
+  const auto qk = match_scores(m, x);
+  if (!qk || !(scale > 0)) return std::nullopt;
+  return Fused{"sdpa",
+               {qk->first, qk->second, n.inputs(1), padding},
+               ops::Attrs().set("causal", causal).set("scale", scale)};
+}
+
 using Pattern = std::function<std::optional<Fused>(const Matcher&, const Node&)>;
 
 // Replaces every match of `pattern`, last nodes first. A fused node must infer exactly the types
@@ -263,12 +353,12 @@ void apply(Graph& g, const std::map<std::string, ops::TensorMeta>& metas,
     }
     if (!f) continue;
     const ops::OpDef& def = ops::Registry::get().at(f->op);
-    std::vector<ops::TensorMeta> in;
-    for (const std::string& v : f->inputs)
-      in.push_back(v.empty() ? ops::TensorMeta{{}, DType::F32, false} : metas.at(v));
     Node fused;
     std::vector<ops::TensorMeta> out;
     try {
+      std::vector<ops::TensorMeta> in;
+      for (const std::string& v : f->inputs)
+        in.push_back(v.empty() ? ops::TensorMeta{{}, DType::F32, false} : metas.at(v));
       const ops::Attrs attrs = ops::complete_attrs(def, f->attrs);
       out = ops::infer(def, in, attrs);
       // The fused op may have more outputs (layer_norm's mean and rstd), never fewer.
@@ -288,7 +378,8 @@ void apply(Graph& g, const std::map<std::string, ops::TensorMeta>& metas,
     for (const std::string& v : f->inputs) fused.add_inputs(v);
     *fused.mutable_outputs() = n.outputs();
     for (size_t k = size_t(n.outputs_size()); k < out.size(); ++k) {
-      const std::string extra = n.outputs(0) + ":" + def.outputs[std::min(k, def.outputs.size() - 1)];
+      const std::string extra =
+          n.outputs(0) + ":" + def.outputs[std::min(k, def.outputs.size() - 1)];
       fused.add_outputs(extra);
       ValueInfo* info = g.add_values();
       info->set_name(extra);
@@ -302,7 +393,8 @@ void apply(Graph& g, const std::map<std::string, ops::TensorMeta>& metas,
 
 void fuse_patterns(Graph& graph, const std::map<std::string, ops::TensorMeta>& metas,
                    const std::map<std::string, Tensor>& constants) {
-  for (const Pattern& p : std::vector<Pattern>{match_linear, match_layer_norm, match_gelu}) {
+  for (const Pattern& p :
+       std::vector<Pattern>{match_linear, match_layer_norm, match_gelu, match_attention}) {
     apply(graph, metas, constants, p);
     prune(graph);
   }
@@ -314,7 +406,8 @@ void prune(Graph& graph) {
   std::vector<bool> live(size_t(graph.nodes_size()), false);
   for (int i = graph.nodes_size() - 1; i >= 0; --i) {
     const Node& n = graph.nodes(i);
-    for (const std::string& out : n.outputs()) live[size_t(i)] = live[size_t(i)] || needed.count(out);
+    for (const std::string& out : n.outputs())
+      live[size_t(i)] = live[size_t(i)] || needed.count(out);
     if (live[size_t(i)])
       for (const std::string& in : n.inputs()) needed.insert(in);
   }
@@ -327,7 +420,8 @@ void prune(Graph& graph) {
   keep_if(*graph.mutable_nodes(), [&](const Node&) { return live[size_t(next++)]; });
   keep_if(*graph.mutable_initializers(),
           [&](const Initializer& init) { return needed.count(init.name()) > 0; });
-  keep_if(*graph.mutable_values(), [&](const ValueInfo& v) { return produced.count(v.name()) > 0; });
+  keep_if(*graph.mutable_values(),
+          [&](const ValueInfo& v) { return produced.count(v.name()) > 0; });
 }
 
 }  // namespace merak::graph::onnx_detail

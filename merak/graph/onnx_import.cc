@@ -3,13 +3,13 @@
 // failure becomes an ImportError naming the file (and the node, once nodes are being read).
 #include "merak/graph/onnx_import.h"
 
-#include <fstream>
-#include <set>
-#include <sstream>
-
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
 
 #include "merak/graph/convert.h"
 #include "merak/graph/onnx_builder_internal.h"
@@ -142,7 +142,7 @@ void add_inputs_and_initializers(Builder& b, const onnx::GraphProto& g, Graph& o
     if (is_floating(meta.dtype) && !meta.shape.empty()) {
       b.add_parameter(t.name(), &t, meta);
     } else {
-      b.set_constant(t.name(), tensor_from_onnx(t, kMaxConstantElements));
+      b.set_constant(t.name(), tensor_from_onnx(t, kMaxConstantBytes));
     }
   }
 }
@@ -152,8 +152,12 @@ void convert(Builder& b, const onnx::NodeProto& node, int64_t opset) {
   if (!node.domain().empty() && node.domain() != "ai.onnx")
     throw Unsupported("op from domain '" + node.domain() + "'");
   const std::string& op = node.op_type();
-  if ((op == "Shape" || op == "Size") && node.input_size() == 1 &&
-      !b.is_constant(node.input(0))) {
+  // Input/output counts and attribute types against the op's schema. The checker did this too,
+  // unless the model holds an experimental op, for which it skips the whole model.
+  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(op, int(opset), "");
+  if (!schema) throw Unsupported("not an ONNX op at opset " + std::to_string(opset));
+  schema->Verify(node);
+  if ((op == "Shape" || op == "Size") && node.input_size() == 1 && !b.is_constant(node.input(0))) {
     const Shape& s = b.at(node.input(0)).meta.shape;
     b.set_constant(node.output(0), op == "Shape" ? shape_value(node, s) : size_value(s));
     return;
@@ -214,7 +218,8 @@ Model import_model(onnx::ModelProto& model, const std::string& file, const Impor
   out.set_opset_version(opset);
   out.set_producer(model.producer_name() + " " + model.producer_version() + " via onnx import");
   (*out.mutable_metadata())["onnx_file"] = file;
-  for (const auto& p : model.metadata_props()) (*out.mutable_metadata())["onnx." + p.key()] = p.value();
+  for (const auto& p : model.metadata_props())
+    (*out.mutable_metadata())["onnx." + p.key()] = p.value();
   Graph& graph = *out.mutable_graph();
   graph.set_name(g.name());
   Builder b(graph, used_values(g));
@@ -223,9 +228,15 @@ Model import_model(onnx::ModelProto& model, const std::string& file, const Impor
   } catch (const std::exception& e) {
     fail(file, e.what());
   }
-  for (const auto& node : g.node()) {
-    const std::string where = "node '" + (node.name().empty() ? std::string("") : node.name()) +
-                              "' (op " + node.op_type() + ")";
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& node = g.node(i);
+    // Node names are optional in ONNX: an unnamed node goes by its index and first output.
+    std::string where = "node '" + node.name() + "'";
+    if (node.name().empty()) {
+      where = "node #" + std::to_string(i);
+      if (node.output_size() > 0) where += " (output '" + node.output(0) + "')";
+    }
+    where += " (op " + node.op_type() + ")";
     try {
       b.begin_node(node);
       convert(b, node, opset);

@@ -5,7 +5,6 @@
 #include <map>
 #include <optional>
 
-#include "merak/graph/onnx_fold_internal.h"
 #include "merak/graph/onnx_ops_internal.h"
 #include "merak/graph/onnx_proto_internal.h"
 #include "merak/graph/onnx_shapes_internal.h"
@@ -221,8 +220,8 @@ void gather(Builder& b, const NodeProto& n) {
   MERAK_CHECK(start >= 0 && end <= size, "indices ", shape_str(idx), " are out of range for ",
               size);
   if (ids.meta.shape.size() == 1) {
-    b.emit("slice", {b.use(input(n, 0))}, Attrs().set("dim", axis).set("start", start).set("end", end),
-           {output(n, 0)});
+    b.emit("slice", {b.use(input(n, 0))},
+           Attrs().set("dim", axis).set("start", start).set("end", end), {output(n, 0)});
     return;
   }
   MERAK_CHECK(ids.meta.shape.empty(), "constant indices of rank > 1 are not supported");
@@ -248,8 +247,10 @@ void arithmetic(Builder& b, const NodeProto& n, const std::string& op) {
   const auto sa = scalar_constant(b, a), sc = scalar_constant(b, c);
   const std::string& out = output(n, 0);
   if (sc && shape == ma.shape && op != "div") {
-    if (op == "mul") b.emit("mul_scalar", {b.use(a)}, Attrs().set("value", *sc), {out});
-    else b.emit("add_scalar", {b.use(a)}, Attrs().set("value", op == "add" ? *sc : -*sc), {out});
+    if (op == "mul")
+      b.emit("mul_scalar", {b.use(a)}, Attrs().set("value", *sc), {out});
+    else
+      b.emit("add_scalar", {b.use(a)}, Attrs().set("value", op == "add" ? *sc : -*sc), {out});
     return;
   }
   if (sa && shape == mc.shape && (op == "add" || op == "mul")) {
@@ -305,7 +306,8 @@ void gemm(Builder& b, const NodeProto& n) {
   const bool has_c = !input(n, 2).empty();
   std::string y = alpha == 1 && !has_c ? output(n, 0) : b.temp();
   b.emit("matmul", {b.use(input(n, 0)), b.use(input(n, 1))},
-         Attrs().set("trans_a", attr_int(n, "transA", 0) != 0)
+         Attrs()
+             .set("trans_a", attr_int(n, "transA", 0) != 0)
              .set("trans_b", attr_int(n, "transB", 0) != 0),
          {y});
   if (alpha != 1) {
@@ -359,7 +361,9 @@ void reduce(Builder& b, const NodeProto& n, const std::string& op, int64_t opset
     return;
   }
   b.emit(op, {b.use(input(n, 0))},
-         Attrs().set("dims", onnx_axes(axes, rank, "axis")).set("keepdim", attr_int(n, "keepdims", 1) != 0),
+         Attrs()
+             .set("dims", onnx_axes(axes, rank, "axis"))
+             .set("keepdim", attr_int(n, "keepdims", 1) != 0),
          {output(n, 0)});
 }
 
@@ -451,8 +455,10 @@ const std::map<std::string, Converter>& converters() {
       {"ReduceMean", [](Builder& b, const NodeProto& n, int64_t o) { reduce(b, n, "mean", o); }},
       {"ReduceSum", [](Builder& b, const NodeProto& n, int64_t o) { reduce(b, n, "sum", o); }},
       {"ReduceMax", [](Builder& b, const NodeProto& n, int64_t o) { reduce(b, n, "max", o); }},
-      {"Equal", [](Builder& b, const NodeProto& n,
-                   int64_t) { b.emit("eq", {b.use(input(n, 0)), b.use(input(n, 1))}, {}, {output(n, 0)}); }},
+      {"Equal",
+       [](Builder& b, const NodeProto& n, int64_t) {
+         b.emit("eq", {b.use(input(n, 0)), b.use(input(n, 1))}, {}, {output(n, 0)});
+       }},
       {"Not", plain(not_op)},
       {"Where", plain(where)},
   };

@@ -1,9 +1,9 @@
 // Mapping of ONNX nodes that constant folding could not evaluate onto registry ops.
 #pragma once
 
-#include <cstdint>
-
 #include <onnx/onnx_pb.h>
+
+#include <cstdint>
 
 #include "merak/graph/onnx_builder_internal.h"
 

@@ -41,55 +41,45 @@ Shape onnx_dims(const onnx::TensorProto& t) { return Shape(t.dims().begin(), t.d
 
 namespace {
 
-// Copies typed-field values into `out` (numel elements of `dtype`), converting as ONNX stores
-// them: float16/bfloat16/bool/int32 in int32_data, int64 in int64_data, and so on.
-void copy_typed_fields(const onnx::TensorProto& t, DType dtype, int64_t n, char* out,
-                       const std::string& what) {
-  auto expect = [&](int have) {
-    MERAK_CHECK(have == n, what, ": holds ", have, " values, its dims need ", n);
-  };
+// How many values a TensorProto's typed field for `dtype` holds (ONNX keeps float16, bfloat16,
+// bool and int32 in int32_data).
+int64_t typed_count(const onnx::TensorProto& t, DType dtype) {
   switch (dtype) {
-    case DType::F32:
-      expect(t.float_data_size());
-      std::memcpy(out, t.float_data().data(), size_t(n) * 4);
-      break;
-    case DType::F64:
-      expect(t.double_data_size());
-      std::memcpy(out, t.double_data().data(), size_t(n) * 8);
-      break;
-    case DType::I64:
-      expect(t.int64_data_size());
-      std::memcpy(out, t.int64_data().data(), size_t(n) * 8);
-      break;
-    case DType::I32:
-      expect(t.int32_data_size());
-      std::memcpy(out, t.int32_data().data(), size_t(n) * 4);
-      break;
+    case DType::F32: return t.float_data_size();
+    case DType::F64: return t.double_data_size();
+    case DType::I64: return t.int64_data_size();
+    default: return t.int32_data_size();
+  }
+}
+
+// Copies the n typed-field values (checked to be there) into `out`.
+void copy_typed_fields(const onnx::TensorProto& t, DType dtype, int64_t n, char* out) {
+  switch (dtype) {
+    case DType::F32: std::memcpy(out, t.float_data().data(), size_t(n) * 4); break;
+    case DType::F64: std::memcpy(out, t.double_data().data(), size_t(n) * 8); break;
+    case DType::I64: std::memcpy(out, t.int64_data().data(), size_t(n) * 8); break;
+    case DType::I32: std::memcpy(out, t.int32_data().data(), size_t(n) * 4); break;
     case DType::F16:
     case DType::BF16:
-      expect(t.int32_data_size());
       for (int64_t i = 0; i < n; ++i) {
         const uint16_t v = uint16_t(t.int32_data(int(i)));
         std::memcpy(out + 2 * i, &v, 2);
       }
       break;
     case DType::Bool:
-      expect(t.int32_data_size());
       for (int64_t i = 0; i < n; ++i) out[i] = t.int32_data(int(i)) != 0;
       break;
   }
 }
 
-std::string describe(const onnx::TensorProto& t) {
-  return "tensor '" + t.name() + "'";
-}
+std::string describe(const onnx::TensorProto& t) { return "tensor '" + t.name() + "'"; }
 
 }  // namespace
 
 std::string onnx_tensor_bytes(const onnx::TensorProto& t, DType dtype, int64_t numel) {
   const std::string what = describe(t);
-  MERAK_CHECK(t.data_location() != onnx::TensorProto::EXTERNAL && t.external_data_size() == 0,
-              what, ": external data is not supported (save the model with its data inside)");
+  MERAK_CHECK(t.data_location() != onnx::TensorProto::EXTERNAL && t.external_data_size() == 0, what,
+              ": external data is not supported (save the model with its data inside)");
   MERAK_CHECK(!t.has_segment(), what, ": segmented tensors are not supported");
   const size_t bytes = size_t(numel) * dtype_size(dtype);
   if (t.has_raw_data()) {
@@ -101,16 +91,19 @@ std::string onnx_tensor_bytes(const onnx::TensorProto& t, DType dtype, int64_t n
       for (char& c : out) c = c != 0;
     return out;
   }
+  // Checked before allocating: the dims of a hostile tensor may promise far more than it holds.
+  const int64_t have = typed_count(t, dtype);
+  MERAK_CHECK(have == numel, what, ": holds ", have, " values, its dims need ", numel);
   std::string out(bytes, '\0');
-  copy_typed_fields(t, dtype, numel, out.data(), what);
+  copy_typed_fields(t, dtype, numel, out.data());
   return out;
 }
 
-Tensor tensor_from_onnx(const onnx::TensorProto& t, int64_t max_elements) {
+Tensor tensor_from_onnx(const onnx::TensorProto& t, int64_t max_bytes) {
   const std::string what = describe(t);
   const DType dtype = dtype_from_onnx(t.data_type(), what);
   const Shape shape = onnx_dims(t);
-  const int64_t n = checked_numel(shape, max_elements, what);
+  const int64_t n = checked_numel(shape, max_bytes / int64_t(dtype_size(dtype)), what);
   const std::string bytes = onnx_tensor_bytes(t, dtype, n);
   Tensor out = Tensor::empty(shape, dtype);
   if (!bytes.empty()) std::memcpy(out.raw_data(), bytes.data(), bytes.size());
@@ -182,8 +175,8 @@ int64_t saturating_int(double v) {
 }
 
 std::vector<int64_t> int_values(const Tensor& t, const std::string& what) {
-  MERAK_CHECK(t.dtype() == DType::I64 || t.dtype() == DType::I32, what, " must be int64 or int32, got ",
-              dtype_name(t.dtype()));
+  MERAK_CHECK(t.dtype() == DType::I64 || t.dtype() == DType::I32, what,
+              " must be int64 or int32, got ", dtype_name(t.dtype()));
   MERAK_CHECK(t.dim() <= 1, what, " must be a scalar or a 1-D list, got ", shape_str(t.shape()));
   std::vector<int64_t> out(size_t(t.numel()));
   for (int64_t i = 0; i < t.numel(); ++i) out[size_t(i)] = element_as_int(t, i);

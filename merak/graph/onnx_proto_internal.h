@@ -2,19 +2,19 @@
 // size checks that keep a malformed file from asking for absurd allocations.
 #pragma once
 
+#include <onnx/onnx_pb.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <onnx/onnx_pb.h>
 
 #include "merak/core/tensor.h"
 
 namespace merak::graph::onnx_detail {
 
-// Folded constants and graph values are capped so a hostile file cannot make the importer
-// allocate (or a later run expect) more than this many elements.
-constexpr int64_t kMaxConstantElements = int64_t(1) << 26;
+// Caps that keep a hostile file from making the importer allocate absurd amounts: bytes of one
+// constant it computes or copies, elements of any value's shape (never allocated at import).
+constexpr int64_t kMaxConstantBytes = int64_t(1) << 28;
 constexpr int64_t kMaxValueElements = int64_t(1) << 42;
 
 // The product of `shape` with every dim >= 0; throws naming `what` when it exceeds `limit`.
@@ -25,8 +25,8 @@ DType dtype_from_onnx(int32_t elem_type, const std::string& what);
 const char* onnx_type_name(int32_t elem_type);
 
 // A CPU tensor with a TensorProto's values (raw_data or the typed fields); external, segmented
-// or mis-sized data is an error naming the tensor.
-Tensor tensor_from_onnx(const onnx::TensorProto& t, int64_t max_elements);
+// or mis-sized data, or more than max_bytes, is an error naming the tensor.
+Tensor tensor_from_onnx(const onnx::TensorProto& t, int64_t max_bytes);
 // The raw little-endian bytes of an initializer, as graph.proto stores them.
 std::string onnx_tensor_bytes(const onnx::TensorProto& t, DType dtype, int64_t numel);
 Shape onnx_dims(const onnx::TensorProto& t);

@@ -25,8 +25,8 @@ Shape reshape_target(const Shape& in, const std::vector<int64_t>& spec, bool all
   Shape out(spec.begin(), spec.end());
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == 0 && !allowzero) {
-      MERAK_CHECK(i < in.size(), "shape ", shape_str(spec), " copies dim ", i, " (0) but the input ",
-                  shape_str(in), " has rank ", in.size());
+      MERAK_CHECK(i < in.size(), "shape ", shape_str(spec), " copies dim ", i,
+                  " (0) but the input ", shape_str(in), " has rank ", in.size());
       out[i] = in[i];
     }
     MERAK_CHECK(out[i] >= -1, "shape ", shape_str(spec), " has a negative size");
@@ -67,7 +67,8 @@ Shape squeeze_shape(const Shape& in, const std::vector<int64_t>& axes) {
 
 Shape flatten_shape(const Shape& in, int64_t axis) {
   const int64_t rank = int64_t(in.size());
-  MERAK_CHECK(axis >= -rank && axis <= rank, "flatten axis ", axis, " out of range for rank ", rank);
+  MERAK_CHECK(axis >= -rank && axis <= rank, "flatten axis ", axis, " out of range for rank ",
+              rank);
   if (axis < 0) axis += rank;
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < rank; ++i) (i < axis ? outer : inner) *= in[size_t(i)];
@@ -75,7 +76,8 @@ Shape flatten_shape(const Shape& in, int64_t axis) {
 }
 
 Shape expand_shape(const Shape& in, const std::vector<int64_t>& requested) {
-  for (int64_t d : requested) MERAK_CHECK(d >= 0, "expand to ", shape_str(requested), ": negative size");
+  for (int64_t d : requested)
+    MERAK_CHECK(d >= 0, "expand to ", shape_str(requested), ": negative size");
   return broadcast_shapes(in, Shape(requested.begin(), requested.end()));
 }
 
@@ -89,7 +91,8 @@ std::vector<SliceAxis> slice_axes(const Shape& in, const std::vector<int64_t>& s
   std::vector<int64_t> axes = axes_in;
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
-  const std::vector<int64_t> steps = steps_in.empty() ? std::vector<int64_t>(starts.size(), 1) : steps_in;
+  const std::vector<int64_t> steps =
+      steps_in.empty() ? std::vector<int64_t>(starts.size(), 1) : steps_in;
   MERAK_CHECK(axes.size() == starts.size() && steps.size() == starts.size(), "slice has ",
               starts.size(), " starts, ", axes.size(), " axes and ", steps.size(), " steps");
   const auto norm = onnx_axes(axes, rank, "slice axis");

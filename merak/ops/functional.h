@@ -84,3 +84,29 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
             const Tensor& key_padding_mask = Tensor(), bool causal = false, double scale = 0);
 
 }  // namespace merak::ops
+
+// --- tensor-parallel ops (defs/tp_ops.cc), inserted by the partitioner's tensor-parallel pass.
+// `group` names the communicator group (the plan's tp group, e.g. "tp.pp3.dp0") and `size` its
+// member count. Their kernels reduce through the collective the runtime installs for the device
+// (kernels/cpu/tp_ops.h on CPU); a group of one needs none.
+namespace merak::ops {
+
+// Sum over the group forward; the gradient passes through (Megatron's g).
+Tensor tp_all_reduce(const Tensor& x, const std::string& group, int64_t size);
+// Identity forward; the gradient is summed over the group (Megatron's f).
+Tensor tp_copy(const Tensor& x, const std::string& group, int64_t size);
+// The members' parts concatenated along dim (sizes[i]: member i's part; this one is `index`);
+// the gradient is this member's slice.
+Tensor tp_all_gather(const Tensor& x, const std::string& group, int64_t size, int64_t index,
+                     const std::vector<int64_t>& sizes, int64_t dim = -1);
+// Rows [start, start + V_local) of a vocabulary-parallel table: ids outside give zero rows.
+Tensor tp_embedding(const Tensor& weight, const Tensor& ids, int64_t start);
+Tensor tp_embedding_grad(const Tensor& dy, const Tensor& ids, int64_t start,
+                         int64_t num_embeddings);
+// cross_entropy over logits split along the vocabulary: this member holds classes
+// [start, start + V_local); the row maxima, exponential sums and target logits are reduced over
+// the group, so every member gets the full loss (and the lse per row).
+Tensor tp_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t start,
+                        const std::string& group, int64_t size, int64_t ignore_index = -100);
+
+}  // namespace merak::ops

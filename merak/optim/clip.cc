@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "merak/core/parallel.h"
 #include "merak/optim/adamw.h"
@@ -15,9 +17,17 @@ double sum_of_squares(const float* g, int64_t n) {
   std::vector<double> partial(size_t(blocks), 0.0);
   parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t b = lo; b < hi; ++b) {
-      const int64_t end = std::min(n, (b + 1) * kBlock);
+      const int64_t begin = b * kBlock, end = std::min(n, (b + 1) * kBlock);
+      // kLanes independent sums: one serial chain would be bound by add latency, not by memory
+      // (GCC does not reorder a floating-point reduction without -ffast-math).
+      constexpr int kLanes = 16;
+      double lane[kLanes] = {};
+      int64_t i = begin;
+      for (; i + kLanes <= end; i += kLanes)
+        for (int l = 0; l < kLanes; ++l) lane[l] += double(g[i + l]) * double(g[i + l]);
       double s = 0;
-      for (int64_t i = b * kBlock; i < end; ++i) s += double(g[i]) * double(g[i]);
+      for (; i < end; ++i) s += double(g[i]) * double(g[i]);
+      for (int l = 0; l < kLanes; ++l) s += lane[l];
       partial[size_t(b)] = s;
     }
   });

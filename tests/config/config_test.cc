@@ -212,7 +212,10 @@ TEST_CASE("unknown keys are named, with the closest known key", "[config]") {
   CHECK(error_of("optimiser:\n  lr: 1\n") ==
         "x.yaml: key 'optimiser': unknown key (did you mean 'optimizer'?)");
   CHECK(error_of("lr: 0.1\n") == "x.yaml: key 'lr': unknown key (did you mean 'optimizer.lr'?)");
-  CHECK(error_of("hardware:\n  gpus: 8\n") == "x.yaml: key 'hardware': unknown key");
+  CHECK(error_of("cluster:\n  gpus: 8\n") == "x.yaml: key 'cluster': unknown key");
+  // A bare key that is a parallel-section name.
+  CHECK(error_of("hardware:\n  gpus: 8\n") ==
+        "x.yaml: key 'hardware': unknown key (did you mean 'parallel.hardware'?)");
 }
 
 TEST_CASE("wrong types are named with what was expected and what was found", "[config]") {
@@ -244,7 +247,8 @@ TEST_CASE("wrong types are named with what was expected and what was found", "[c
         "x.yaml: key 'data.files': expected a list of strings, got an item that is a list");
   CHECK(error_of("model: 3\n") == "x.yaml: key 'model': expected a map of keys, got '3'");
   CHECK(error_of("- model\n- train\n") ==
-        "x.yaml: expected a map of sections (model, data, optimizer, schedule, train), got a "
+        "x.yaml: expected a map of sections (model, data, optimizer, schedule, train, parallel), "
+        "got a "
         "list");
   CHECK(error_of("train:\n  steps: 1\n  steps: 2\n") ==
         "x.yaml: key 'train.steps': given twice (lines 2 and 3)");
@@ -454,6 +458,9 @@ TEST_CASE("to_yaml writes every key and reads back to the same config", "[config
       {"schedule", {"warmup_steps", "decay", "min_lr"}},
       {"train",
        {"steps", "batch", "micro_batch", "seq_len", "log_interval", "seed", "threads", "device"}},
+      {"parallel",
+       {"dp", "pp", "tp", "schedule", "micro_batches", "recompute", "recompute_ratio", "zero1",
+        "hardware"}},
   };
   YAML::Node root = YAML::Load(text);
   REQUIRE(root.IsMap());

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -57,4 +58,28 @@ TEST_CASE("parallel_for covers the range once, with any thread count", "[core][t
   CHECK_THROWS_WITH(parallel_for(0, 100, 1, [](int64_t, int64_t) { MERAK_FAIL("boom"); }),
                     Catch::Contains("boom"));
   set_num_threads(saved);
+}
+
+TEST_CASE("large freed blocks are cached and reused; live bytes stay exact", "[core][memory]") {
+  empty_cpu_cache();
+  const MemoryStats base = cpu_memory_stats();
+  void* first = nullptr;
+  {
+    Tensor a = Tensor::empty({1 << 20});  // 4 MiB
+    first = a.raw_data();
+    CHECK(cpu_memory_stats().live_bytes == base.live_bytes + (4 << 20));
+  }
+  const MemoryStats after_free = cpu_memory_stats();
+  CHECK(after_free.live_bytes == base.live_bytes);
+  CHECK(after_free.reserved_bytes == base.reserved_bytes + (4 << 20));  // held in the cache
+  Tensor b = Tensor::full({1 << 20}, 7.0);
+  CHECK(b.raw_data() == first);  // the same block, no new pages
+  b = Tensor();
+  Tensor z = Tensor::zeros({1 << 20});  // reuses the dirty block: must still be all zeros
+  CHECK(z.raw_data() == first);
+  const auto zv = z.to_vector<float>();
+  CHECK(std::all_of(zv.begin(), zv.end(), [](float v) { return v == 0.0f; }));
+  z = Tensor();
+  empty_cpu_cache();
+  CHECK(cpu_memory_stats().reserved_bytes == cpu_memory_stats().live_bytes);
 }

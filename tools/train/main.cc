@@ -1,10 +1,16 @@
 // merak_train: trains the model a config describes.
 //
 //   merak_train --config configs/gpt-tiny.yaml [--set key=value ...] [--metrics FILE]
+//   mpirun -np N merak_train --config configs/gpt-tiny-3d.yaml [...] [--trace FILE.json]
+//
+// When the config's parallel section asks for more than one rank (dp * pp * tp > 1) every rank
+// runs the 3D engine (tools/train/parallel.h); the job's size must equal dp * pp * tp.
 //
 // Exit codes: 0 done, 2 bad command line or config (one line naming the file and key), 1 any
 // other failure.
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <algorithm>
 #include <cstdio>
@@ -13,8 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "merak/comm/mpi_env.h"
 #include "merak/core/parallel.h"
 #include "tools/common/fma_peak.h"
+#include "tools/train/parallel.h"
 #include "tools/train/progress.h"
 #include "tools/train/trainer.h"
 
@@ -24,12 +32,13 @@ struct Args {
   std::string config;
   std::vector<std::string> overrides;
   std::string metrics;
+  std::string trace;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
-               "merak_train: %s\nusage: merak_train --config FILE.yaml [--set key=value ...] "
-               "[--metrics FILE.jsonl]\n",
+               "merak_train: %s\nusage: [mpirun -np N] merak_train --config FILE.yaml "
+               "[--set key=value ...] [--metrics FILE.jsonl] [--trace FILE.json]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -45,6 +54,7 @@ Args parse_args(int argc, char** argv) {
     if (arg == "--config") a.config = value();
     else if (arg == "--set") a.overrides.push_back(value());
     else if (arg == "--metrics") a.metrics = value();
+    else if (arg == "--trace") a.trace = value();
     else if (arg == "--help" || arg == "-h") usage("help");
     else usage("unknown argument '" + arg + "'");
   }
@@ -52,18 +62,60 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
+// The job's size and this process's rank as the MPI launcher tells them (before MPI starts, so
+// a single-process run never initialises MPI): 1 and 0 without a launcher.
+int launcher_value(const char* openmpi, const char* pmi, int fallback) {
+  for (const char* name : {openmpi, pmi})
+    if (const char* v = std::getenv(name)) return std::atoi(v);
+  return fallback;
+}
+
+// Every rank of a parallel job. Errors in the layout or the plan reach every rank alike (exit 2,
+// printed once); anything else ends the whole job with a message, so no rank is left waiting.
+int parallel_main(int argc, char** argv, const merak::config::Config& cfg, const Args& args) {
+  using namespace merak;
+  comm::MpiSession session(&argc, &argv);
+  try {
+    train::ParallelRun run;
+    run.metrics = args.metrics;
+    run.trace = args.trace;
+    return train::run_parallel(cfg, run);
+  } catch (const train::SetupError& e) {
+    if (comm::world_rank() == 0) std::fprintf(stderr, "merak_train: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    comm::abort_job(std::string("merak_train: error: ") + e.what());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace merak;
   const Args args = parse_args(argc, argv);
+  const int world = launcher_value("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", 1);
+  const bool speaker = launcher_value("OMPI_COMM_WORLD_RANK", "PMI_RANK", 0) == 0;
   config::Config cfg;
   try {
     cfg = config::load(args.config, args.overrides);
   } catch (const config::ConfigError& e) {
-    std::fprintf(stderr, "merak_train: %s\n", e.what());
+    if (speaker) std::fprintf(stderr, "merak_train: %s\n", e.what());
     return 2;
   }
+  const int64_t ranks = cfg.parallel.dp * cfg.parallel.pp * cfg.parallel.tp;
+  if (ranks > 1 || world > 1) {
+    if (world != ranks) {
+      if (speaker)
+        std::fprintf(stderr,
+                     "merak_train: %s: key 'parallel': dp %lld x pp %lld x tp %lld needs %lld "
+                     "ranks, but the job has %d (start it with mpirun -np %lld)\n",
+                     cfg.path.c_str(), (long long)cfg.parallel.dp, (long long)cfg.parallel.pp,
+                     (long long)cfg.parallel.tp, (long long)ranks, world, (long long)ranks);
+      return 2;
+    }
+    return parallel_main(argc, argv, cfg, args);
+  }
+  if (!args.trace.empty()) usage("--trace needs a parallel run (dp * pp * tp > 1)");
 
   try {
     std::unique_ptr<train::Trainer> trainer;

@@ -10,13 +10,6 @@
 namespace merak::train {
 namespace {
 
-std::unique_ptr<data::TokenDataset> open_data(const config::Config& c) {
-  const auto& d = c.data;
-  if (d.source == "generated") return data::generated_corpus(d.generated_tokens, d.seed);
-  if (d.source == "text") return data::tokenize_text_files(d.files);
-  return data::open_shards(d.files);
-}
-
 [[noreturn]] void config_error(const config::Config& c, const std::string& key,
                                const std::string& what) {
   throw config::ConfigError(c.path + ": key '" + key + "': " + what);
@@ -47,19 +40,7 @@ Trainer::Trainer(const config::Config& config) : config_(config) {
   if (t.device != "cpu")
     config_error(config_, "train.device", "'" + t.device + "' is not available in this build");
 
-  data_ = open_data(config_);
-  const bool bert = config_.model.family == "bert";
-  const int64_t data_vocab = bert ? data::BertVocab::kSize : data_->vocab_hint();
-  if (data_vocab > config_.model.vocab)
-    config_error(config_, "model.vocab",
-                 std::to_string(config_.model.vocab) + " is smaller than the data's vocabulary (" +
-                     std::to_string(data_vocab) + ")");
-  if (bert)
-    bert_sampler_ = std::make_unique<data::BertSampler>(*data_, t.seq_len, t.batch,
-                                                        config_.data.mlm_probability,
-                                                        config_.model.vocab, config_.data.seed);
-  else
-    lm_sampler_ = std::make_unique<data::LmSampler>(*data_, t.seq_len, t.batch, config_.data.seed);
+  data_ = std::make_unique<BatchSource>(config_);
 
   model_ = models::make_model(model_options(config_.model));
   model_->materialize(t.seed);
@@ -77,27 +58,15 @@ Trainer::Trainer(const config::Config& config) : config_(config) {
 Trainer::~Trainer() = default;
 
 models::Batch Trainer::batch(int64_t step, int64_t r0, int64_t r1) const {
-  models::Batch b;
-  if (lm_sampler_) {
-    data::LmBatch lb = lm_sampler_->batch(step, r0, r1);
-    b.tokens = lb.tokens;
-    b.targets = lb.targets;
-  } else {
-    data::BertBatch bb = bert_sampler_->batch(step, r0, r1);
-    b.tokens = bb.tokens;
-    b.segment_ids = bb.segment_ids;
-    b.attention_mask = bb.attention_mask;
-    b.mlm_targets = bb.mlm_targets;
-    b.nsp_labels = bb.nsp_labels;
-  }
-  return b;
+  return data_->batch(step, r0, r1);
 }
 
 StepStats Trainer::step() {
   const auto& t = config_.train;
   const auto start = std::chrono::steady_clock::now();
   const int64_t step = optimizer_->steps_taken();
-  const int64_t micro = t.micro_batch > 0 ? t.micro_batch : t.batch;
+  // The parallel job's micro-batch size, so both compute the same per-micro-batch means.
+  const int64_t micro = config::micro_batch_size(config_);
   const int64_t n_micro = t.batch / micro;
 
   StepStats s;

@@ -7,9 +7,9 @@
 #include <memory>
 
 #include "merak/config/config.h"
-#include "merak/data/dataset.h"
 #include "merak/optim/adamw.h"
 #include "models/model.h"
+#include "tools/train/batches.h"
 
 namespace merak::train {
 
@@ -40,9 +40,7 @@ class Trainer {
 
  private:
   config::Config config_;
-  std::unique_ptr<data::TokenDataset> data_;
-  std::unique_ptr<data::LmSampler> lm_sampler_;
-  std::unique_ptr<data::BertSampler> bert_sampler_;
+  std::unique_ptr<BatchSource> data_;
   std::unique_ptr<models::Model> model_;
   std::unique_ptr<optim::AdamW> optimizer_;
 };

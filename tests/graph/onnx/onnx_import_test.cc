@@ -2,7 +2,6 @@
 // folds into constants; each mapped op computes what ONNX defines; patterns fuse; initializers
 // become trainable parameters (floating) or constants (the rest).
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -160,16 +159,20 @@ TEST_CASE("onnx import: dynamic axes need sizes, given by input or by symbol") {
   const auto b = import(m, {{"x", {3, 1, 4}}});
   CHECK(graph::fixed_shape(b.graph().outputs(0).type(), "y") == Shape{3, 1, 4});
 
-  CHECK(import_error(m.bytes(), "m.onnx", [] {
-          graph::ImportOptions o;
-          o.input_shapes = {{"x", {3, 1, 5}}};  // the file fixes the last dim at 4
-          return o;
-        }()).find("fixed dim 2") != std::string::npos);
-  CHECK(import_error(m.bytes(), "m.onnx", [] {
-          graph::ImportOptions o;
-          o.input_shapes = {{"x", {3, 1, 4}}, {"typo", {1}}};
-          return o;
-        }()).find("no data input named 'typo'") != std::string::npos);
+  CHECK(import_error(m.bytes(), "m.onnx",
+                     [] {
+                       graph::ImportOptions o;
+                       o.input_shapes = {{"x", {3, 1, 5}}};  // the file fixes the last dim at 4
+                       return o;
+                     }())
+            .find("fixed dim 2") != std::string::npos);
+  CHECK(import_error(m.bytes(), "m.onnx",
+                     [] {
+                       graph::ImportOptions o;
+                       o.input_shapes = {{"x", {3, 1, 4}}, {"typo", {1}}};
+                       return o;
+                     }())
+            .find("no data input named 'typo'") != std::string::npos);
 }
 
 TEST_CASE("onnx import: external tensor data is refused, naming the tensor") {
@@ -364,4 +367,47 @@ TEST_CASE("onnx import: initializers become parameters or constants, with their 
   const auto out = ex.run({{"x", floats({0, 0, 0, 1, 1, 1}, {2, 3})}});
   CHECK(values(out[0]) == std::vector<float>{2, 4, 6, 3, 5, 7});
   CHECK(ex.parameters().size() == 2);
+}
+
+TEST_CASE("onnx import: an op from another domain is unsupported, named") {
+  OnnxModel m;
+  auto* o = m.proto().add_opset_import();
+  o->set_domain("com.example");
+  o->set_version(1);
+  m.input("x", kFloat, {2, 3}).output("y", {2, 3});
+  m.node("FastGelu", {"x"}, {"y"}).set_domain("com.example");
+  const std::string msg = import_error(m.bytes());
+  INFO(msg);
+  CHECK(msg.find("test.onnx: node 'n_y' (op FastGelu): unsupported") != std::string::npos);
+  CHECK(msg.find("com.example") != std::string::npos);
+}
+
+TEST_CASE("onnx import: nodes are checked against their schema even where the checker is not") {
+  // onnx::checker skips experimental ops (GRUUnit): a malformed one (no outputs) must still be
+  // an error naming it, not a crash.
+  OnnxModel m;
+  m.input("x", kFloat, {2, 3}).output("y", {2, 3});
+  m.node("GRUUnit", {"x", "x", "x", "x"}, {}).set_name("bare_gru");
+  m.node("Relu", {"x"}, {"y"});
+  const std::string msg = import_error(m.bytes());
+  INFO(msg);
+  CHECK(msg.rfind("test.onnx: node 'bare_gru' (op GRUUnit): ", 0) == 0);
+}
+
+TEST_CASE("onnx import: Reshape's 0 copies the input's dim, Flatten and Unsqueeze reshape") {
+  OnnxModel m;
+  m.input("x", kFloat, {2, 3, 4}).output("y", {2, 12}).output("f", {6, 4}).output("u", {2, 1, 12});
+  m.ints("spec", {2}, {0, -1}).ints("one", {1}, {1});
+  m.node("Reshape", {"x", "spec"}, {"y"});
+  set_int(m.node("Flatten", {"x"}, {"f"}), "axis", 2);
+  m.node("Unsqueeze", {"y", "one"}, {"u"});
+  const auto model = import(m);
+  CHECK(op_counts(model) == std::map<std::string, int>{{"reshape", 3}});
+  std::vector<float> x(24);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
+  const auto out = run(model, {{"x", floats(x, {2, 3, 4})}});
+  CHECK(out[0].shape() == Shape{2, 12});
+  CHECK(out[1].shape() == Shape{6, 4});
+  CHECK(out[2].shape() == Shape{2, 1, 12});
+  for (const Tensor& t : out) CHECK(values(t) == x);
 }

@@ -72,12 +72,27 @@ std::string op_histogram(const g::Model& m) {
   return s;
 }
 
+// The exports' layer norms, GELUs and attentions (decomposed at opset 13) all fused: one
+// registry op each, none of their primitive parts left.
+void check_fused(const std::string& name, const g::Model& model, int norms, int gelus) {
+  std::map<std::string, int> count;
+  for (const auto& n : model.graph().nodes()) ++count[n.op()];
+  bool leftovers = false;
+  for (const char* op : {"softmax", "mean", "pow", "sqrt", "erf", "masked_fill", "where"})
+    leftovers = leftovers || count.count(op);
+  check(count["layer_norm"] == norms && count["gelu"] == gelus && count["sdpa"] == 2 && !leftovers,
+        name + ": fused into " + std::to_string(norms) + " layer_norm, " + std::to_string(gelus) +
+            " gelu, 2 sdpa, no primitive leftovers");
+}
+
 // Import, run, compare every output with PyTorch's.
 void check_logits(const std::string& dir, const std::string& name) {
   std::map<std::string, Tensor> inputs, expected;
   const g::Model model = import_with_inputs(dir, name, inputs, expected);
   std::printf("%s: %d nodes (%s)\n", name.c_str(), model.graph().nodes_size(),
               op_histogram(model).c_str());
+  const bool gpt = name.rfind("gpt", 0) == 0;
+  check_fused(name, model, gpt ? 5 : 6, gpt ? 2 : 3);
   g::Executor ex(model, 0);
   merak::autograd::NoGradGuard no_grad;
   const std::vector<Tensor> outs = ex.run(inputs);
@@ -151,12 +166,15 @@ void check_training(const std::string& dir) {
     opt_ours.step(ao.lr);
     opt_imported.step(ao.lr);
     char line[160];
-    std::snprintf(line, sizeof line, "gpt17 train step %d: loss merak GPT %.6f, imported %.6f, "
-                  "|diff| %.2g", step, ours_loss.back(), imported_loss.back(),
+    std::snprintf(line, sizeof line,
+                  "gpt17 train step %d: loss merak GPT %.6f, imported %.6f, "
+                  "|diff| %.2g",
+                  step, ours_loss.back(), imported_loss.back(),
                   std::fabs(ours_loss.back() - imported_loss.back()));
     check(std::fabs(ours_loss.back() - imported_loss.back()) <= kLossTolerance, line);
   }
-  check(imported_loss.back() < imported_loss.front() - 0.05, "gpt17: the imported model's loss falls");
+  check(imported_loss.back() < imported_loss.front() - 0.05,
+        "gpt17: the imported model's loss falls");
 }
 
 }  // namespace

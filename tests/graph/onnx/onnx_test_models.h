@@ -2,11 +2,11 @@
 // runner that imports bytes and executes the result.
 #pragma once
 
+#include <onnx/onnx_pb.h>
+
 #include <map>
 #include <string>
 #include <vector>
-
-#include <onnx/onnx_pb.h>
 
 #include "merak/autograd/grad_mode.h"
 #include "merak/graph/executor.h"
@@ -37,8 +37,10 @@ class OnnxModel {
     t->set_elem_type(elem_type);
     auto* shape = t->mutable_shape();
     for (int64_t d : dims) {
-      if (d >= 0) shape->add_dim()->set_dim_value(d);
-      else shape->add_dim()->set_dim_param(d == -1 ? "batch" : "seq");
+      if (d >= 0)
+        shape->add_dim()->set_dim_value(d);
+      else
+        shape->add_dim()->set_dim_param(d == -1 ? "batch" : "seq");
     }
     return *this;
   }

@@ -1,0 +1,121 @@
+#include "merak/partition/cost.h"
+
+#include <algorithm>
+
+namespace merak::partition {
+namespace {
+
+double precision_bytes(Precision p) {
+  return p == Precision::BF16 || p == Precision::F16 ? 2.0 : 4.0;
+}
+
+}  // namespace
+
+CostModel::CostModel(const Hardware& hw, Precision precision, const Placement& placement)
+    : hw_(hw), precision_(precision), placement_(placement) {
+  MERAK_CHECK(hw.peak(precision) > 0, "hardware '", hw.name, "' gives no ",
+              precision_name(precision), " peak");
+  float_scale_ = precision_bytes(precision) / 4.0;
+  tp_link_ = find_tp_link();
+  dp_link_ = find_dp_link();
+  for (int64_t s = 0; s + 1 < placement.pp; ++s) pp_links_.push_back(find_pp_link(s));
+}
+
+double CostModel::value_bytes(const ops::TensorMeta& meta) const {
+  const double b = double(meta.nbytes());
+  return is_floating(meta.dtype) && meta.dtype == DType::F32 ? b * float_scale_ : b;
+}
+
+double CostModel::compute_seconds(double flops, double bytes_f32) const {
+  const double c = flops / (hw_.peak(precision_) * hw_.compute_efficiency);
+  const double m = bytes_f32 * float_scale_ / (hw_.memory_bandwidth * hw_.memory_efficiency);
+  return std::max(c, m);
+}
+
+double CostModel::all_reduce_seconds(double bytes, int64_t n, const Link& link) const {
+  if (n <= 1) return 0;
+  const double k = double(n - 1);
+  return 2 * k / double(n) * bytes / link.bandwidth + 2 * k * link.latency;
+}
+
+double CostModel::all_gather_seconds(double bytes, int64_t n, const Link& link) const {
+  if (n <= 1) return 0;
+  const double k = double(n - 1);
+  return k / double(n) * bytes / link.bandwidth + k * link.latency;
+}
+
+double CostModel::p2p_seconds(double bytes, int64_t messages, const Link& link) const {
+  return bytes / link.bandwidth + double(messages) * link.latency;
+}
+
+bool CostModel::same_node(const std::vector<int64_t>& ranks) const {
+  for (int64_t r : ranks)
+    if (r / hw_.devices_per_node != ranks[0] / hw_.devices_per_node) return false;
+  return true;
+}
+
+Link CostModel::find_tp_link() const {
+  const Placement& p = placement_;
+  for (int64_t s = 0; s < p.pp; ++s)
+    for (int64_t d = 0; d < p.dp; ++d) {
+      std::vector<int64_t> ranks;
+      for (int64_t t = 0; t < p.tp; ++t) ranks.push_back(p.rank(d, s, t));
+      if (!same_node(ranks)) return hw_.inter_node;
+    }
+  return hw_.intra_node;
+}
+
+Link CostModel::find_dp_link() const {
+  const Placement& p = placement_;
+  for (int64_t s = 0; s < p.pp; ++s)
+    for (int64_t t = 0; t < p.tp; ++t) {
+      std::vector<int64_t> ranks;
+      for (int64_t d = 0; d < p.dp; ++d) ranks.push_back(p.rank(d, s, t));
+      if (!same_node(ranks)) return hw_.inter_node;
+    }
+  return hw_.intra_node;
+}
+
+Link CostModel::pp_link(int64_t stage) const {
+  return stage >= 0 && stage < int64_t(pp_links_.size()) ? pp_links_[size_t(stage)]
+                                                         : hw_.intra_node;
+}
+
+Link CostModel::find_pp_link(int64_t stage) const {
+  const Placement& p = placement_;
+  if (stage + 1 >= p.pp) return hw_.intra_node;
+  for (int64_t d = 0; d < p.dp; ++d)
+    for (int64_t t = 0; t < p.tp; ++t)
+      if (!same_node({p.rank(d, stage, t), p.rank(d, stage + 1, t)})) return hw_.inter_node;
+  return hw_.intra_node;
+}
+
+NodeTime CostModel::node_time(const GraphFacts& g, int node) const {
+  const NodeFacts& n = g.nodes[size_t(node)];
+  NodeTime t;
+  t.fwd = compute_seconds(n.cost.fwd_flops, n.cost.bytes);
+  t.bwd = n.recorded ? compute_seconds(n.cost.bwd_flops, 2 * n.cost.bytes) : 0;
+  // Tensor-parallel collectives: what each moves, in which direction.
+  const std::string& op = n.op->name;
+  if (op.compare(0, 3, "tp_") == 0 && n.attrs.has("size")) {
+    const int64_t members = n.attrs.i("size");
+    const Link link = tp_link();
+    const double out_bytes = value_bytes(g.values[size_t(n.outputs[0])].meta);
+    if (op == "tp_all_reduce") {
+      t.fwd_comm = all_reduce_seconds(out_bytes, members, link);
+    } else if (op == "tp_copy") {
+      t.bwd_comm = n.recorded ? all_reduce_seconds(out_bytes, members, link) : 0;
+    } else if (op == "tp_all_gather") {
+      t.fwd_comm = all_gather_seconds(out_bytes, members, link);
+    } else if (op == "tp_cross_entropy") {
+      // Three row-sized reductions: the max, the sum of exponentials, the target logit.
+      const double rows = double(g.values[size_t(n.outputs[1])].meta.numel());
+      t.fwd_comm = 3 * all_reduce_seconds(rows * 4, members, link);
+    }
+    t.fwd += t.fwd_comm;
+    t.bwd += t.bwd_comm;
+  }
+  return t;
+}
+
+}  // namespace merak::partition

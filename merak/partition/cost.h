@@ -1,0 +1,73 @@
+// The cost model: seconds for each node's forward and backward, for collectives and for
+// pipeline transfers, from the op registry's FLOPs and bytes and a hardware profile.
+//
+//   node time       = max(flops / (peak(precision) * compute_efficiency),
+//                         bytes / (memory_bandwidth * memory_efficiency))
+//   backward bytes  = 2 x forward bytes (it reads the saved values and the output gradients and
+//                     writes the input gradients), backward FLOPs from the registry
+//   all-reduce      = 2 (n-1)/n bytes / bandwidth + 2 (n-1) latency        (ring)
+//   all-gather      = (n-1)/n bytes / bandwidth + (n-1) latency            (bytes: the result)
+//   point-to-point  = bytes / bandwidth + latency
+//
+// Graphs are traced in f32; under a 16-bit precision every floating value moves half the bytes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "merak/partition/analysis.h"
+#include "merak/partition/hardware.h"
+
+namespace merak::partition {
+
+// Where a group of ranks sits: ranks r and r' share a node when r / devices_per_node agree.
+struct Placement {
+  int64_t dp = 1, pp = 1, tp = 1;
+  int64_t rank(int64_t d, int64_t p, int64_t t) const { return p * dp * tp + d * tp + t; }
+};
+
+struct NodeTime {
+  double fwd = 0;       // seconds, compute and the node's own collectives
+  double bwd = 0;
+  double fwd_comm = 0;  // the collective part of fwd / bwd
+  double bwd_comm = 0;
+};
+
+class CostModel {
+ public:
+  CostModel(const Hardware& hw, Precision precision, const Placement& placement);
+
+  const Hardware& hardware() const { return hw_; }
+  Precision precision() const { return precision_; }
+  const Placement& placement() const { return placement_; }
+
+  // Bytes a value of `meta` occupies under the precision (floating values rescaled from f32).
+  double value_bytes(const ops::TensorMeta& meta) const;
+  double compute_seconds(double flops, double bytes_f32) const;
+  double all_reduce_seconds(double bytes, int64_t members, const Link& link) const;
+  double all_gather_seconds(double bytes, int64_t members, const Link& link) const;
+  double p2p_seconds(double bytes, int64_t messages, const Link& link) const;
+
+  // The link joining a tensor-parallel group, a data-parallel group, and pipeline stages s and
+  // s + 1 (the slowest over the groups of that kind).
+  Link tp_link() const { return tp_link_; }
+  Link dp_link() const { return dp_link_; }
+  Link pp_link(int64_t stage) const;
+
+  NodeTime node_time(const GraphFacts& g, int node) const;
+
+ private:
+  bool same_node(const std::vector<int64_t>& ranks) const;
+  Link find_tp_link() const;
+  Link find_dp_link() const;
+  Link find_pp_link(int64_t stage) const;
+
+  Hardware hw_;
+  Precision precision_;
+  Placement placement_;
+  double float_scale_;  // bytes per floating element under the precision / 4
+  Link tp_link_, dp_link_;
+  std::vector<Link> pp_links_;  // between stage s and s + 1
+};
+
+}  // namespace merak::partition

@@ -1,0 +1,234 @@
+#include "merak/partition/hardware.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+namespace merak::partition {
+namespace {
+
+// Reads one profile, remembering the file name for messages and which keys were used so an
+// unknown (misspelt) key is an error rather than silently ignored.
+class Reader {
+ public:
+  Reader(const YAML::Node& root, const std::string& file) : root_(root), file_(file) {
+    if (!root.IsMap()) fail("", "expected a map of keys (name, memory_gib, peak_tflops, ...)");
+  }
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw HardwareError(file_ + ": " + (key.empty() ? "" : "key '" + key + "': ") + what);
+  }
+
+  // The node at a dotted key; `found` false (and a null node) when it is absent.
+  YAML::Node node(const std::string& key, bool required, bool* found = nullptr) {
+    seen_.insert(key);
+    if (found) *found = false;
+    YAML::Node n;
+    n.reset(root_);  // reset, not assignment: assigning a yaml-cpp node rewrites its content
+    std::stringstream path(key);
+    std::string part;
+    while (std::getline(path, part, '.')) {
+      if (!n.IsMap()) fail(key, "expected a map above it");
+      const YAML::Node& parent = n;  // const lookup: does not insert the key
+      YAML::Node child = parent[part];
+      if (!child) {
+        if (required) fail(key, "missing");
+        return YAML::Node();
+      }
+      n.reset(child);
+    }
+    if (found) *found = true;
+    return n;
+  }
+
+  std::string text(const std::string& key, bool required = true) {
+    bool found = false;
+    YAML::Node n = node(key, required, &found);
+    if (!found) return "";
+    if (!n.IsScalar()) fail(key, "expected a string");
+    return n.as<std::string>();
+  }
+
+  // A number > 0 (>= 0 with allow_zero).
+  double number(const std::string& key, bool required = true, bool allow_zero = false) {
+    bool found = false;
+    YAML::Node n = node(key, required, &found);
+    if (!found) return 0;
+    double v = 0;
+    try {
+      if (!n.IsScalar()) throw YAML::Exception(YAML::Mark::null_mark(), "");
+      v = n.as<double>();
+    } catch (const YAML::Exception&) {
+      fail(key, "expected a number");
+    }
+    if (!(v > 0 || (allow_zero && v == 0))) fail(key, "must be " + std::string(allow_zero ? ">= 0" : "> 0"));
+    return v;
+  }
+
+  // Every key of the document must have been read.
+  void check_unknown(const YAML::Node& n, const std::string& prefix) const {
+    for (const auto& entry : n) {
+      const std::string key = prefix + entry.first.as<std::string>();
+      if (entry.second.IsMap() && !seen_.count(key)) {
+        check_unknown(entry.second, key + ".");
+      } else if (!seen_.count(key)) {
+        fail(key, "unknown key");
+      }
+    }
+  }
+  void check_unknown() const { check_unknown(root_, ""); }
+
+ private:
+  YAML::Node root_;
+  std::string file_;
+  std::set<std::string> seen_;
+};
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+bool readable(const std::string& path) { return std::ifstream(path).good(); }
+
+}  // namespace
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::F32: return "f32";
+    case Precision::TF32: return "tf32";
+    case Precision::BF16: return "bf16";
+    case Precision::F16: return "f16";
+  }
+  return "?";
+}
+
+Precision parse_precision(const std::string& name) {
+  if (name == "f32") return Precision::F32;
+  if (name == "tf32") return Precision::TF32;
+  if (name == "bf16") return Precision::BF16;
+  if (name == "f16") return Precision::F16;
+  throw std::invalid_argument("precision '" + name + "' is not one of f32, tf32, bf16, f16");
+}
+
+double Hardware::peak(Precision p) const {
+  switch (p) {
+    case Precision::F32: return peak_f32;
+    case Precision::TF32: return peak_tf32;
+    case Precision::BF16: return peak_bf16;
+    case Precision::F16: return peak_f16;
+  }
+  return 0;
+}
+
+Hardware parse_hardware(const std::string& yaml_text, const std::string& name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw HardwareError(name + ": not valid YAML (line " + std::to_string(e.mark.line + 1) +
+                        ": " + e.msg + ")");
+  }
+  Reader r(root, name);
+  Hardware hw;
+  hw.name = r.text("name");
+  hw.device = r.text("device");
+  hw.source = r.text("source");
+  hw.memory_bytes = int64_t(r.number("memory_gib") * kGiB);
+  hw.peak_f32 = r.number("peak_tflops.f32") * 1e12;
+  hw.peak_tf32 = r.number("peak_tflops.tf32", false, true) * 1e12;
+  hw.peak_bf16 = r.number("peak_tflops.bf16", false, true) * 1e12;
+  hw.peak_f16 = r.number("peak_tflops.f16", false, true) * 1e12;
+  hw.memory_bandwidth = r.number("memory_bandwidth_gbs") * 1e9;
+  hw.compute_efficiency = r.number("compute_efficiency");
+  hw.memory_efficiency = r.number("memory_efficiency");
+  if (hw.compute_efficiency > 1) r.fail("compute_efficiency", "must be <= 1");
+  if (hw.memory_efficiency > 1) r.fail("memory_efficiency", "must be <= 1");
+  try {
+    hw.precision = parse_precision(r.text("precision"));
+  } catch (const std::invalid_argument& e) {
+    r.fail("precision", e.what());
+  }
+  if (hw.peak(hw.precision) <= 0)
+    r.fail("precision", std::string("the profile gives no peak_tflops.") +
+                            precision_name(hw.precision));
+  const double devices = r.number("devices_per_node");
+  if (devices != double(int64_t(devices))) r.fail("devices_per_node", "must be an integer");
+  hw.devices_per_node = int64_t(devices);
+  hw.intra_node.bandwidth = r.number("intra_node.bandwidth_gbs") * 1e9;
+  hw.intra_node.latency = r.number("intra_node.latency_us", true, true) * 1e-6;
+  hw.inter_node.bandwidth = r.number("inter_node.bandwidth_gbs") * 1e9;
+  hw.inter_node.latency = r.number("inter_node.latency_us", true, true) * 1e-6;
+  r.check_unknown();
+  return hw;
+}
+
+Hardware load_hardware(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw HardwareError(path + ": cannot read hardware profile");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_hardware(text.str(), path);
+}
+
+std::string hardware_yaml(const Hardware& hw, const std::vector<std::string>& comment) {
+  std::ostringstream os;
+  os.precision(6);
+  for (const std::string& line : comment) os << "# " << line << "\n";
+  auto quoted = [](const std::string& s) {
+    std::string q = "\"";
+    for (char c : s) q += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    return q + "\"";
+  };
+  os << "name: " << quoted(hw.name) << "\n";
+  os << "device: " << quoted(hw.device) << "\n";
+  os << "source: " << quoted(hw.source) << "\n";
+  os << "memory_gib: " << double(hw.memory_bytes) / kGiB << "\n";
+  os << "peak_tflops:\n  f32: " << hw.peak_f32 / 1e12 << "\n";
+  if (hw.peak_tf32 > 0) os << "  tf32: " << hw.peak_tf32 / 1e12 << "\n";
+  if (hw.peak_bf16 > 0) os << "  bf16: " << hw.peak_bf16 / 1e12 << "\n";
+  if (hw.peak_f16 > 0) os << "  f16: " << hw.peak_f16 / 1e12 << "\n";
+  os << "memory_bandwidth_gbs: " << hw.memory_bandwidth / 1e9 << "\n";
+  os << "compute_efficiency: " << hw.compute_efficiency << "\n";
+  os << "memory_efficiency: " << hw.memory_efficiency << "\n";
+  os << "precision: " << precision_name(hw.precision) << "\n";
+  os << "devices_per_node: " << hw.devices_per_node << "\n";
+  os << "intra_node:\n  bandwidth_gbs: " << hw.intra_node.bandwidth / 1e9
+     << "\n  latency_us: " << hw.intra_node.latency * 1e6 << "\n";
+  os << "inter_node:\n  bandwidth_gbs: " << hw.inter_node.bandwidth / 1e9
+     << "\n  latency_us: " << hw.inter_node.latency * 1e6 << "\n";
+  return os.str();
+}
+
+std::string find_hardware(const std::string& name_or_path) {
+  const std::string& s = name_or_path;
+  if (s.find('/') != std::string::npos ||
+      (s.size() > 5 && s.compare(s.size() - 5, 5, ".yaml") == 0)) {
+    if (!readable(s)) throw HardwareError(s + ": cannot read hardware profile");
+    return s;
+  }
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("MERAK_HARDWARE_DIR")) dirs.push_back(env);
+  dirs.push_back("configs/hardware");
+  // Bazel: the binary's runfiles tree holds the workspace's ("merak") data files.
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    dirs.push_back(std::string(self) + ".runfiles/merak/configs/hardware");
+  }
+  if (const char* rf = std::getenv("RUNFILES_DIR"))
+    dirs.push_back(std::string(rf) + "/merak/configs/hardware");
+  std::string tried;
+  for (const std::string& d : dirs) {
+    const std::string path = d + "/" + s + ".yaml";
+    if (readable(path)) return path;
+    tried += (tried.empty() ? "" : ", ") + d;
+  }
+  throw HardwareError("hardware profile '" + s + "' not found (looked in " + tried + ")");
+}
+
+}  // namespace merak::partition

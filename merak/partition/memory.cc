@@ -1,0 +1,51 @@
+#include "merak/partition/memory.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace merak::partition {
+
+const char* schedule_name(Schedule s) { return s == Schedule::GPipe ? "gpipe" : "1f1b"; }
+
+Schedule parse_schedule(const std::string& name) {
+  if (name == "1f1b") return Schedule::OneFOneB;
+  if (name == "gpipe") return Schedule::GPipe;
+  throw std::invalid_argument("schedule '" + name + "' is not one of 1f1b, gpipe");
+}
+
+PerParameter bytes_per_parameter(const MemoryOptions& o) {
+  const bool half = o.precision == Precision::BF16 || o.precision == Precision::F16;
+  PerParameter p;
+  p.weight = half ? 2 : 4;
+  p.grad = 4;
+  p.optimizer = half ? 12 : 8;
+  if (o.zero1) p.optimizer /= double(std::max<int64_t>(o.dp, 1));
+  return p;
+}
+
+int64_t in_flight(const MemoryOptions& o, int64_t stage, int64_t stages) {
+  const int64_t m = std::max<int64_t>(o.micro_batches, 1);
+  if (o.schedule == Schedule::GPipe) return m;
+  return std::min(m, stages - stage);
+}
+
+bool recomputes(const MemoryOptions& o, int64_t stage, int64_t stages) {
+  return o.recompute && in_flight(o, stage, stages) > 1;
+}
+
+StageMemory stage_memory(const MemoryOptions& o, int64_t stage, int64_t stages, double params,
+                         double activations, double boundary_in, double working) {
+  const PerParameter per = bytes_per_parameter(o);
+  StageMemory m;
+  m.weights = params * per.weight;
+  m.grads = params * per.grad;
+  m.optimizer = params * per.optimizer;
+  m.in_flight = in_flight(o, stage, stages);
+  m.activations = recomputes(o, stage, stages) ? double(m.in_flight) * boundary_in + activations
+                              : double(m.in_flight) * activations;
+  m.working = working;
+  m.accumulates = o.micro_batches > 1;
+  return m;
+}
+
+}  // namespace merak::partition

@@ -1,0 +1,70 @@
+// The memory model: what one device holds at its peak.
+//
+//   weights + gradients + optimizer states   per parameter element, by precision:
+//       f32 / tf32:  4 + 4 + 8   (AdamW's two moments)
+//       bf16 / f16:  2 + 4 + 12  (16-bit weights, f32 gradients, f32 master weights and moments)
+//     optimizer states divided by dp under ZeRO-1;
+//   activations   the values autograd keeps for backward (the op registry's saves_inputs /
+//     saves_outputs, views counted once with their storage) for each micro-batch in flight:
+//       1F1B:  stage s of p holds up to p - s micro-batches (at most the micro-batch count),
+//       GPipe: all of them;
+//     with recomputation a stage keeps only its boundary inputs per micro-batch in flight, plus
+//     one micro-batch's full activations while that one is recomputed and run backward; a stage
+//     holding a single micro-batch (the last under 1F1B) never recomputes: it would save
+//     nothing, as in Merak's shifted critical path schedule;
+//   working set   the largest transient of one node's backward: its input gradients, and its
+//     output gradients, live next to everything above.
+// Gradient buffers fill during backward while activations are freed. With several micro-batches
+// a step (gradient accumulation, pipelining) they persist next to later micro-batches'
+// activations and all terms add up; with one, the peak is the larger of (activations + working
+// set) at the start of backward and the gradients at its end.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "merak/partition/hardware.h"
+
+namespace merak::partition {
+
+enum class Schedule { OneFOneB, GPipe };
+const char* schedule_name(Schedule s);
+Schedule parse_schedule(const std::string& name);  // "1f1b", "gpipe"; throws std::invalid_argument
+
+struct MemoryOptions {
+  Precision precision = Precision::F32;
+  Schedule schedule = Schedule::OneFOneB;
+  int64_t micro_batches = 1;
+  int64_t dp = 1;
+  bool zero1 = false;
+  bool recompute = false;
+};
+
+struct PerParameter {
+  double weight = 0, grad = 0, optimizer = 0;  // bytes per parameter element
+};
+PerParameter bytes_per_parameter(const MemoryOptions& o);
+
+// Micro-batches whose activations stage `stage` of `stages` holds at once.
+int64_t in_flight(const MemoryOptions& o, int64_t stage, int64_t stages);
+// Whether that stage recomputes its forward before backward.
+bool recomputes(const MemoryOptions& o, int64_t stage, int64_t stages);
+
+struct StageMemory {
+  double weights = 0, grads = 0, optimizer = 0, activations = 0, working = 0;
+  int64_t in_flight = 0;
+  bool accumulates = true;  // several micro-batches a step: gradients live next to activations
+  double total() const {
+    const double transient = accumulates ? grads + activations + working
+                                         : std::max(grads, activations + working);
+    return weights + optimizer + transient;
+  }
+};
+
+// One stage's memory from its parameter elements, one micro-batch's saved activation bytes,
+// its boundary-input bytes per micro-batch, and its largest backward working set.
+StageMemory stage_memory(const MemoryOptions& o, int64_t stage, int64_t stages, double params,
+                         double activations, double boundary_in, double working);
+
+}  // namespace merak::partition

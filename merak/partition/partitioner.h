@@ -1,0 +1,40 @@
+// The partitioner end to end: a graph and a (dp, pp, tp) layout on a hardware profile become a
+// Plan, with our split's stage estimates next to the two baselines'.
+//
+//   graph -> tensor-parallel pass (tp ranks' graphs) -> cost and memory model (tp rank 0's
+//   graph) -> exact pipeline split -> plan (one program per rank)
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "merak/partition/hardware.h"
+#include "merak/partition/pipeline.h"
+#include "merak/partition/plan.pb.h"
+#include "merak/partition/shards.h"
+
+namespace merak::partition {
+
+struct Request {
+  int64_t dp = 1, pp = 1, tp = 1;
+  Hardware hardware;
+  MemoryOptions memory;        // dp is taken from above
+  double memory_limit = 0;     // bytes per device; <= 0: the hardware's memory
+};
+
+struct Result {
+  Plan plan;
+  Partition ours;
+  std::optional<Partition> uniform, balanced;
+  std::vector<std::string> stage_modules;  // what each stage of ours holds, for people
+  std::vector<std::string> notes;          // what the tensor-parallel pass recognised
+  int64_t parameters = 0;                  // of the whole model
+  int64_t nodes = 0;                       // of tp rank 0's graph
+  double seconds = 0;                      // wall time of the partitioning
+};
+
+// Throws NoFit when no split fits, Error on a bad graph or layout (naming what is wrong).
+Result run_partition(const graph::Model& model, const Request& request);
+
+}  // namespace merak::partition

@@ -1,0 +1,185 @@
+#include "merak/partition/stage_model.h"
+
+#include <algorithm>
+
+namespace merak::partition {
+
+StageModel::StageModel(const GraphFacts& g, const CostModel& cost, const MemoryOptions& memory)
+    : g_(g), cost_(cost), mem_(memory), n_(int64_t(g.nodes.size())) {
+  const size_t n = size_t(n_);
+  times_.resize(n);
+  fwd_sum_.assign(n + 1, 0);
+  bwd_sum_.assign(n + 1, 0);
+  fwd_flops_sum_.assign(n + 1, 0);
+  bwd_flops_sum_.assign(n + 1, 0);
+  for (size_t k = 0; k < n; ++k) {
+    times_[k] = cost.node_time(g, int(k));
+    const NodeFacts& nf = g.nodes[k];
+    fwd_sum_[k + 1] = fwd_sum_[k] + times_[k].fwd;
+    bwd_sum_[k + 1] = bwd_sum_[k] + times_[k].bwd;
+    fwd_flops_sum_[k + 1] = fwd_flops_sum_[k] + nf.cost.fwd_flops;
+    bwd_flops_sum_[k + 1] = bwd_flops_sum_[k] + (nf.recorded ? nf.cost.bwd_flops : 0);
+  }
+
+  // Boundaries: value v crosses every cut c with producer < c <= last reader.
+  std::vector<double> d_bytes(n + 2, 0), d_grad(n + 2, 0);
+  std::vector<int64_t> d_count(n + 2, 0), d_grad_count(n + 2, 0);
+  for (const ValueFacts& v : g.values) {
+    if (v.kind != ValueFacts::Kind::Node || v.readers.empty() || v.readers.back() <= v.producer)
+      continue;
+    const double b = cost.value_bytes(v.meta);
+    const size_t lo = size_t(v.producer + 1), hi = size_t(v.readers.back() + 1);
+    d_bytes[lo] += b;
+    d_bytes[hi] -= b;
+    d_count[lo] += 1;
+    d_count[hi] -= 1;
+    if (v.requires_grad) {
+      d_grad[lo] += b;
+      d_grad[hi] -= b;
+      d_grad_count[lo] += 1;
+      d_grad_count[hi] -= 1;
+    }
+  }
+  cross_bytes_.assign(n + 1, 0);
+  cross_grad_bytes_.assign(n + 1, 0);
+  cross_count_.assign(n + 1, 0);
+  cross_grad_count_.assign(n + 1, 0);
+  double b = 0, gb = 0;
+  int64_t c = 0, gc = 0;
+  for (size_t k = 0; k <= n; ++k) {
+    b += d_bytes[k];
+    gb += d_grad[k];
+    c += d_count[k];
+    gc += d_grad_count[k];
+    cross_bytes_[k] = k == 0 || k == n ? 0 : std::max(b, 0.0);
+    cross_grad_bytes_[k] = k == 0 || k == n ? 0 : std::max(gb, 0.0);
+    cross_count_[k] = k == 0 || k == n ? 0 : c;
+    cross_grad_count_[k] = k == 0 || k == n ? 0 : gc;
+  }
+
+  // Parameters (trainable elements), constants (bytes: no gradient or optimizer state) and
+  // saved activations, each counted once per stage that uses it.
+  std::vector<std::pair<double, std::vector<int>>> params, constants, saved;
+  for (const ValueFacts& v : g.values) {
+    if (v.readers.empty()) continue;
+    if (v.kind == ValueFacts::Kind::Param) params.push_back({double(v.meta.numel()), v.readers});
+    if (v.kind == ValueFacts::Kind::Constant)
+      constants.push_back({double(v.meta.nbytes()), v.readers});
+  }
+  std::vector<std::vector<int>> savers(g.values.size());
+  for (size_t k = 0; k < n; ++k)
+    for (int root : g.nodes[k].saved) savers[size_t(root)].push_back(int(k));
+  for (size_t r = 0; r < savers.size(); ++r) {
+    const ValueFacts& v = g.values[r];
+    if (savers[r].empty() || v.kind == ValueFacts::Kind::Param ||
+        v.kind == ValueFacts::Kind::Constant)
+      continue;
+    saved.push_back({cost.value_bytes(v.meta), savers[r]});
+  }
+  presence(params, params_);
+  presence(constants, constants_);
+  presence(saved, activations_);
+
+  // Working set of a node's backward: the gradients of its outputs and of its non-parameter
+  // inputs, alive together while it runs.
+  std::vector<double> work(n, 0);
+  for (size_t k = 0; k < n; ++k) {
+    const NodeFacts& nf = g.nodes[k];
+    if (!nf.recorded) continue;
+    double w = 0;
+    for (int id : nf.outputs)
+      if (g.values[size_t(id)].requires_grad) w += cost.value_bytes(g.values[size_t(id)].meta);
+    std::vector<int> seen;
+    for (int id : nf.inputs) {
+      if (id < 0 || std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+      seen.push_back(id);
+      const ValueFacts& v = g.values[size_t(id)];
+      if (v.requires_grad && v.kind != ValueFacts::Kind::Param) w += cost.value_bytes(v.meta);
+    }
+    work[k] = w;
+  }
+  working_.assign((n + 1) * (n + 1), 0);
+  for (size_t i = 0; i < n; ++i) {
+    double m = 0;
+    for (size_t j = i + 1; j <= n; ++j) {
+      m = std::max(m, work[j - 1]);
+      working_[idx(int64_t(i), int64_t(j))] = m;
+    }
+  }
+}
+
+void StageModel::presence(const std::vector<std::pair<double, std::vector<int>>>& items,
+                          std::vector<double>& table) const {
+  const size_t n = size_t(n_);
+  table.assign((n + 1) * (n + 1), 0);
+  std::vector<double> add(n + 1);
+  for (size_t i = 0; i < n; ++i) {
+    std::fill(add.begin(), add.end(), 0.0);
+    for (const auto& [bytes, positions] : items) {
+      auto it = std::lower_bound(positions.begin(), positions.end(), int(i));
+      if (it != positions.end()) add[size_t(*it)] += bytes;
+    }
+    double sum = 0;
+    for (size_t j = i + 1; j <= n; ++j) {
+      sum += add[j - 1];
+      table[idx(int64_t(i), int64_t(j))] = sum;
+    }
+  }
+}
+
+double StageModel::p2p(int64_t stage, int64_t stages, int64_t i, int64_t j) const {
+  double t = 0;
+  if (stage > 0)
+    t += cost_.p2p_seconds(cross_bytes_[size_t(i)] + cross_grad_bytes_[size_t(i)],
+                           cross_count_[size_t(i)] + cross_grad_count_[size_t(i)],
+                           cost_.pp_link(stage - 1));
+  if (stage + 1 < stages)
+    t += cost_.p2p_seconds(cross_bytes_[size_t(j)] + cross_grad_bytes_[size_t(j)],
+                           cross_count_[size_t(j)] + cross_grad_count_[size_t(j)],
+                           cost_.pp_link(stage));
+  return t;
+}
+
+double StageModel::time(int64_t stage, int64_t stages, int64_t i, int64_t j) const {
+  const double fwd = fwd_sum_[size_t(j)] - fwd_sum_[size_t(i)];
+  const double bwd = bwd_sum_[size_t(j)] - bwd_sum_[size_t(i)];
+  return fwd + bwd + (recomputes(mem_, stage, stages) ? fwd : 0) + p2p(stage, stages, i, j);
+}
+
+double StageModel::memory(int64_t stage, int64_t stages, int64_t i, int64_t j) const {
+  return stage_memory(mem_, stage, stages, params_[idx(i, j)], activations_[idx(i, j)],
+                      cross_bytes_[size_t(i)], working_[idx(i, j)])
+             .total() +
+         constants_[idx(i, j)];
+}
+
+StageEstimate StageModel::estimate(int64_t stage, int64_t stages, int64_t i, int64_t j) const {
+  StageEstimate e;
+  e.first = i;
+  e.end = j;
+  e.fwd = fwd_sum_[size_t(j)] - fwd_sum_[size_t(i)];
+  e.bwd = bwd_sum_[size_t(j)] - bwd_sum_[size_t(i)];
+  e.recompute = recomputes(mem_, stage, stages) ? e.fwd : 0;
+  e.p2p = p2p(stage, stages, i, j);
+  e.fwd_flops = fwd_flops_sum_[size_t(j)] - fwd_flops_sum_[size_t(i)];
+  e.bwd_flops = bwd_flops_sum_[size_t(j)] - bwd_flops_sum_[size_t(i)];
+  e.params = params_[idx(i, j)];
+  e.memory = stage_memory(mem_, stage, stages, e.params, activations_[idx(i, j)],
+                          cross_bytes_[size_t(i)], working_[idx(i, j)]);
+  e.memory.weights += constants_[idx(i, j)];
+  return e;
+}
+
+std::vector<int> StageModel::boundary(int64_t c) const {
+  std::vector<int> out;
+  if (c <= 0 || c >= n_) return out;
+  for (size_t id = 0; id < g_.values.size(); ++id) {
+    const ValueFacts& v = g_.values[id];
+    if (v.kind == ValueFacts::Kind::Node && !v.readers.empty() && v.producer < c &&
+        v.readers.back() >= c)
+      out.push_back(int(id));
+  }
+  return out;
+}
+
+}  // namespace merak::partition

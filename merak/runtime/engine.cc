@@ -1,0 +1,496 @@
+#include "merak/runtime/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <set>
+
+#include "merak/autograd/engine.h"
+#include "merak/autograd/grad_mode.h"
+#include "merak/autograd/node.h"
+#include "merak/core/philox.h"
+#include "merak/graph/convert.h"
+#include "merak/graph/executor.h"
+#include "merak/ops/functional.h"
+#include "merak/partition/plan_builder.h"
+#include "merak/runtime/engine_comm.h"
+#include "merak/runtime/engine_params.h"
+#include "merak/runtime/engine_tp.h"
+#include "merak/runtime/engine_zero.h"
+
+namespace merak::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Boundary values travel in a dtype the communicators carry; bool masks go as i32.
+DType wire_dtype(DType t) { return t == DType::Bool ? DType::I32 : t; }
+
+// Tags of the pipeline messages: (micro-batch, direction, boundary value). Sender and receiver
+// list a cut's values in the same order (ascending value index), so the k-th matches.
+constexpr int kMaxPorts = 64;
+int tag_of(int mb, bool grad, size_t k) { return (mb * 2 + (grad ? 1 : 0)) * kMaxPorts + int(k); }
+
+// Sum of squares accumulated in f64, as optim::clip_grad_norm does.
+double sum_of_squares(const Tensor& g) {
+  const Tensor c = g.contiguous();
+  const float* p = c.data<float>();
+  double total = 0;
+  for (int64_t i = 0; i < c.numel(); ++i) total += double(p[i]) * double(p[i]);
+  return total;
+}
+
+void scale_in_place(const Tensor& g, float factor) {
+  float* p = g.data<float>();
+  for (int64_t i = 0; i < g.numel(); ++i) p[i] *= factor;
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  // One boundary value of the stage.
+  struct Port {
+    std::string value;
+    Shape shape;
+    DType dtype = DType::F32;
+    int peer = 0;        // rank in the pipeline group
+    bool grad = false;   // its gradient travels back
+    int output = -1;     // SEND ports: index among the graph's outputs
+  };
+  // What the rank holds of a micro-batch between its forward and its backward.
+  struct Micro {
+    std::map<std::string, Tensor> inputs;  // data and received boundary values
+    std::vector<Tensor> outputs;           // the graph's outputs
+    bool recorded = false;                 // outputs carry the autograd graph
+    std::vector<Tensor> out_grads;         // per SEND port: received gradients
+    std::vector<Tensor> in_grads;          // per RECV port: gradients to send back
+  };
+
+  comm::Grid& grid;
+  partition::RankProgram prog;
+  EngineOptions options;
+  int stage = 0, stages = 1, replica = 0, replicas = 1, micro_batches = 1;
+  Program program;
+  bool recompute = false;
+  std::unique_ptr<graph::Executor> exec;
+  std::vector<optim::Param> params;
+  std::vector<const partition::ParamShard*> shards;  // per params entry
+  std::unique_ptr<optim::AdamW> adamw;      // unsharded
+  std::unique_ptr<ShardedAdamW> zero;       // ZeRO-1 (dp > 1)
+  std::vector<Port> recv_ports, send_ports;
+  int loss_output = -1;
+  std::unique_ptr<TpCollectiveScope> tp_scope;
+
+  std::map<int, Micro> micro;
+  std::vector<comm::Work> pending_sends;
+  double loss_sum = 0;
+  StepTimes times;
+  SpanLog log;
+
+  Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptions& o);
+  void check_plan(const partition::Plan& plan) const;
+  void make_ports();
+  double tp_seconds() const { return tp_scope ? tp_scope->seconds() : 0; }
+  int64_t stream(int64_t step, int mb) const {
+    return step * int64_t(micro_batches) * replicas + int64_t(replica) * micro_batches + mb;
+  }
+
+  void run(const Instruction& in, int64_t step, double lr, const MicroBatchFn& batches);
+  void forward(int mb, int64_t step, const MicroBatchFn& batches);
+  void rerun(int mb, int64_t step);
+  void backward(int mb);
+  void send_activations(int mb);
+  void recv_activations(int mb);
+  void send_grads(int mb);
+  void recv_grads(int mb);
+  void reduce_grads(EngineStepResult& r);
+  void wait_sends();
+};
+
+Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptions& o)
+    : grid(g), options(o), log(Clock::now()) {
+  check_plan(plan);
+  prog = plan.ranks(grid.rank());
+  stage = grid.coord().pp;
+  stages = grid.shape().pp;
+  replica = grid.coord().dp;
+  replicas = grid.shape().dp;
+  micro_batches = int(plan.micro_batches());
+
+  ScheduleOptions so;
+  so.recompute = options.recompute;
+  program = make_schedule(options.schedule, stage, stages, micro_batches, so);
+  for (const Instruction& in : program) recompute = recompute || in.op == Op::Recompute;
+
+  exec = std::make_unique<graph::Executor>(stage_model(prog, options.seed), options.seed);
+  std::map<std::string, const partition::ParamShard*> by_name;
+  for (const partition::ParamShard& s : prog.params()) by_name[s.name()] = &s;
+  params = optim::make_params(exec->parameters());
+  for (const optim::Param& p : params) shards.push_back(by_name.at(p.name));
+  if (options.zero1 && replicas > 1)
+    zero = std::make_unique<ShardedAdamW>(grid.dp(), params, options.adamw);
+  else
+    adamw = std::make_unique<optim::AdamW>(params, options.adamw);
+  make_ports();
+
+  if (grid.shape().tp > 1)
+    tp_scope = std::make_unique<TpCollectiveScope>(
+        grid.tp(), partition::tp_group_name(grid.coord().pp, grid.coord().dp));
+  // Spans are measured from one instant on every rank.
+  grid.world().barrier();
+  log = SpanLog(Clock::now());
+}
+
+void Engine::Impl::check_plan(const partition::Plan& plan) const {
+  const comm::GridShape& s = grid.shape();
+  const partition::Layout& l = plan.layout();
+  MERAK_CHECK(l.dp() == s.dp && l.pp() == s.pp && l.tp() == s.tp, "the plan is for dp ", l.dp(),
+              ", pp ", l.pp(), ", tp ", l.tp(), " but the job's grid is ", s.str());
+  MERAK_CHECK(plan.ranks_size() == s.size(), "the plan has ", plan.ranks_size(),
+              " rank programs for a grid of ", s.size(), " ranks");
+  const partition::RankProgram& p = plan.ranks(grid.rank());
+  const comm::GridCoord& c = grid.coord();
+  MERAK_CHECK(p.rank() == grid.rank() && p.dp() == c.dp && p.pp() == c.pp && p.tp() == c.tp,
+              "plan entry ", grid.rank(), " is rank ", p.rank(), " (dp ", p.dp(), ", pp ", p.pp(),
+              ", tp ", p.tp(), "), not this rank (dp ", c.dp, ", pp ", c.pp, ", tp ", c.tp, ")");
+  MERAK_CHECK(plan.micro_batches() >= 1, "the plan has ", plan.micro_batches(), " micro-batches");
+  // MPI guarantees tags up to 32767.
+  MERAK_CHECK(tag_of(int(plan.micro_batches()) - 1, true, kMaxPorts - 1) <= 32767, "the engine ",
+              "tags pipeline messages for at most ", 32768 / (2 * kMaxPorts),
+              " micro-batches a step, the plan has ", plan.micro_batches());
+  MERAK_CHECK(options.schedule != ScheduleKind::Interleaved1F1B,
+              "the interleaved schedule needs several model stages per rank, which a plan does "
+              "not describe (use gpipe, 1f1b or shifted)");
+}
+
+void Engine::Impl::make_ports() {
+  const std::vector<int>& members = grid.pp().world_ranks();
+  auto pp_rank = [&](int64_t world) {
+    auto it = std::find(members.begin(), members.end(), int(world));
+    MERAK_CHECK(it != members.end(), "rank ", grid.rank(), ": boundary peer ", world,
+                " is not in its pipeline group");
+    return int(it - members.begin());
+  };
+  std::map<std::string, int> output_index;
+  for (int i = 0; i < prog.graph().outputs_size(); ++i)
+    output_index[prog.graph().outputs(i).name()] = i;
+  for (const partition::Boundary& b : prog.boundaries()) {
+    Port p;
+    p.value = b.value();
+    p.shape = graph::fixed_shape(b.type(), "boundary value '" + b.value() + "'");
+    p.dtype = graph::from_proto(b.type().dtype());
+    p.peer = pp_rank(b.peer());
+    p.grad = b.has_grad();
+    if (b.direction() == partition::Boundary::SEND) {
+      MERAK_CHECK(output_index.count(b.value()), "rank ", grid.rank(), ": sent value '",
+                  b.value(), "' is not an output of the stage graph");
+      p.output = output_index.at(b.value());
+      send_ports.push_back(p);
+    } else {
+      recv_ports.push_back(p);
+    }
+  }
+  MERAK_CHECK(send_ports.size() <= kMaxPorts && recv_ports.size() <= kMaxPorts, "rank ",
+              grid.rank(), ": more than ", kMaxPorts, " values cross a pipeline cut");
+  std::set<std::string> sent;
+  for (const Port& p : send_ports) sent.insert(p.value);
+  for (int i = 0; i < prog.graph().outputs_size(); ++i)
+    if (!sent.count(prog.graph().outputs(i).name())) {
+      MERAK_CHECK(loss_output < 0, "rank ", grid.rank(), ": the stage graph has more than one ",
+                  "output that is not sent on ('", prog.graph().outputs(loss_output).name(),
+                  "', '", prog.graph().outputs(i).name(), "')");
+      loss_output = i;
+    }
+  MERAK_CHECK((loss_output >= 0) == (stage == stages - 1), "rank ", grid.rank(), " (stage ",
+              stage, " of ", stages, ") ", loss_output >= 0 ? "computes" : "does not compute",
+              " the loss");
+}
+
+void Engine::Impl::forward(int mb, int64_t step, const MicroBatchFn& batches) {
+  Micro& m = micro[mb];
+  if (prog.data_inputs_size() > 0) {
+    const std::vector<std::string> names(prog.data_inputs().begin(), prog.data_inputs().end());
+    const int64_t global_mb = int64_t(replica) * micro_batches + mb;
+    std::map<std::string, Tensor> data = batches(step, global_mb, names);
+    for (const std::string& name : names) {
+      auto it = data.find(name);
+      MERAK_CHECK(it != data.end() && it->second.defined(), "the batch source gave no '", name,
+                  "' for micro-batch ", mb);
+      m.inputs[name] = it->second;
+    }
+  }
+  set_rng_stream(uint64_t(stream(step, mb)));
+  if (recompute) {
+    autograd::NoGradGuard no_grad;
+    m.outputs = exec->run(m.inputs);
+    m.recorded = false;
+  } else {
+    m.outputs = exec->run(m.inputs);
+    m.recorded = true;
+  }
+  if (loss_output >= 0) loss_sum += m.outputs[size_t(loss_output)].item();
+}
+
+void Engine::Impl::rerun(int mb, int64_t step) {
+  Micro& m = micro.at(mb);
+  set_rng_stream(uint64_t(stream(step, mb)));  // the same dropout masks as the forward
+  m.outputs = exec->run(m.inputs);
+  m.recorded = true;
+}
+
+void Engine::Impl::backward(int mb) {
+  auto it = micro.find(mb);
+  MERAK_CHECK(it != micro.end() && it->second.recorded, "rank ", grid.rank(),
+              ": backward of micro-batch ", mb, " without its recorded forward");
+  Micro& m = it->second;
+  std::vector<Tensor> roots, grads;
+  if (loss_output >= 0) {
+    const Tensor& loss = m.outputs[size_t(loss_output)];
+    roots.push_back(loss);
+    grads.push_back(Tensor::full(loss.shape(), 1.0 / double(micro_batches * replicas),
+                                 loss.dtype()));
+  }
+  for (size_t k = 0; k < send_ports.size(); ++k) {
+    const Tensor& out = m.outputs[size_t(send_ports[k].output)];
+    if (!send_ports[k].grad || !autograd::needs_grad(out)) continue;
+    roots.push_back(out);
+    grads.push_back(m.out_grads.at(k));
+  }
+  if (!roots.empty()) autograd::backward(roots, grads);
+  m.in_grads.clear();
+  for (const Port& p : recv_ports) {
+    if (!p.grad) {
+      m.in_grads.emplace_back();
+      continue;
+    }
+    Tensor g = m.inputs.at(p.value).grad();
+    m.in_grads.push_back(g.defined() ? g.contiguous() : Tensor::zeros(p.shape, p.dtype));
+  }
+  m.outputs.clear();
+  m.out_grads.clear();
+  m.inputs.clear();
+  if (recv_ports.empty()) micro.erase(it);
+}
+
+void Engine::Impl::send_activations(int mb) {
+  Micro& m = micro.at(mb);
+  for (size_t k = 0; k < send_ports.size(); ++k) {
+    const Port& p = send_ports[k];
+    Tensor t = m.outputs[size_t(p.output)].detach();
+    if (t.dtype() != wire_dtype(t.dtype())) {
+      autograd::NoGradGuard no_grad;
+      t = ops::cast(t, wire_dtype(t.dtype()));
+    }
+    pending_sends.push_back(grid.pp().isend(t.contiguous(), p.peer, tag_of(mb, false, k)));
+  }
+  if (!m.recorded) m.outputs.clear();  // a recomputing stage keeps only its inputs
+}
+
+void Engine::Impl::recv_activations(int mb) {
+  Micro& m = micro[mb];
+  std::vector<comm::P2P> ops;
+  std::vector<Tensor> bufs;
+  for (size_t k = 0; k < recv_ports.size(); ++k) {
+    const Port& p = recv_ports[k];
+    bufs.push_back(Tensor::empty(p.shape, wire_dtype(p.dtype)));
+    ops.push_back({comm::P2P::Recv, bufs.back(), p.peer, tag_of(mb, false, k)});
+  }
+  if (!ops.empty()) grid.pp().batch(ops);
+  for (size_t k = 0; k < recv_ports.size(); ++k) {
+    const Port& p = recv_ports[k];
+    Tensor t = bufs[k];
+    if (t.dtype() != p.dtype) t = ops::cast(t, p.dtype);
+    if (p.grad) t.set_requires_grad(true);  // a leaf: its .grad is what goes back
+    m.inputs[p.value] = t;
+  }
+}
+
+void Engine::Impl::send_grads(int mb) {
+  auto it = micro.find(mb);
+  MERAK_CHECK(it != micro.end() && it->second.in_grads.size() == recv_ports.size(), "rank ",
+              grid.rank(), ": gradients of micro-batch ", mb, " sent before its backward");
+  for (size_t k = 0; k < recv_ports.size(); ++k)
+    if (recv_ports[k].grad)
+      pending_sends.push_back(
+          grid.pp().isend(it->second.in_grads[k], recv_ports[k].peer, tag_of(mb, true, k)));
+  micro.erase(it);  // the pending sends keep the gradients alive
+}
+
+void Engine::Impl::recv_grads(int mb) {
+  Micro& m = micro.at(mb);
+  std::vector<comm::P2P> ops;
+  m.out_grads.assign(send_ports.size(), Tensor());
+  for (size_t k = 0; k < send_ports.size(); ++k) {
+    const Port& p = send_ports[k];
+    if (!p.grad) continue;
+    m.out_grads[k] = Tensor::empty(p.shape, p.dtype);
+    ops.push_back({comm::P2P::Recv, m.out_grads[k], p.peer, tag_of(mb, true, k)});
+  }
+  if (!ops.empty()) grid.pp().batch(ops);
+}
+
+void Engine::Impl::wait_sends() {
+  for (comm::Work& w : pending_sends) w.wait();
+  pending_sends.clear();
+}
+
+void Engine::Impl::reduce_grads(EngineStepResult& r) {
+  // Every local shard gets a gradient (zeros where backward reached none), contiguous, so the
+  // sums below line up element by element on every member.
+  std::vector<Tensor> grads, tied;
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor g = params[i].value.grad();
+    if (!g.defined()) g = Tensor::zeros(params[i].value.shape(), params[i].value.dtype());
+    if (!g.is_contiguous()) g = g.contiguous();
+    params[i].value.set_grad(g);
+    grads.push_back(g);
+    if (shards[i]->tied_ranks_size() > 0) tied.push_back(g);
+  }
+  if (!tied.empty()) {
+    comm::Communicator* group = grid.tied();
+    for (size_t i = 0; i < params.size(); ++i)
+      for (int64_t peer : shards[i]->tied_ranks()) {
+        const std::vector<int>& members = group ? group->world_ranks() : std::vector<int>{};
+        MERAK_CHECK(std::count(members.begin(), members.end(), int(peer)) == 1, "rank ",
+                    grid.rank(), ": parameter '", params[i].name, "' is tied with rank ", peer,
+                    ", outside this rank's tied group (first and last stage)");
+      }
+    if (group->size() > 1) all_reduce_buckets(*group, tied, options.bucket_bytes);
+  }
+  if (zero) zero->reduce_scatter(grads);
+  else if (replicas > 1) all_reduce_buckets(grid.dp(), grads, options.bucket_bytes);
+
+  // The norm counts each shard once: tp rank 0 for replicated tensors, the first stage for tied
+  // ones, and one replica (under ZeRO-1 each replica's segment, which are disjoint).
+  auto counted = [&](size_t i) {
+    const partition::ParamShard& s = *shards[i];
+    if (s.split() == "replicated" && grid.coord().tp != 0) return false;
+    for (int64_t peer : s.tied_ranks())
+      if (peer < grid.rank()) return false;
+    return true;
+  };
+  double sq = 0;
+  if (zero) {
+    sq = zero->sum_of_squares(counted);
+  } else if (replica == 0) {
+    for (size_t i = 0; i < params.size(); ++i)
+      if (counted(i)) sq += sum_of_squares(grads[i]);
+  }
+  const bool reports_loss = loss_output >= 0 && grid.coord().tp == 0;
+  const std::vector<double> all =
+      all_gather_doubles(grid.world(), {reports_loss ? loss_sum : 0.0, sq});
+  double loss = 0, total_sq = 0;
+  for (size_t i = 0; i < all.size(); i += 2) {
+    loss += all[i];
+    total_sq += all[i + 1];
+  }
+  r.loss = loss / double(micro_batches * replicas);
+  r.grad_norm = std::sqrt(total_sq);
+  if (options.grad_clip > 0) {
+    const double coef = options.grad_clip / (r.grad_norm + 1e-6);  // as optim::clip_grad_norm
+    if (coef < 1 && zero) zero->scale_grads(float(coef));
+    if (coef < 1 && !zero)
+      for (const Tensor& g : grads) scale_in_place(g, float(coef));
+  }
+}
+
+void Engine::Impl::run(const Instruction& in, int64_t step, double lr,
+                       const MicroBatchFn& batches) {
+  const auto start = Clock::now();
+  const double tp_before = tp_seconds();
+  const char* category = "compute";
+  switch (in.op) {
+    case Op::Forward: forward(in.micro_batch, step, batches); break;
+    case Op::Recompute:
+      rerun(in.micro_batch, step);
+      category = "recompute";
+      break;
+    case Op::Backward: backward(in.micro_batch); break;
+    case Op::SendActivation:
+      send_activations(in.micro_batch);
+      category = "p2p";
+      break;
+    case Op::RecvActivation:
+      recv_activations(in.micro_batch);
+      category = "wait";
+      break;
+    case Op::SendGrad:
+      send_grads(in.micro_batch);
+      category = "p2p";
+      break;
+    case Op::RecvGrad:
+      recv_grads(in.micro_batch);
+      category = "wait";
+      break;
+    case Op::ReduceGrads: category = "collective"; break;  // done by step(): it fills the result
+    case Op::OptimizerStep:
+      if (zero) zero->step(lr);
+      else adamw->step(lr);
+      category = "update";
+      break;
+  }
+  const auto end = Clock::now();
+  const double dt = seconds(start, end), tp = tp_seconds() - tp_before;
+  const std::string c = category;
+  if (c == "compute" || c == "recompute" || c == "update") {
+    times.compute += dt - tp;
+    times.collectives += tp;
+    if (c == "recompute") times.recompute += dt - tp;
+  } else if (c == "wait" || c == "p2p") {
+    times.p2p_wait += dt;
+  }
+  if (options.trace && in.op != Op::ReduceGrads) log.add(to_string(in), c, start, end);
+}
+
+Engine::Engine(comm::Grid& grid, const partition::Plan& plan, const EngineOptions& options)
+    : impl_(std::make_unique<Impl>(grid, plan, options)) {}
+
+Engine::~Engine() = default;
+
+EngineStepResult Engine::step(int64_t step, double lr, const MicroBatchFn& batches) {
+  Impl& e = *impl_;
+  const auto start = Clock::now();
+  e.times = StepTimes();
+  e.loss_sum = 0;
+  for (const optim::Param& p : e.params) p.value.set_grad(Tensor());
+  EngineStepResult r;
+  for (const Instruction& in : e.program) {
+    if (in.op == Op::ReduceGrads) {
+      const auto t0 = Clock::now();
+      e.reduce_grads(r);
+      const auto t1 = Clock::now();
+      e.times.collectives += seconds(t0, t1);
+      if (e.options.trace) e.log.add("AR", "collective", t0, t1);
+      continue;
+    }
+    e.run(in, step, lr, batches);
+  }
+  MERAK_CHECK(e.micro.empty(), "rank ", e.grid.rank(), ": ", e.micro.size(),
+              " micro-batches still held at the end of the step (a schedule without their "
+              "backward?)");
+  const auto t0 = Clock::now();
+  e.wait_sends();
+  e.times.p2p_wait += seconds(t0, Clock::now());
+  e.times.total = seconds(start, Clock::now());
+  r.times = e.times;
+  r.ranks = gather_times(e.grid.world(), e.times);
+  return r;
+}
+
+const partition::RankProgram& Engine::program() const { return impl_->prog; }
+const Program& Engine::instructions() const { return impl_->program; }
+bool Engine::recomputes() const { return impl_->recompute; }
+int Engine::micro_batches() const { return impl_->micro_batches; }
+const std::vector<TraceSpan>& Engine::spans() const { return impl_->log.spans(); }
+
+std::vector<std::pair<std::string, Tensor>> Engine::parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const optim::Param& p : impl_->params) out.emplace_back(p.name, p.value);
+  return out;
+}
+
+}  // namespace merak::runtime

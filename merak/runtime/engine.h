@@ -1,0 +1,93 @@
+// The 3D engine: each rank runs its RankProgram from the partitioner's plan with a pipeline
+// schedule, over the process grid.
+//
+// Per step the rank walks its schedule's instruction list (schedule.h):
+//   Forward(mb)    the stage graph on micro-batch mb (graph::Executor, recorded by autograd);
+//                  the first stage reads tokens, the last its targets, each only the data inputs
+//                  its graph names; other inputs are the boundary activations received.
+//                  A recomputing stage runs it without recording and keeps only its inputs.
+//   Recompute(mb)  the same forward again, recorded, ahead of its backward.
+//   Backward(mb)   autograd from the stage's outputs seeded with the received gradients (the
+//                  loss, on the last stage, seeded with 1 / micro-batches of the whole job).
+//   Send/Recv      activations forward and gradients back over the pipeline group; sends are
+//                  posted and finished by the step's end, receives block.
+//   ReduceGrads    tied-weight gradients summed over the first and last stage, then
+//                  data-parallel sums in buckets (or, under ZeRO-1, a reduce-scatter that leaves
+//                  each replica its segment), then the global gradient norm over the whole job
+//                  (each shard counted once) and clipping.
+//   OptimizerStep  AdamW on the local shards (ZeRO-1: on the segment, then an all-gather).
+// Tensor-parallel ops in the stage graph reduce over the rank's tp group (engine_tp.h).
+// Parameters are drawn shard by shard from the (seed, global name)-keyed initialiser, so the
+// losses equal the single-process trainer's up to reduction order.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "merak/comm/grid.h"
+#include "merak/core/tensor.h"
+#include "merak/optim/adamw.h"
+#include "merak/partition/plan.pb.h"
+#include "merak/runtime/engine_trace.h"
+#include "merak/runtime/schedule.h"
+
+namespace merak::runtime {
+
+// The data inputs `names` of micro-batch `micro_batch` (numbered over the whole job: replica
+// r's m-th is r * micro_batches + m) of step `step`, by graph input name.
+using MicroBatchFn = std::function<std::map<std::string, Tensor>(
+    int64_t step, int64_t micro_batch, const std::vector<std::string>& names)>;
+
+struct EngineOptions {
+  ScheduleKind schedule = ScheduleKind::OneFOneB;  // interleaved needs virtual stages: rejected
+  // Recomputation per pipeline stage (ScheduleOptions::recompute): a stage with a ratio > 0
+  // recomputes its whole forward where its schedule says so. Empty: none.
+  std::vector<double> recompute;
+  uint64_t seed = 42;               // parameter initialisation (the trainer's train.seed)
+  optim::AdamWOptions adamw;
+  double grad_clip = 1.0;           // global-norm clipping over the whole job; 0 = off
+  int64_t bucket_bytes = 4 << 20;   // data-parallel gradient buckets
+  bool zero1 = false;               // optimizer state sharded over dp (engine_zero.h)
+  bool trace = false;               // keep a span per instruction (spans())
+};
+
+struct EngineStepResult {
+  double loss = 0;       // mean over the global batch, as one process computes it
+  double grad_norm = 0;  // of the whole model, before clipping
+  StepTimes times;       // this rank's
+  std::vector<StepTimes> ranks;  // every rank's, in rank order
+};
+
+class Engine {
+ public:
+  // Collective over the grid's world. Checks the plan against the grid (layout, rank) and
+  // materialises this rank's shards.
+  Engine(comm::Grid& grid, const partition::Plan& plan, const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // One training step with learning rate `lr` (collective; every rank the same step and lr).
+  EngineStepResult step(int64_t step, double lr, const MicroBatchFn& batches);
+
+  const partition::RankProgram& program() const;
+  const Program& instructions() const;  // this rank's schedule for one step
+  bool recomputes() const;              // whether the schedule has this stage recompute
+  int micro_batches() const;            // per replica and step
+  // This rank's parameters (local shards) by global name.
+  std::vector<std::pair<std::string, Tensor>> parameters() const;
+  // Spans recorded so far when options.trace (seconds since the engine started, the same
+  // instant on every rank).
+  const std::vector<TraceSpan>& spans() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace merak::runtime

@@ -1,0 +1,30 @@
+// The engine's collectives beyond point to point: gradient sums in buckets, small f64 exchanges
+// (loss, norm, timings) and byte blobs (trace spans), on any communicator.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "merak/comm/communicator.h"
+#include "merak/core/tensor.h"
+
+namespace merak::runtime {
+
+// Sums `grads` (contiguous f32 tensors, updated in place) over the group. They are packed in
+// order into buckets of about bucket_bytes; every bucket's all-reduce is posted before the first
+// is waited for, so the transfers overlap the packing and unpacking.
+void all_reduce_buckets(comm::Communicator& group, const std::vector<Tensor>& grads,
+                        int64_t bucket_bytes);
+
+// Every member's `mine` (same length on all), concatenated in member order. Exact: the values
+// travel as their bits.
+std::vector<double> all_gather_doubles(comm::Communicator& group, const std::vector<double>& mine);
+
+// Every member's bytes, in member order (lengths may differ).
+std::vector<std::string> all_gather_bytes(comm::Communicator& group, const std::string& mine);
+
+// Root's bytes on every member.
+std::string broadcast_bytes(comm::Communicator& group, const std::string& bytes, int root);
+
+}  // namespace merak::runtime

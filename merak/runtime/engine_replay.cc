@@ -1,0 +1,57 @@
+#include "merak/runtime/engine_replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cctype>
+#include <limits>
+#include <map>
+#include <string>
+
+namespace merak::runtime {
+
+SimCosts measured_costs(const std::vector<TraceSpan>& spans, const comm::GridShape& shape) {
+  // Durations per rank and instruction kind ("F", "B", "R", "OPT", ...).
+  std::map<std::pair<int, std::string>, std::vector<double>> seen;
+  std::map<int, double> quickest_reduce;
+  double quickest_recv = std::numeric_limits<double>::infinity();
+  for (const TraceSpan& s : spans) {
+    std::string kind;
+    for (char c : s.name)
+      if (std::isalpha(static_cast<unsigned char>(c))) kind += c;
+      else break;
+    const double d = s.end - s.start;
+    seen[{s.track, kind}].push_back(d);
+    const int stage = comm::grid_coord(shape, s.track).pp;
+    if (kind == "AR") {
+      auto it = quickest_reduce.find(stage);
+      quickest_reduce[stage] = it == quickest_reduce.end() ? d : std::min(it->second, d);
+    }
+    if (kind == "RA" || kind == "RG") quickest_recv = std::min(quickest_recv, d);
+  }
+  SimCosts c;
+  const size_t stages = size_t(shape.pp);
+  c.forward.assign(stages, 0);
+  c.backward.assign(stages, 0);
+  c.recompute.assign(stages, 0);
+  c.optimizer.assign(stages, 0);
+  c.reduce.assign(stages, 0);
+  for (int r = 0; r < shape.size(); ++r) {
+    const size_t g = size_t(comm::grid_coord(shape, r).pp);
+    auto at = [&](const char* kind) {
+      auto it = seen.find({r, kind});
+      if (it == seen.end()) return 0.0;
+      std::vector<double>& d = it->second;
+      std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
+      return d[d.size() / 2];
+    };
+    c.forward[g] = std::max(c.forward[g], at("F"));
+    c.backward[g] = std::max(c.backward[g], at("B"));
+    c.recompute[g] = std::max(c.recompute[g], at("R"));
+    c.optimizer[g] = std::max(c.optimizer[g], at("OPT"));
+  }
+  for (const auto& [stage, d] : quickest_reduce) c.reduce[size_t(stage)] = d;
+  c.p2p = std::isfinite(quickest_recv) ? quickest_recv : 0;
+  return c;
+}
+
+}  // namespace merak::runtime

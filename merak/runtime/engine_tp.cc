@@ -1,0 +1,23 @@
+#include "merak/runtime/engine_tp.h"
+
+#include <chrono>
+
+#include "kernels/cpu/tp_ops.h"
+
+namespace merak::runtime {
+
+TpCollectiveScope::TpCollectiveScope(comm::Communicator& tp, std::string group) {
+  cpu::set_tp_collective([&tp, group, this](const Tensor& t, cpu::TpReduce op,
+                                            const std::string& name, int64_t size) {
+    MERAK_CHECK(name == group && size == tp.size(), "tensor-parallel op on group '", name,
+                "' of ", size, " members, but this rank's tp group is '", group, "' of ",
+                tp.size());
+    const auto start = std::chrono::steady_clock::now();
+    tp.all_reduce(t, op == cpu::TpReduce::Sum ? comm::ReduceOp::Sum : comm::ReduceOp::Max);
+    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  });
+}
+
+TpCollectiveScope::~TpCollectiveScope() { cpu::set_tp_collective(nullptr); }
+
+}  // namespace merak::runtime

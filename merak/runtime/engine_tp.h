@@ -1,0 +1,28 @@
+// Plugs a rank's tensor-parallel communicator into the tp ops' CPU kernels
+// (cpu::set_tp_collective) for the engine's lifetime: the collectives the tensor-parallel pass
+// put in the stage graph then run over the rank's real tp group.
+#pragma once
+
+#include <string>
+
+#include "merak/comm/communicator.h"
+
+namespace merak::runtime {
+
+class TpCollectiveScope {
+ public:
+  // `group` is the plan's name for this rank's tp group ("tp.pp1.dp0"); a tp op naming another
+  // group, or a size other than the communicator's, is an error naming both.
+  TpCollectiveScope(comm::Communicator& tp, std::string group);
+  ~TpCollectiveScope();  // restores the default (groups of one only)
+  TpCollectiveScope(const TpCollectiveScope&) = delete;
+  TpCollectiveScope& operator=(const TpCollectiveScope&) = delete;
+
+  // Seconds spent in the collectives so far (the engine takes them out of compute time).
+  double seconds() const { return seconds_; }
+
+ private:
+  double seconds_ = 0;
+};
+
+}  // namespace merak::runtime

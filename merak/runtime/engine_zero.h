@@ -1,0 +1,53 @@
+// ZeRO-1: AdamW whose state is sharded over the data-parallel group. The parameters, flattened
+// in order into one vector of N elements, are cut into dp contiguous segments; each member
+// keeps moments for its segment only (pieces of parameters, as views), receives the sum of
+// everyone's gradients for it (reduce-scatter instead of all-reduce), updates it, and the
+// updated segments are all-gathered back into every member's parameters. AdamW is elementwise,
+// so the result equals the unsharded update.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "merak/comm/communicator.h"
+#include "merak/optim/adamw.h"
+
+namespace merak::runtime {
+
+class ShardedAdamW {
+ public:
+  // `params` must be contiguous f32 tensors, the same shapes in the same order on every member.
+  ShardedAdamW(comm::Communicator& dp, const std::vector<optim::Param>& params,
+               optim::AdamWOptions options);
+  ~ShardedAdamW();
+
+  // Sums `grads` (one per parameter, contiguous) over the group and keeps this member's segment
+  // as the gradients of its pieces.
+  void reduce_scatter(const std::vector<Tensor>& grads);
+  // Sum of squares of this member's segment, over the parameters count(i) selects.
+  double sum_of_squares(const std::function<bool(size_t)>& count) const;
+  void scale_grads(float factor);  // clipping
+  // AdamW on the segment, then every member's segment gathered into the parameters.
+  void step(double lr);
+
+  int64_t segment_begin() const { return begin_; }
+  int64_t segment_size() const { return counts_[size_t(dp_.rank())]; }
+
+ private:
+  struct Piece {
+    size_t param;             // index into params_
+    int64_t offset, length;   // elements of the flattened parameter
+  };
+  comm::Communicator& dp_;
+  std::vector<optim::Param> params_;
+  std::vector<int64_t> counts_;  // segment sizes per member
+  int64_t begin_ = 0;            // this member's segment starts here in the flat vector
+  std::vector<Piece> pieces_;
+  std::vector<Tensor> piece_values_;
+  Tensor segment_grad_;
+  std::unique_ptr<optim::AdamW> adamw_;
+};
+
+}  // namespace merak::runtime

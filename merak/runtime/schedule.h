@@ -1,0 +1,94 @@
+// Pipeline schedules as data: a schedule is a pure function from (stage, stages, micro-batches,
+// options) to the ordered list of instructions that pipeline rank runs in one training step.
+// The engine executes these lists; the simulator (simulator.h) times and checks them.
+//
+// Communication semantics every schedule here is written for: sends are non-blocking (the engine
+// posts them and waits for them before the step ends), receives block until the message is in.
+// So a stage waits only at a Recv*, and a schedule deadlocks only when receives wait in a cycle.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace merak::runtime {
+
+enum class Op {
+  Forward,         // run the stage's forward on micro-batch `micro_batch`
+  Backward,        // run its backward (needs the forward's activations, kept or recomputed)
+  Recompute,       // rebuild the checkpointed activations of a micro-batch ahead of its backward
+  SendActivation,  // forward output -> next model stage
+  RecvActivation,  // forward input <- previous model stage (blocks)
+  SendGrad,        // gradient of the stage input -> previous model stage
+  RecvGrad,        // gradient of the stage output <- next model stage (blocks)
+  ReduceGrads,     // data-parallel gradient reduction, once per step
+  OptimizerStep,   // once per step, after ReduceGrads
+};
+
+struct Instruction {
+  Op op;
+  int micro_batch = -1;  // -1 for ReduceGrads and OptimizerStep
+  int chunk = 0;         // virtual stage on this rank (interleaved schedules); 0 otherwise
+
+  bool operator==(const Instruction& o) const {
+    return op == o.op && micro_batch == o.micro_batch && chunk == o.chunk;
+  }
+};
+
+using Program = std::vector<Instruction>;
+
+// Short names for logs and traces: F3, B3, R3, SA3, RA3, SG3, RG3, AR, OPT; ".c" appended for
+// chunk c > 0 ("F3.1").
+std::string to_string(const Instruction& inst);
+std::string to_string(Op op);
+std::string to_string(const Program& program);  // space separated
+
+enum class ScheduleKind {
+  GPipe,                // all forwards, then all backwards
+  OneFOneB,             // PipeDream-flush: warm-up forwards, then one forward / one backward
+  ShiftedCriticalPath,  // Merak: 1F1B with recomputation moved off the critical path
+  Interleaved1F1B,      // Megatron's virtual stages: each rank holds options.virtual_stages chunks
+};
+
+// "gpipe", "1f1b", "shifted" (or "shifted_critical_path"), "interleaved"; anything else is an
+// error naming the value and the accepted names.
+ScheduleKind parse_schedule_kind(const std::string& name);
+std::string to_string(ScheduleKind kind);
+
+struct ScheduleOptions {
+  // Recomputation ratio per model stage (stages * virtual_stages entries, model stage
+  // g = chunk * stages + rank), in [0, 1]: the share of the stage's forward that is checkpointed
+  // and run again before its backward. Empty = no recomputation. Any ratio > 0 makes the
+  // schedule emit Recompute(mb) for that stage; the ratio itself only scales its cost.
+  std::vector<double> recompute;
+  int virtual_stages = 1;       // Interleaved1F1B only
+  bool reduce_and_step = true;  // end with ReduceGrads and OptimizerStep
+};
+
+Program gpipe(int stage, int stages, int micro_batches, const ScheduleOptions& options = {});
+Program one_f_one_b(int stage, int stages, int micro_batches, const ScheduleOptions& options = {});
+// Merak's shifted critical path schedule: 1F1B's order with two changes.
+//  - The last stage never recomputes: its forward is followed at once by its backward, so it
+//    holds one micro-batch and recomputing saves nothing, while its work is on the critical path.
+//  - Every other stage runs Recompute(mb) before the blocking RecvGrad(mb) instead of after it
+//    (recomputation needs no gradient). In the warm-up-to-steady hand-over and the cool-down,
+//    where a stage waits for gradients, the recomputation fills the wait instead of delaying the
+//    backward. So when the last stage is the slowest (it usually holds the LM head and loss),
+//    the critical path runs along it and back through the other stages' backwards with no
+//    recomputation on it; with a single micro-batch it never has any.
+Program shifted_critical_path(int stage, int stages, int micro_batches,
+                              const ScheduleOptions& options = {});
+// Megatron-style interleaved 1F1B; needs micro_batches to be a multiple of stages.
+Program interleaved_1f1b(int stage, int stages, int micro_batches,
+                         const ScheduleOptions& options = {});
+
+Program make_schedule(ScheduleKind kind, int stage, int stages, int micro_batches,
+                      const ScheduleOptions& options = {});
+// Every rank's program.
+std::vector<Program> make_schedules(ScheduleKind kind, int stages, int micro_batches,
+                                    const ScheduleOptions& options = {});
+
+// Most micro-batches whose forward has run and whose backward has not, at any point of the
+// program, per chunk summed over chunks: the count of activation sets the rank holds at once.
+int peak_in_flight(const Program& program);
+
+}  // namespace merak::runtime

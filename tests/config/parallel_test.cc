@@ -1,0 +1,118 @@
+// The `parallel` section: its defaults are the single-process trainer, every rule names its key,
+// the micro-batch arithmetic keeps the global batch the same for every layout, and it
+// round-trips through to_yaml.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "merak/config/config.h"
+
+using merak::config::Config;
+using merak::config::ConfigError;
+using merak::config::parse;
+
+namespace {
+
+std::string error_of(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse(yaml, "p.yaml", overrides);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  FAIL_CHECK("no ConfigError for:\n" << yaml);
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("parallel defaults to one rank", "[config][parallel]") {
+  const Config c = parse("train:\n  batch: 8\n  micro_batch: 2\n", "p.yaml");
+  CHECK(c.parallel.dp == 1);
+  CHECK(c.parallel.pp == 1);
+  CHECK(c.parallel.tp == 1);
+  CHECK(c.parallel.schedule == "1f1b");
+  CHECK(c.parallel.recompute == "none");
+  CHECK_FALSE(c.parallel.zero1);
+  CHECK(micro_batch_size(c) == 2);
+  CHECK(micro_batches_per_replica(c) == 4);
+}
+
+TEST_CASE("micro-batches split each replica's share of the global batch", "[config][parallel]") {
+  // dp 2 over a batch of 16: 8 sequences a replica; train.micro_batch 2 gives 4 micro-batches.
+  Config c =
+      parse("train:\n  batch: 16\n  micro_batch: 2\nparallel:\n  dp: 2\n  pp: 2\n", "p.yaml");
+  CHECK(micro_batch_size(c) == 2);
+  CHECK(micro_batches_per_replica(c) == 4);
+  // parallel.micro_batches alone sets the size.
+  c = parse("train:\n  batch: 16\nparallel:\n  dp: 4\n  micro_batches: 2\n", "p.yaml");
+  CHECK(micro_batch_size(c) == 2);
+  CHECK(micro_batches_per_replica(c) == 2);
+  // Neither: one micro-batch per replica.
+  c = parse("train:\n  batch: 12\nparallel:\n  dp: 3\n", "p.yaml");
+  CHECK(micro_batch_size(c) == 4);
+  CHECK(micro_batches_per_replica(c) == 1);
+  // Both, consistent.
+  c = parse("train:\n  batch: 16\n  micro_batch: 4\nparallel:\n  dp: 2\n  micro_batches: 2\n",
+            "p.yaml");
+  CHECK(micro_batch_size(c) == 4);
+}
+
+TEST_CASE("parallel values out of range name the key", "[config][parallel]") {
+  CHECK(error_of("parallel:\n  dp: 0\n") == "p.yaml: key 'parallel.dp': must be >= 1, got 0");
+  CHECK(error_of("parallel:\n  pp: -2\n") == "p.yaml: key 'parallel.pp': must be >= 1, got -2");
+  CHECK(error_of("parallel:\n  tp: 0\n") == "p.yaml: key 'parallel.tp': must be >= 1, got 0");
+  CHECK(error_of("parallel:\n  schedule: 1f1c\n") ==
+        "p.yaml: key 'parallel.schedule': must be one of gpipe, 1f1b, shifted, got '1f1c' "
+        "(did you mean '1f1b'?)");
+  CHECK(error_of("parallel:\n  recompute: fulll\n") ==
+        "p.yaml: key 'parallel.recompute': must be one of none, full, ratio, got 'fulll' "
+        "(did you mean 'full'?)");
+  CHECK(error_of("parallel:\n  recompute_ratio: 1.5\n") ==
+        "p.yaml: key 'parallel.recompute_ratio': must be in [0, 1], got 1.5");
+  CHECK(error_of("parallel:\n  micro_batches: -1\n") ==
+        "p.yaml: key 'parallel.micro_batches': must be >= 0, got -1");
+  CHECK(error_of("parallel:\n  hardware: ''\n") ==
+        "p.yaml: key 'parallel.hardware': must name a hardware profile");
+  CHECK(error_of("model:\n  heads: 4\nparallel:\n  tp: 3\n") ==
+        "p.yaml: key 'parallel.tp': model.heads 4 is not divisible by parallel.tp 3");
+  CHECK(error_of("parallel:\n  zero1: maybe\n").find("parallel.zero1") != std::string::npos);
+}
+
+TEST_CASE("the global batch must split evenly over replicas and micro-batches",
+          "[config][parallel]") {
+  CHECK(error_of("train:\n  batch: 10\nparallel:\n  dp: 4\n") ==
+        "p.yaml: key 'parallel.dp': train.batch 10 is not divisible by parallel.dp 4");
+  CHECK(error_of("train:\n  batch: 16\nparallel:\n  dp: 2\n  micro_batches: 3\n") ==
+        "p.yaml: key 'parallel.micro_batches': 3 micro-batches do not divide the 8 sequences "
+        "each data-parallel replica takes");
+  CHECK(error_of("train:\n  batch: 16\n  micro_batch: 2\nparallel:\n  dp: 2\n"
+                 "  micro_batches: 2\n") ==
+        "p.yaml: key 'parallel.micro_batches': 2 micro-batches of the 8 sequences a replica "
+        "takes hold 4 each, but train.micro_batch is 2");
+  CHECK(error_of("train:\n  batch: 16\n  micro_batch: 8\nparallel:\n  dp: 4\n") ==
+        "p.yaml: key 'train.micro_batch': train.micro_batch 8 does not divide the 4 sequences "
+        "each of the 4 data-parallel replicas takes");
+  // --set is named where the value came from.
+  CHECK(error_of("train:\n  batch: 16\n", {"parallel.dp=3"}) ==
+        "p.yaml: --set parallel.dp: train.batch 16 is not divisible by parallel.dp 3");
+}
+
+TEST_CASE("the parallel section round-trips through to_yaml", "[config][parallel]") {
+  Config c;
+  c.path = "p.yaml";
+  c.train.batch = 32;
+  c.parallel = {2, 4, 2, "shifted", 4, "ratio", 0.25, true, "h200"};
+  const std::string text = to_yaml(c);
+  INFO(text);
+  const Config back = parse(text, "p.yaml");
+  CHECK(back.parallel.dp == 2);
+  CHECK(back.parallel.pp == 4);
+  CHECK(back.parallel.tp == 2);
+  CHECK(back.parallel.schedule == "shifted");
+  CHECK(back.parallel.micro_batches == 4);
+  CHECK(back.parallel.recompute == "ratio");
+  CHECK(back.parallel.recompute_ratio == 0.25);
+  CHECK(back.parallel.zero1);
+  CHECK(back.parallel.hardware == "h200");
+  CHECK(to_yaml(back) == text);
+}

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# merak_partition's command line: the GPT-20B explain table and JSON report for 64 ranks
+# (pp 8 x tp 8 on A100s, the partitioning time printed), byte-identical plans, the options, the
+# calibration, and one-line exit-2 errors for bad input.
+set -euo pipefail
+tool="$1"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# Exit code 2 and exactly one line on stderr mentioning $2.
+bad() {
+  local want="$1"; shift
+  set +e
+  "$tool" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  set -e
+  [[ $rc == 2 ]] || fail "$* exited $rc, wanted 2: $(cat "$tmp/err")"
+  [[ $(wc -l <"$tmp/err") == 1 ]] || fail "$* printed more than one line: $(cat "$tmp/err")"
+  grep -q -- "$want" "$tmp/err" || fail "$* said '$(cat "$tmp/err")', wanted '$want'"
+  echo "exit 2 as expected: $(cat "$tmp/err")"
+}
+
+g20=(--config configs/gpt20b.yaml --pp 8 --tp 8 --dp 1 --hardware a100-80g)
+"$tool" "${g20[@]}" --explain | tee "$tmp/explain"
+grep -q "^stage  modules" "$tmp/explain" || fail "no stage table"
+[[ $(grep -cE '^ +[0-7]  ' "$tmp/explain") == 8 ]] || fail "expected 8 stage rows"
+grep -q "uniform layers (Megatron)" "$tmp/explain" || fail "no Megatron baseline"
+grep -q "parameter-balanced (DeepSpeed)" "$tmp/explain" || fail "no DeepSpeed baseline"
+grep -q "tied (shared by stages, gradients summed): wte.weight" "$tmp/explain" || fail "no tie"
+
+"$tool" "${g20[@]}" --json >"$tmp/report.json"
+/usr/bin/python3 - "$tmp/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["dp"] * r["pp"] * r["tp"] == 64, r
+assert len(r["stages"]) == 8
+i = r["imbalance"]
+assert i["ours"] <= i["uniform_layers"] and i["ours"] <= i["parameter_balanced"], i
+assert all(s["memory_bytes"] <= r["memory_limit_bytes"] for s in r["stages"])
+print("imbalance: ours %.3f, uniform layers %.3f, parameter-balanced %.3f"
+      % (i["ours"], i["uniform_layers"], i["parameter_balanced"]))
+print("partitioning 64 ranks (trace + tp pass + split + plan) took %.3f s" % r["partition_seconds"])
+PY
+
+# Plans: the same inputs give the same bytes; a different layout does not.
+"$tool" "${g20[@]}" -o "$tmp/a.pb" | grep -q "wrote .* (64 rank programs)" || fail "no plan written"
+"$tool" "${g20[@]}" -o "$tmp/b.pb" >/dev/null
+cmp "$tmp/a.pb" "$tmp/b.pb" || fail "plans differ between identical runs"
+"$tool" --config configs/gpt20b.yaml --pp 4 --tp 8 --dp 2 --hardware a100-80g -o "$tmp/c.pb" \
+  >/dev/null
+! cmp -s "$tmp/a.pb" "$tmp/c.pb" || fail "different layouts gave the same plan"
+
+# Options.
+"$tool" --config configs/gpt-tiny.yaml --pp 2 --dp 2 --hardware cpu-local --schedule gpipe \
+  --zero1 --micro-batches 4 >"$tmp/tiny"
+grep -q "gpipe, 4 micro-batches, ZeRO-1" "$tmp/tiny" || fail "options not shown: $(head -3 "$tmp/tiny")"
+"$tool" calibrate -o "$tmp/cpu.yaml" >/dev/null
+"$tool" --config configs/gpt-tiny.yaml --pp 2 --hardware "$tmp/cpu.yaml" | grep -q "ours (exact" \
+  || fail "the calibrated profile does not load"
+
+# Bad input.
+bad "no split into 1 pipeline stages fits in 80.0 GiB" --config configs/gpt20b.yaml --pp 1 --tp 1 --hardware a100-80g
+bad "needs" --config configs/gpt20b.yaml --pp 1 --tp 1 --hardware a100-80g
+bad "into 64 attention heads, not divisible by 3" --config configs/gpt20b.yaml --pp 8 --tp 3 \
+  --hardware a100-80g
+bad "--pp must be a positive integer" --config configs/gpt-tiny.yaml --pp 0 --hardware a100-80g
+bad "hardware profile 'tpu-v9' not found" --config configs/gpt-tiny.yaml --hardware tpu-v9
+bad "--hardware NAME is required" --config configs/gpt-tiny.yaml --pp 2
+bad "cannot open config file" --config no/such.yaml --hardware a100-80g
+bad "give one of --config FILE.yaml or --onnx FILE.onnx" --hardware a100-80g
+bad "unknown option '--pipeline'" --config configs/gpt-tiny.yaml --pipeline 2 --hardware a100-80g
+bad "schedule 'zb' is not one of 1f1b, gpipe" --config configs/gpt-tiny.yaml --schedule zb \
+  --hardware a100-80g
+bad "is not divisible into 3 micro-batches" --config configs/gpt-tiny.yaml --micro-batches 3 \
+  --hardware a100-80g
+bad "too few for" --config configs/gpt-tiny.yaml --pp 1000 --hardware a100-80g
+bad "no/such.onnx" --onnx no/such.onnx --hardware a100-80g
+echo "all checks passed"

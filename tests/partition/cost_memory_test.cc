@@ -1,0 +1,141 @@
+// The cost model's formulas on real nodes of a traced GPT (compute-bound linears, memory-bound
+// elementwise ops, 16-bit bytes), the collective and transfer formulas, the memory model's
+// terms, and which values the analysis counts as activations.
+#include "merak/partition/cost.h"
+
+#include "merak/partition/analysis.h"
+#include "merak/partition/memory.h"
+#include "tests/partition/helpers.h"
+
+using namespace merak;
+using namespace merak::partition;
+
+namespace {
+
+int find_node(const GraphFacts& f, const std::string& name) {
+  for (size_t k = 0; k < f.nodes.size(); ++k)
+    if (f.nodes[k].node->name() == name) return int(k);
+  FAIL("no node " << name);
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("node time is the larger of FLOPs over achievable peak and bytes over bandwidth",
+          "[partition]") {
+  // GPT-2 small's MLP at batch 4 x 1024: the linears are compute-bound, the residual add is
+  // memory-bound.
+  models::ModelOptions o = test::tiny_gpt(1, 512);
+  o.hidden = 768;
+  o.heads = 12;
+  o.max_seq = 1024;
+  const graph::Model m = test::trace(o, 4, 1024);
+  const GraphFacts f = analyze(m.graph());
+  const Hardware hw = test::profile("a100-80g");
+  const CostModel bf16(hw, Precision::BF16, {});
+  const CostModel f32(hw, Precision::F32, {});
+
+  const double tokens = 4 * 1024;
+  const NodeTime fc = bf16.node_time(f, find_node(f, "blocks.0.mlp.fc/linear_0"));
+  const double fc_flops = 2 * tokens * 768 * 3072 + tokens * 3072;  // product and bias
+  CHECK(fc.fwd == Approx(fc_flops / (312e12 * 0.7)));
+  CHECK(fc.bwd == Approx((4 * tokens * 768 * 3072 + tokens * 3072) / (312e12 * 0.7)));
+  CHECK(f32.node_time(f, find_node(f, "blocks.0.mlp.fc/linear_0")).fwd ==
+        Approx(fc_flops / (19.5e12 * 0.7)));
+
+  // a + b = y: three [4, 1024, 768] tensors moved, 2 bytes each under bf16, 4 under f32.
+  const double add_bytes = 3 * tokens * 768;
+  const NodeTime add = bf16.node_time(f, find_node(f, "blocks.0/add_1"));
+  CHECK(add.fwd == Approx(add_bytes * 2 / (2039e9 * 0.8)));
+  CHECK(add.bwd == Approx(2 * add_bytes * 2 / (2039e9 * 0.8)));
+  CHECK(f32.node_time(f, find_node(f, "blocks.0/add_1")).fwd == Approx(2 * add.fwd));
+  CHECK(bf16.value_bytes(f.values[size_t(f.find("blocks.0/add_1:0"))].meta) == 2 * add_bytes / 3);
+}
+
+TEST_CASE("collectives and transfers follow the ring and point-to-point formulas",
+          "[partition]") {
+  const Hardware hw = test::profile("a100-80g");
+  Placement tp8;
+  tp8.tp = 8;
+  tp8.pp = 2;
+  const CostModel c(hw, Precision::BF16, tp8);
+  // tp = 8 fills a node: its group is on NVLink, the pipeline hop crosses the network.
+  CHECK(c.tp_link().bandwidth == hw.intra_node.bandwidth);
+  CHECK(c.pp_link(0).bandwidth == hw.inter_node.bandwidth);
+  const double bytes = 64e6;
+  CHECK(c.all_reduce_seconds(bytes, 8, c.tp_link()) ==
+        Approx(2 * 7.0 / 8 * bytes / 300e9 + 14 * 3e-6));
+  CHECK(c.all_gather_seconds(bytes, 8, c.tp_link()) == Approx(7.0 / 8 * bytes / 300e9 + 7 * 3e-6));
+  CHECK(c.all_reduce_seconds(bytes, 1, c.tp_link()) == 0);
+  CHECK(c.p2p_seconds(bytes, 2, c.pp_link(0)) == Approx(bytes / 25e9 + 2 * 8e-6));
+
+  Placement pp_in_node;
+  pp_in_node.tp = 2;
+  pp_in_node.pp = 4;  // 8 ranks: the whole pipeline on one node
+  CHECK(CostModel(hw, Precision::BF16, pp_in_node).pp_link(2).bandwidth == hw.intra_node.bandwidth);
+}
+
+TEST_CASE("the memory model: bytes per parameter, in-flight micro-batches, recomputation",
+          "[partition]") {
+  MemoryOptions o;
+  o.precision = Precision::BF16;
+  o.micro_batches = 16;
+  PerParameter p = bytes_per_parameter(o);
+  CHECK(p.weight + p.grad + p.optimizer == 18);  // 2 + 4 + 12, as Megatron's mixed precision
+  o.zero1 = true;
+  o.dp = 4;
+  CHECK(bytes_per_parameter(o).optimizer == 3);
+  o.precision = Precision::F32;
+  o.zero1 = false;
+  p = bytes_per_parameter(o);
+  CHECK(p.weight + p.grad + p.optimizer == 16);
+
+  // 1F1B: stage s of 4 holds 4 - s micro-batches; GPipe all of them; never more than exist.
+  CHECK(in_flight(o, 0, 4) == 4);
+  CHECK(in_flight(o, 3, 4) == 1);
+  o.micro_batches = 2;
+  CHECK(in_flight(o, 0, 4) == 2);
+  o.micro_batches = 16;
+  o.schedule = Schedule::GPipe;
+  CHECK(in_flight(o, 3, 4) == 16);
+  o.schedule = Schedule::OneFOneB;
+
+  // 1000 parameters, 100 MB of activations a micro-batch, 1 MB boundary input, 5 MB working.
+  StageMemory plain = stage_memory(o, 1, 4, 1000, 100e6, 1e6, 5e6);
+  CHECK(plain.activations == 3 * 100e6);
+  CHECK(plain.total() == Approx(16000 + 300e6 + 5e6));
+  o.recompute = true;
+  StageMemory rc = stage_memory(o, 1, 4, 1000, 100e6, 1e6, 5e6);
+  CHECK(rc.activations == 3 * 1e6 + 100e6);
+  CHECK(recomputes(o, 1, 4));
+  CHECK_FALSE(recomputes(o, 3, 4));  // the last stage holds one micro-batch: nothing to save
+  CHECK(stage_memory(o, 3, 4, 1000, 100e6, 1e6, 5e6).activations == 100e6);
+  // One micro-batch a step: gradients fill as activations are freed, so the larger one counts.
+  o.micro_batches = 1;
+  o.recompute = false;
+  StageMemory once = stage_memory(o, 0, 1, 1000, 100e6, 0, 5e6);
+  CHECK(once.total() == Approx(4000 + 8000 + 105e6));
+}
+
+TEST_CASE("activations: views share their storage, saved values count once", "[partition]") {
+  const graph::Model m = test::trace(test::tiny_gpt(1), 2, 8);
+  const GraphFacts f = analyze(m.graph());
+  // q, k and v are views of the fused QKV output; the attention output merged back over heads
+  // after a permute is a copy.
+  const int qkv = f.find("blocks.0.attn.qkv/linear_0:0");
+  const int sdpa = find_node(f, "blocks.0.attn/sdpa_0");
+  for (int id : f.nodes[size_t(sdpa)].inputs)
+    if (id >= 0) CHECK(f.values[size_t(id)].root == qkv);
+  CHECK(f.values[size_t(f.find("blocks.0.attn/permute_0:0"))].contiguous == false);
+  const int merged = f.find("blocks.0.attn/reshape_4:0");
+  CHECK(f.values[size_t(merged)].root == merged);
+  // sdpa keeps q, k, v (one storage), its output and lse; nothing is saved twice.
+  const std::vector<int>& saved = f.nodes[size_t(sdpa)].saved;
+  CHECK(saved.size() == 3);
+  CHECK(std::count(saved.begin(), saved.end(), qkv) == 1);
+  // Parameters are not activations but the embedding keeps its ids.
+  const int emb = find_node(f, "wte/embedding_0");
+  CHECK(f.nodes[size_t(emb)].saved == std::vector<int>{f.find("tokens")});
+  CHECK(f.values[size_t(f.find("wte.weight"))].requires_grad);
+  CHECK_FALSE(f.values[size_t(f.find("arange_0:0"))].requires_grad);
+}

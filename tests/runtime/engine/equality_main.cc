@@ -1,0 +1,199 @@
+// The central correctness check of the 3D engine: a model trained for some steps under a
+// (dp, pp, tp) layout gives, step by step, the loss of the single-process trainer within 1e-5
+// relative, for every schedule with recomputation on and off.
+//
+//   engine_equality --family gpt --reference FILE        one process: the trainer's losses
+//   mpirun -np N engine_equality --family gpt --layout DP,PP,TP --expect FILE
+//
+// The second form runs every schedule x recompute combination in one launch (so CI pays for one
+// MPI start-up per layout) and prints a table row per combination on rank 0; it exits 1 when any
+// differs by more than the tolerance.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "merak/comm/grid.h"
+#include "merak/comm/mpi_env.h"
+#include "merak/config/config.h"
+#include "merak/optim/adamw.h"
+#include "merak/runtime/engine.h"
+#include "merak/runtime/engine_comm.h"
+#include "tools/train/parallel.h"
+#include "tools/train/trainer.h"
+
+namespace {
+
+using namespace merak;
+
+constexpr double kTolerance = 1e-5;
+
+// Small enough for CI (2 cores, 8 ranks): two layers, so pp 2 puts one on each stage; four
+// micro-batches of two sequences, so dp 2 x pp 2 still pipelines two a replica. The early steps
+// clip (norms above 1), so the global norm across ranks is exercised too.
+std::string config_text(const std::string& family, const std::string& dropout) {
+  std::string model = family == "bert"
+                          ? "  family: bert\n  vocab: 260\n  ln_eps: 1.0e-12\n"
+                          : "  family: gpt\n  vocab: 256\n";
+  return "model:\n" + model +
+         "  layers: 2\n  hidden: 64\n  heads: 4\n  max_seq: 16\n  dropout: " + dropout + "\n"
+         "data:\n  source: generated\n  generated_tokens: 65536\n"
+         "optimizer:\n  lr: 2.0e-3\n  beta1: 0.9\n  beta2: 0.95\n  weight_decay: 0.1\n"
+         "  grad_clip: 1.0\n"
+         "schedule:\n  warmup_steps: 4\n  decay: cosine\n  min_lr: 1.0e-4\n"
+         "train:\n  steps: 20\n  batch: 8\n  micro_batch: 2\n  seq_len: 16\n  threads: 1\n"
+         "  seed: 7\n";
+}
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "engine_equality: %s\nusage: engine_equality --family gpt|bert "
+               "[--dropout P] (--reference FILE | --layout DP,PP,TP --expect FILE)\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+int reference(const config::Config& cfg, const std::string& out) {
+  train::Trainer trainer(cfg);
+  std::ofstream f(out);
+  for (int64_t i = 0; i < cfg.train.steps; ++i) {
+    const train::StepStats s = trainer.step();
+    char line[64];
+    std::snprintf(line, sizeof line, "%a %a\n", s.loss, s.grad_norm);
+    f << line;
+  }
+  return f.flush() ? 0 : 1;
+}
+
+struct Expected {
+  std::vector<double> loss, norm;
+};
+
+Expected read_expected(const std::string& path) {
+  Expected e;
+  std::ifstream f(path);
+  std::string a, b;
+  while (f >> a >> b) {
+    e.loss.push_back(std::strtod(a.c_str(), nullptr));
+    e.norm.push_back(std::strtod(b.c_str(), nullptr));
+  }
+  return e;
+}
+
+double rel(double got, double want) { return std::fabs(got - want) / std::fabs(want); }
+
+int layout_run(const config::Config& base, const std::string& layout, const Expected& want) {
+  int dp = 0, pp = 0, tp = 0;
+  if (std::sscanf(layout.c_str(), "%d,%d,%d", &dp, &pp, &tp) != 3) usage("bad --layout");
+  // Through the config's validation, as merak_train would see the layout.
+  config::Config cfg = config::parse(
+      config::to_yaml(base), base.path,
+      {"parallel.dp=" + std::to_string(dp), "parallel.pp=" + std::to_string(pp),
+       "parallel.tp=" + std::to_string(tp)});
+  comm::Grid grid({dp, pp, tp});
+  const bool root = grid.rank() == 0;
+  MERAK_CHECK(int64_t(want.loss.size()) == cfg.train.steps, "expected ", cfg.train.steps,
+              " reference losses, read ", want.loss.size());
+  const train::BatchSource source(cfg);
+  const runtime::MicroBatchFn batches =
+      train::micro_batch_source(source, config::micro_batch_size(cfg));
+  // Every schedule with recomputation off and on; with replicas, 1F1B under ZeRO-1 too.
+  struct Combo {
+    const char* schedule;
+    const char* recompute;
+    bool zero1;
+  };
+  std::vector<Combo> combos;
+  for (const char* schedule : {"gpipe", "1f1b", "shifted"})
+    for (const char* recompute : {"none", "full"}) combos.push_back({schedule, recompute, false});
+  if (dp > 1) combos.push_back({"1f1b", "full", true});
+  bool ok = true;
+  for (const Combo& combo : combos) {
+    const char* schedule = combo.schedule;
+    const char* recompute = combo.recompute;
+    cfg.parallel.schedule = schedule;
+    cfg.parallel.recompute = recompute;
+    cfg.parallel.zero1 = combo.zero1;
+    const partition::Plan plan = train::shared_plan(grid.world(), cfg);
+    runtime::Engine engine(grid, plan, train::engine_options(cfg));
+    double worst = 0, worst_norm = 0;
+    for (int64_t i = 0; i < cfg.train.steps; ++i) {
+      const double lr =
+          optim::scheduled_lr(i, cfg.train.steps, cfg.optimizer.lr,
+                              cfg.schedule.warmup_steps, cfg.schedule.decay, cfg.schedule.min_lr);
+      const runtime::EngineStepResult r = engine.step(i, lr, batches);
+      worst = std::max(worst, rel(r.loss, want.loss[size_t(i)]));
+      worst_norm = std::max(worst_norm, rel(r.grad_norm, want.norm[size_t(i)]));
+      if (!(rel(r.loss, want.loss[size_t(i)]) <= kTolerance) && root)
+        std::printf("  step %lld: loss %.9g, single process %.9g\n", (long long)i + 1, r.loss,
+                    want.loss[size_t(i)]);
+    }
+    // The schedule decides who recomputes: every stage under "full", but never the last
+    // stage of the shifted schedule; nobody under "none".
+    int recomputing = 0;
+    for (double r : runtime::all_gather_doubles(grid.world(), {engine.recomputes() ? 1.0 : 0.0}))
+      recomputing += int(r);
+    const bool last_skips = std::string(schedule) == "shifted";
+    const int want_recomputing = std::string(recompute) == "none" ? 0
+                                 : last_skips ? dp * (pp - 1) * tp
+                                              : dp * pp * tp;
+    // Only the first stage reads tokens and only the last reads targets.
+    bool reads_right = true;
+    for (const std::string& in : engine.program().data_inputs()) {
+      const bool target = in == "targets" || in == "mlm_targets" || in == "nsp_labels";
+      if ((target && grid.coord().pp != pp - 1) || (in == "tokens" && grid.coord().pp != 0))
+        reads_right = false;
+    }
+    int wrong_readers = 0;
+    for (double r : runtime::all_gather_doubles(grid.world(), {reads_right ? 0.0 : 1.0}))
+      wrong_readers += int(r);
+    if (wrong_readers > 0 && root)
+      std::printf("  %d ranks read data inputs their stage should not\n", wrong_readers);
+    const bool pass =
+        worst <= kTolerance && recomputing == want_recomputing && wrong_readers == 0;
+    ok = ok && pass;
+    if (root)
+      std::printf("%s%s (%d,%d,%d) | %-7s%s | recompute %-4s (%d of %d ranks) | %lld steps | "
+                  "max rel loss diff %.2e | max rel norm diff %.2e | %s\n",
+                  cfg.model.family.c_str(), cfg.model.dropout > 0 ? " with dropout" : "", dp, pp,
+                  tp, schedule, combo.zero1 ? " zero1" : "",
+                  recompute, recomputing, dp * pp * tp, (long long)cfg.train.steps, worst,
+                  worst_norm, pass ? "ok" : "FAIL");
+    std::fflush(stdout);
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string family = "gpt", ref, layout, expect, dropout = "0.0";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i + 1 >= argc) usage(arg + " needs a value");
+    const std::string value = argv[++i];
+    if (arg == "--family") family = value;
+    else if (arg == "--reference") ref = value;
+    else if (arg == "--layout") layout = value;
+    else if (arg == "--expect") expect = value;
+    else if (arg == "--dropout") dropout = value;
+    else usage("unknown argument '" + arg + "'");
+  }
+  const config::Config cfg = config::parse(config_text(family, dropout), family + "-equality.yaml");
+  try {
+    if (!ref.empty()) return reference(cfg, ref);
+    if (layout.empty() || expect.empty()) usage("give --reference, or --layout and --expect");
+    const Expected want = read_expected(expect);
+    comm::MpiSession mpi(&argc, &argv);
+    try {
+      return layout_run(cfg, layout, want);
+    } catch (const std::exception& e) {
+      comm::abort_job(std::string("engine_equality: ") + e.what());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "engine_equality: %s\n", e.what());
+    return 1;
+  }
+}

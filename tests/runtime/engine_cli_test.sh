@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# merak_train's parallel path: a layout that does not match the job's size, or a bad hardware
+# profile, ends every rank with one line naming the key; a short 3D run (dp 2, pp 2, tp 2 on 8
+# ranks) prints its steps with the time breakdown and writes metrics and a Chrome trace.
+set -u
+train="$1"
+configs="$2"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+fail() { echo "FAIL: $*"; exit 1; }
+export OMPI_MCA_btl=self,vader
+export OMPI_MCA_mpi_yield_when_idle=1
+mpi() { timeout 120 mpirun --allow-run-as-root --oversubscribe -np "$@"; }
+cfg="$configs/gpt-tiny-3d.yaml"
+
+out=$("$train" --config "$cfg" 2>&1); rc=$?
+[ "$rc" -eq 2 ] || fail "one process for 8 ranks: exit $rc, want 2 ($out)"
+[ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "one process: more than one line: $out"
+grep -q "key 'parallel': dp 2 x pp 2 x tp 2 needs 8 ranks, but the job has 1" <<< "$out" ||
+  fail "one process: message: $out"
+
+out=$(mpi 3 "$train" --config "$cfg" 2>&1); rc=$?
+[ "$rc" -ne 0 ] || fail "3 ranks for 8: exit 0"
+[ "$(grep -c '^merak_train:' <<< "$out")" -eq 1 ] || fail "3 ranks: want one line: $out"
+grep -q "needs 8 ranks, but the job has 3 (start it with mpirun -np 8)" <<< "$out" ||
+  fail "3 ranks: message: $out"
+
+out=$(mpi 2 "$train" --config "$cfg" --set parallel.dp=1 --set parallel.tp=1 \
+      --set parallel.hardware=nope 2>&1); rc=$?
+[ "$rc" -ne 0 ] || fail "bad hardware: exit 0"
+[ "$(grep -c '^merak_train:' <<< "$out")" -eq 1 ] || fail "bad hardware: want one line: $out"
+grep -q "key 'parallel.hardware': hardware profile 'nope' not found" <<< "$out" ||
+  fail "bad hardware: message: $out"
+
+out=$(mpi 8 "$train" --config "$cfg" --set train.steps=4 --set train.log_interval=2 \
+      --set model.layers=2 --set train.seq_len=32 --metrics "$tmp/m.jsonl" \
+      --trace "$tmp/t.json" 2>&1); rc=$?
+[ "$rc" -eq 0 ] || fail "3D run: exit $rc: $out"
+grep -q "dp 2, pp 2, tp 2 on 8 ranks" <<< "$out" || fail "3D run: no layout line: $out"
+[ "$(grep -c '^step ' <<< "$out")" -eq 3 ] || fail "3D run: want step lines 1, 2, 4: $out"
+grep '^step ' <<< "$out" | grep -q "compute .*p2p wait .*collectives .*bubble" ||
+  fail "3D run: no time breakdown: $out"
+grep -q '^done: 4 steps' <<< "$out" || fail "3D run: no summary: $out"
+[ "$(wc -l < "$tmp/m.jsonl")" -eq 4 ] || fail "3D run: want 4 metrics lines"
+[ "$(grep -c '"thread_name"' "$tmp/t.json")" -eq 8 ] || fail "trace: want 8 rank tracks"
+# Every rank's forwards and backwards: 4 steps x 4 micro-batches of each, on each of 8 ranks.
+[ "$(grep -c '"name": "F[0-9]*", "cat": "compute"' "$tmp/t.json")" -eq 128 ] ||
+  fail "trace: want 128 forward spans: $(grep -c '"name": "F' "$tmp/t.json")"
+echo "engine_cli_test: all checks passed"

@@ -1,0 +1,263 @@
+// merak_partition: splits a model over a (dp, pp, tp) layout and shows what each stage holds.
+//
+//   merak_partition --config FILE.yaml --pp N --tp N --dp N --hardware NAME
+//                   [--micro-batches M] [--schedule 1f1b|gpipe] [--zero1] [--recompute]
+//                   [--precision f32|tf32|bf16|f16] [--memory-gib G] [--set key=value ...]
+//                   [--explain] [--json] [-o plan.pb]
+//   merak_partition --onnx FILE.onnx [--dim batch=2 --dim seq=64] [--input NAME=2x64] ... (same)
+//   merak_partition calibrate [-o configs/hardware/cpu-local.yaml]
+//
+// Exit codes: 0 done, 2 bad command line, config, profile or graph, or no split fits (one line
+// saying what), 1 any other failure.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "merak/config/config.h"
+#include "merak/graph/onnx_import.h"
+#include "merak/graph/tracer.h"
+#include "merak/partition/partitioner.h"
+#include "merak/partition/plan_builder.h"
+#include "merak/partition/report.h"
+#include "tools/partition/calibrate.h"
+#include "tools/train/trainer.h"
+
+namespace {
+
+using namespace merak;
+
+const char* kUsage =
+    "usage: merak_partition (--config FILE.yaml | --onnx FILE.onnx) --pp N --tp N --dp N\n"
+    "                       --hardware NAME [--micro-batches M] [--schedule 1f1b|gpipe]\n"
+    "                       [--zero1] [--recompute] [--precision f32|tf32|bf16|f16]\n"
+    "                       [--memory-gib G] [--set key=value ...] (config)\n"
+    "                       [--dim SYMBOL=N ...] [--input NAME=2x64 ...] (onnx)\n"
+    "                       [--explain] [--json] [-o plan.pb]\n"
+    "       merak_partition calibrate [-o configs/hardware/cpu-local.yaml]\n"
+    "Without --json or -o, --explain is implied.\n";
+
+[[noreturn]] void fail(int code, const std::string& message) {
+  std::fprintf(stderr, "merak_partition: %s\n", message.c_str());
+  std::exit(code);
+}
+
+[[noreturn]] void usage(const std::string& problem) {
+  fail(2, problem + " (merak_partition --help shows the usage)");
+}
+
+struct Args {
+  std::map<std::string, std::vector<std::string>> options;
+  std::map<std::string, bool> flags;
+
+  std::string one(const std::string& key, const std::string& fallback = "") const {
+    auto it = options.find(key);
+    if (it == options.end()) return fallback;
+    if (it->second.size() > 1) usage(key + " given more than once");
+    return it->second[0];
+  }
+  std::vector<std::string> all(const std::string& key) const {
+    auto it = options.find(key);
+    return it == options.end() ? std::vector<std::string>{} : it->second;
+  }
+  bool flag(const std::string& key) const { return flags.count(key) > 0; }
+};
+
+Args parse(int argc, char** argv, int first, const std::vector<std::string>& with_value,
+           const std::vector<std::string>& flags) {
+  Args a;
+  auto in = [](const std::vector<std::string>& list, const std::string& s) {
+    for (const std::string& k : list)
+      if (k == s) return true;
+    return false;
+  };
+  for (int i = first; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
+    if (in(flags, arg)) {
+      a.flags[arg] = true;
+    } else if (in(with_value, arg)) {
+      if (i + 1 >= argc) usage(arg + " needs a value");
+      a.options[arg].push_back(argv[++i]);
+    } else {
+      usage(arg.size() > 1 && arg[0] == '-' ? "unknown option '" + arg + "'"
+                                            : "unexpected argument '" + arg + "'");
+    }
+  }
+  return a;
+}
+
+int64_t positive(const std::string& text, const std::string& what) {
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v <= 0)
+    usage(what + " must be a positive integer, got '" + text + "'");
+  return v;
+}
+
+double positive_number(const std::string& text, const std::string& what) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v > 0)) usage(what + " must be a positive number, got '" + text + "'");
+  return v;
+}
+
+// The traced training graph of a config's model at one micro-batch, and the micro-batch count.
+graph::Model from_config(const Args& a, int64_t dp, int64_t* micro_batches, bool* recompute) {
+  const std::string path = a.one("--config");
+  config::Config cfg;
+  try {
+    cfg = config::load(path, a.all("--set"));
+  } catch (const config::ConfigError& e) {
+    fail(2, e.what());
+  }
+  const int64_t batch = cfg.train.batch;
+  if (batch % dp != 0)
+    fail(2, path + ": train.batch " + std::to_string(batch) + " is not divisible by --dp " +
+                std::to_string(dp));
+  const int64_t per_replica = batch / dp;
+  int64_t micro = cfg.train.micro_batch > 0 ? cfg.train.micro_batch : per_replica;
+  int64_t m = per_replica / micro;
+  if (!a.one("--micro-batches").empty()) {
+    m = positive(a.one("--micro-batches"), "--micro-batches");
+    if (per_replica % m != 0)
+      fail(2, path + ": train.batch " + std::to_string(batch) + " over --dp " +
+                  std::to_string(dp) + " is not divisible into " + std::to_string(m) +
+                  " micro-batches");
+    micro = per_replica / m;
+  } else if (per_replica % micro != 0) {
+    fail(2, path + ": train.micro_batch " + std::to_string(micro) + " does not divide the " +
+                std::to_string(per_replica) + " sequences each data-parallel replica takes");
+  }
+  *micro_batches = m;
+  *recompute = cfg.model.recompute;
+  auto model = models::make_model(train::model_options(cfg.model));
+  return graph::trace_model(*model, micro, cfg.train.seq_len, cfg.train.seed);
+}
+
+graph::Model from_onnx(const Args& a) {
+  graph::ImportOptions options;
+  for (const std::string& spec : a.all("--input")) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      usage("--input wants NAME=2x64, got '" + spec + "'");
+    Shape shape;
+    std::stringstream dims(spec.substr(eq + 1));
+    std::string d;
+    while (std::getline(dims, d, 'x')) shape.push_back(positive(d, "--input " + spec + " dim"));
+    options.input_shapes[spec.substr(0, eq)] = shape;
+  }
+  for (const std::string& spec : a.all("--dim")) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0) usage("--dim wants SYMBOL=N, got '" + spec + "'");
+    options.dim_params[spec.substr(0, eq)] = positive(spec.substr(eq + 1), "--dim " + spec);
+  }
+  try {
+    return graph::import_onnx(a.one("--onnx"), options);
+  } catch (const graph::ImportError& e) {
+    fail(2, e.what());
+  }
+}
+
+int cmd_partition(const Args& a) {
+  const bool has_config = !a.one("--config").empty(), has_onnx = !a.one("--onnx").empty();
+  if (has_config == has_onnx) usage("give one of --config FILE.yaml or --onnx FILE.onnx");
+  if (has_config && (!a.all("--dim").empty() || !a.all("--input").empty()))
+    usage("--dim and --input go with --onnx");
+  if (has_onnx && !a.all("--set").empty()) usage("--set goes with --config");
+  partition::Request req;
+  req.dp = positive(a.one("--dp", "1"), "--dp");
+  req.pp = positive(a.one("--pp", "1"), "--pp");
+  req.tp = positive(a.one("--tp", "1"), "--tp");
+  const std::string hw_name = a.one("--hardware");
+  if (hw_name.empty()) usage("--hardware NAME is required (a100-80g, h100-80g, h200, cpu-local)");
+  try {
+    req.hardware = partition::load_hardware(partition::find_hardware(hw_name));
+  } catch (const partition::HardwareError& e) {
+    fail(2, e.what());
+  }
+  req.memory.precision = req.hardware.precision;
+  if (!a.one("--precision").empty()) {
+    try {
+      req.memory.precision = partition::parse_precision(a.one("--precision"));
+    } catch (const std::invalid_argument& e) {
+      usage(std::string("--precision: ") + e.what());
+    }
+    if (req.hardware.peak(req.memory.precision) <= 0)
+      fail(2, "hardware '" + hw_name + "' has no " + a.one("--precision") + " peak");
+  }
+  try {
+    req.memory.schedule = partition::parse_schedule(a.one("--schedule", "1f1b"));
+  } catch (const std::invalid_argument& e) {
+    usage(std::string("--schedule: ") + e.what());
+  }
+  req.memory.zero1 = a.flag("--zero1");
+  if (!a.one("--memory-gib").empty())
+    req.memory_limit = positive_number(a.one("--memory-gib"), "--memory-gib") * 1024.0 * 1024 * 1024;
+
+  graph::Model model;
+  bool recompute = false;
+  int64_t micro_batches = 1;
+  if (has_config) {
+    model = from_config(a, req.dp, &micro_batches, &recompute);
+  } else {
+    model = from_onnx(a);
+    if (!a.one("--micro-batches").empty())
+      micro_batches = positive(a.one("--micro-batches"), "--micro-batches");
+  }
+  req.memory.micro_batches = micro_batches;
+  req.memory.recompute = recompute || a.flag("--recompute");
+
+  partition::Result result;
+  try {
+    result = partition::run_partition(model, req);
+  } catch (const partition::NoFit& e) {
+    char need[64];
+    std::snprintf(need, sizeof need, "%.1f GiB", e.needed / (1024.0 * 1024 * 1024));
+    fail(2, std::string(e.what()) + "; the best split needs " + need +
+                " per device (try more stages, tp, --zero1 or --recompute)");
+  } catch (const Error& e) {
+    fail(2, std::string("cannot partition ") + (has_config ? a.one("--config") : a.one("--onnx")) +
+                ": " + e.what());
+  }
+  const partition::ReportHeader header{has_config ? a.one("--config") : a.one("--onnx"), hw_name};
+  const std::string out = a.one("-o");
+  if (!out.empty()) {
+    std::ofstream f(out, std::ios::binary | std::ios::trunc);
+    const std::string bytes = partition::plan_bytes(result.plan);
+    if (!f || !f.write(bytes.data(), std::streamsize(bytes.size())) || !f.flush())
+      fail(2, "cannot write '" + out + "'");
+  }
+  const bool json = a.flag("--json");
+  if (json) std::fputs(partition::to_json(result, req, header).c_str(), stdout);
+  if (a.flag("--explain") || (!json && out.empty()))
+    std::fputs(partition::explain(result, req, header).c_str(), stdout);
+  if (!out.empty() && !json)
+    std::printf("wrote %s (%d rank programs)\n", out.c_str(), result.plan.ranks_size());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (argc >= 2 && std::string(argv[1]) == "calibrate") {
+      const Args a = parse(argc, argv, 2, {"-o"}, {});
+      return merak::tools::calibrate(argc, argv, a.one("-o", "configs/hardware/cpu-local.yaml"));
+    }
+    const Args a = parse(argc, argv, 1,
+                         {"--config", "--onnx", "--pp", "--tp", "--dp", "--hardware",
+                          "--micro-batches", "--schedule", "--precision", "--memory-gib", "--set",
+                          "--dim", "--input", "-o"},
+                         {"--zero1", "--recompute", "--explain", "--json"});
+    return cmd_partition(a);
+  } catch (const std::exception& e) {
+    fail(1, e.what());
+  }
+}

@@ -1,0 +1,38 @@
+// The data a config describes, served as rows of each step's global batch: the single-process
+// trainer and every rank of a parallel job draw from this one source, so the global batch is the
+// same for every layout.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "merak/config/config.h"
+#include "merak/data/dataset.h"
+#include "models/model.h"
+
+namespace merak::train {
+
+class BatchSource {
+ public:
+  // Opens the data; a vocabulary smaller than the data's token ids throws config::ConfigError
+  // naming model.vocab.
+  explicit BatchSource(const config::Config& config);
+  ~BatchSource();
+
+  // Rows [r0, r1) of global batch `step` (0-based).
+  models::Batch batch(int64_t step, int64_t r0, int64_t r1) const;
+  // The same rows as graph inputs by name (tokens, targets, segment_ids, attention_mask,
+  // mlm_targets, nsp_labels): only `names`, each of which must be a field of the family's batch.
+  std::map<std::string, Tensor> inputs(int64_t step, int64_t r0, int64_t r1,
+                                       const std::vector<std::string>& names) const;
+
+ private:
+  std::unique_ptr<data::TokenDataset> data_;
+  std::unique_ptr<data::LmSampler> lm_;
+  std::unique_ptr<data::BertSampler> bert_;
+};
+
+}  // namespace merak::train

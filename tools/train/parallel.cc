@@ -1,0 +1,236 @@
+#include "tools/train/parallel.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "merak/comm/grid.h"
+#include "merak/core/allocator.h"
+#include "merak/core/parallel.h"
+#include "merak/graph/tracer.h"
+#include "merak/optim/adamw.h"
+#include "merak/partition/hardware.h"
+#include "merak/partition/partitioner.h"
+#include "merak/partition/plan_builder.h"
+#include "merak/runtime/engine_comm.h"
+#include "merak/runtime/engine_replay.h"
+#include "merak/runtime/schedule_recompute.h"
+#include "merak/runtime/simulator_trace.h"
+#include "tools/common/fma_peak.h"
+#include "tools/train/progress.h"
+#include "tools/train/trainer.h"
+
+namespace merak::train {
+namespace {
+
+// Prefixes of the broadcast plan: the plan's bytes, or an error to rethrow.
+constexpr char kPlan = 'P', kSetupError = 'S', kOtherError = 'E';
+
+// The run replayed in the simulator with the costs it measured, next to the measured step.
+void print_replay(const std::vector<runtime::TraceSpan>& spans, const comm::GridShape& shape,
+                  const runtime::EngineOptions& options, int micro_batches,
+                  std::vector<double> step_seconds) {
+  if (step_seconds.empty()) return;
+  runtime::ScheduleOptions so;
+  so.recompute = options.recompute;
+  const runtime::SimResult sim = runtime::simulate(
+      runtime::make_schedules(options.schedule, shape.pp, micro_batches, so),
+      runtime::measured_costs(spans, shape));
+  std::sort(step_seconds.begin(), step_seconds.end());
+  const double measured = step_seconds[step_seconds.size() / 2];
+  std::printf("simulator with the measured costs: step %.1f ms, bubble %.0f%% | measured: %.1f ms "
+              "(median of %zu steps) | simulated / measured %.3f\n",
+              1e3 * sim.step_time, 100 * sim.bubble, 1e3 * measured, step_seconds.size(),
+              sim.step_time / measured);
+}
+
+}  // namespace
+
+partition::Plan make_plan(const config::Config& c) {
+  const config::ParallelConfig& p = c.parallel;
+  partition::Request req;
+  req.dp = p.dp;
+  req.pp = p.pp;
+  req.tp = p.tp;
+  try {
+    req.hardware = partition::load_hardware(partition::find_hardware(p.hardware));
+  } catch (const partition::HardwareError& e) {
+    throw SetupError(c.path + ": key 'parallel.hardware': " + e.what());
+  }
+  req.memory.precision = partition::Precision::F32;  // the CPU engine trains in f32
+  req.memory.schedule = p.schedule == "gpipe" ? partition::Schedule::GPipe
+                                              : partition::Schedule::OneFOneB;
+  req.memory.micro_batches = config::micro_batches_per_replica(c);
+  req.memory.recompute = p.recompute != "none";
+  req.memory.zero1 = p.zero1;
+  auto model = models::make_model(model_options(c.model));
+  const graph::Model traced =
+      graph::trace_model(*model, config::micro_batch_size(c), c.train.seq_len, c.train.seed);
+  try {
+    return partition::run_partition(traced, req).plan;
+  } catch (const partition::NoFit& e) {
+    throw SetupError(c.path + ": the model does not fit dp " + std::to_string(p.dp) + ", pp " +
+                     std::to_string(p.pp) + ", tp " + std::to_string(p.tp) + " on '" +
+                     p.hardware + "': " + e.what());
+  } catch (const Error& e) {
+    throw SetupError(c.path + ": cannot split the model over dp " + std::to_string(p.dp) +
+                     ", pp " + std::to_string(p.pp) + ", tp " + std::to_string(p.tp) + ": " +
+                     e.what());
+  }
+}
+
+partition::Plan shared_plan(comm::Communicator& world, const config::Config& c) {
+  std::string bytes;
+  if (world.rank() == 0) {
+    try {
+      bytes = kPlan + partition::plan_bytes(make_plan(c));
+    } catch (const SetupError& e) {
+      bytes = kSetupError + std::string(e.what());
+    } catch (const std::exception& e) {
+      bytes = kOtherError + std::string(e.what());
+    }
+  }
+  bytes = runtime::broadcast_bytes(world, bytes, 0);
+  MERAK_CHECK(!bytes.empty(), "no plan came from rank 0");
+  const std::string body = bytes.substr(1);
+  if (bytes[0] == kSetupError) throw SetupError(body);
+  if (bytes[0] == kOtherError) throw Error(body);
+  partition::Plan plan;
+  MERAK_CHECK(plan.ParseFromString(body), "the plan from rank 0 does not parse");
+  return plan;
+}
+
+runtime::EngineOptions engine_options(const config::Config& c) {
+  runtime::EngineOptions o;
+  o.schedule = runtime::parse_schedule_kind(c.parallel.schedule);
+  const int stages = int(c.parallel.pp);
+  if (c.parallel.recompute == "full") o.recompute.assign(size_t(stages), 1.0);
+  if (c.parallel.recompute == "ratio")
+    o.recompute = runtime::ratio_rule_recompute(stages, c.parallel.recompute_ratio);
+  o.seed = c.train.seed;
+  o.adamw.lr = c.optimizer.lr;
+  o.adamw.beta1 = c.optimizer.beta1;
+  o.adamw.beta2 = c.optimizer.beta2;
+  o.adamw.eps = c.optimizer.eps;
+  o.adamw.weight_decay = c.optimizer.weight_decay;
+  o.grad_clip = c.optimizer.grad_clip;
+  o.zero1 = c.parallel.zero1;
+  return o;
+}
+
+runtime::MicroBatchFn micro_batch_source(const BatchSource& source, int64_t micro) {
+  return [&source, micro](int64_t step, int64_t g, const std::vector<std::string>& names) {
+    return source.inputs(step, g * micro, (g + 1) * micro, names);
+  };
+}
+
+int run_parallel(const config::Config& c, const ParallelRun& run) {
+  const config::ParallelConfig& p = c.parallel;
+  const auto& t = c.train;
+  if (t.threads > 0) set_num_threads(t.threads);
+  comm::Grid grid({int(p.dp), int(p.pp), int(p.tp)});
+  const bool root = grid.rank() == 0;
+  const partition::Plan plan = shared_plan(grid.world(), c);
+
+  runtime::EngineOptions options = engine_options(c);
+  options.trace = !run.trace.empty();
+  runtime::Engine engine(grid, plan, options);
+  std::unique_ptr<BatchSource> source;
+  if (engine.program().data_inputs_size() > 0) source = std::make_unique<BatchSource>(c);
+  const runtime::MicroBatchFn batches =
+      source ? micro_batch_source(*source, config::micro_batch_size(c)) : runtime::MicroBatchFn();
+
+  std::ofstream metrics;
+  if (root && !run.metrics.empty()) {
+    metrics.open(run.metrics);
+    if (!metrics) throw SetupError("cannot write metrics file '" + run.metrics + "'");
+  }
+  const int world = grid.world().size();
+  // Only rank 0 reports; the others skip the measurement (and do not disturb it much).
+  const double peak_core = root ? bench::measured_fma_peak_gflops() : 0;
+  const double peak_rank = peak_core * num_threads();
+  const double flops_per_token =
+      models::make_model(model_options(c.model))->flops_per_token(t.seq_len);
+  if (root) {
+    std::printf("merak_train: %s | %s, %lld layers, hidden %lld, %lld heads | dp %lld, pp %lld, "
+                "tp %lld on %d ranks\n",
+                c.path.c_str(), c.model.family.c_str(), (long long)c.model.layers,
+                (long long)c.model.hidden, (long long)c.model.heads, (long long)p.dp,
+                (long long)p.pp, (long long)p.tp, world);
+    std::printf("  batch %lld x seq %lld in %lld micro-batches of %lld per replica, schedule %s, "
+                "recompute %s, %lld steps, %d threads a rank, peak %.0f GFLOP/s a rank\n",
+                (long long)t.batch, (long long)t.seq_len,
+                (long long)config::micro_batches_per_replica(c),
+                (long long)config::micro_batch_size(c), p.schedule.c_str(), p.recompute.c_str(),
+                (long long)t.steps, num_threads(), peak_rank);
+    std::fflush(stdout);
+  }
+
+  double first_loss = 0, last_loss = 0, tokens = 0, seconds = 0, flops = 0;
+  std::vector<double> step_seconds;  // after the first (one-time warm-up)
+  for (int64_t i = 0; i < t.steps; ++i) {
+    StepStats s;
+    s.lr = optim::scheduled_lr(i, t.steps, c.optimizer.lr, c.schedule.warmup_steps,
+                               c.schedule.decay, c.schedule.min_lr);
+    const runtime::EngineStepResult r = engine.step(i, s.lr, batches);
+    const runtime::StepBreakdown b = runtime::breakdown(r.ranks);
+    s.step = i + 1;
+    s.loss = r.loss;
+    s.grad_norm = r.grad_norm;
+    s.seconds = b.step;
+    s.tokens = double(t.batch) * double(t.seq_len);
+    s.model_flops = flops_per_token * s.tokens;
+    s.peak_mem_bytes = cpu_memory_stats().peak_bytes;
+    if (i == 0) first_loss = s.loss;
+    last_loss = s.loss;
+    if (i > 0) {
+      step_seconds.push_back(b.step);
+      tokens += s.tokens;
+      seconds += s.seconds;
+      flops += s.model_flops;
+    }
+    if (!root) continue;
+    const StepReport rep = report(s, peak_rank * world);
+    if (metrics.is_open()) metrics << json_line(rep) << "\n" << std::flush;
+    if (s.step == 1 || s.step % t.log_interval == 0 || s.step == t.steps) {
+      const double step_s = b.step > 0 ? b.step : 1;
+      std::printf("%s | per rank %.1f GFLOP/s | compute %.0f%% (recompute %.0f%%), p2p wait "
+                  "%.0f%%, collectives %.0f%%, bubble %.0f%%\n",
+                  log_line(rep, t.steps).c_str(), rep.gflops / world,
+                  100 * b.compute / step_s, 100 * b.recompute / step_s,
+                  100 * b.p2p_wait / step_s, 100 * b.collectives / step_s, 100 * b.bubble);
+      std::fflush(stdout);
+    }
+  }
+  if (!run.trace.empty()) {
+    const std::vector<runtime::TraceSpan> spans =
+        runtime::gather_spans(grid.world(), engine.spans());
+    if (root) {
+      std::vector<std::string> names;
+      for (int r = 0; r < world; ++r) {
+        const comm::GridCoord co = comm::grid_coord(grid.shape(), r);
+        names.push_back("rank " + std::to_string(r) + " (dp " + std::to_string(co.dp) + ", pp " +
+                        std::to_string(co.pp) + ", tp " + std::to_string(co.tp) + ")");
+      }
+      std::ofstream f(run.trace);
+      f << runtime::chrome_trace_json(names, spans);
+      if (!f.flush()) throw SetupError("cannot write trace file '" + run.trace + "'");
+      std::printf("trace: %s (%zu spans from %d ranks)\n", run.trace.c_str(), spans.size(), world);
+      print_replay(spans, grid.shape(), options, engine.micro_batches(), step_seconds);
+    }
+  }
+  if (root) {
+    const double tps = seconds > 0 ? tokens / seconds : 0;
+    const double gf = seconds > 0 ? flops / seconds / 1e9 : 0;
+    std::printf("done: %lld steps | loss %.4f -> %.4f | %.0f tok/s | %.1f GFLOP/s (%.1f a rank, "
+                "%.0f%% of peak)\n",
+                (long long)t.steps, first_loss, last_loss, tps, gf, gf / world,
+                peak_rank > 0 ? 100 * gf / world / peak_rank : 0);
+  }
+  return 0;
+}
+
+}  // namespace merak::train
