@@ -19,14 +19,7 @@ Bert::Bert(const ModelOptions& o)
       nsp(add<nn::Linear>("nsp", o.hidden, 2, true, o.init_std)),
       options_(o),
       drop_(add<nn::Dropout>("drop", o.dropout)) {
-  nn::BlockOptions b;
-  b.hidden = o.hidden;
-  b.heads = o.heads;
-  b.ffn_hidden = o.ffn();
-  b.dropout = o.dropout;
-  b.ln_eps = o.ln_eps;
-  b.init_std = o.init_std;
-  b.proj_std = o.init_std;
+  const nn::BlockOptions b = block_options(o, o.init_std);
   for (int64_t i = 0; i < o.layers; ++i) layers.append<nn::PostLnLayer>(b);
 }
 

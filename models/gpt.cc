@@ -7,21 +7,6 @@
 #include "models/positions.h"
 
 namespace merak::models {
-namespace {
-
-nn::BlockOptions block_options(const ModelOptions& o) {
-  nn::BlockOptions b;
-  b.hidden = o.hidden;
-  b.heads = o.heads;
-  b.ffn_hidden = o.ffn();
-  b.dropout = o.dropout;
-  b.ln_eps = o.ln_eps;
-  b.init_std = o.init_std;
-  b.proj_std = o.init_std / std::sqrt(2.0 * double(o.layers));
-  return b;
-}
-
-}  // namespace
 
 Gpt::Gpt(const ModelOptions& o)
     : wte(add<nn::Embedding>("wte", o.vocab, o.hidden, o.init_std)),
@@ -30,7 +15,7 @@ Gpt::Gpt(const ModelOptions& o)
       ln_f(add<nn::LayerNorm>("ln_f", o.hidden, o.ln_eps)),
       options_(o),
       drop_(add<nn::Dropout>("drop", o.dropout)) {
-  const nn::BlockOptions b = block_options(o);
+  const nn::BlockOptions b = block_options(o, o.init_std / std::sqrt(2.0 * double(o.layers)));
   for (int64_t i = 0; i < o.layers; ++i) blocks.append<nn::PreLnBlock>(b);
 }
 

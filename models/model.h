@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "merak/nn/module.h"
+#include "merak/nn/transformer.h"
 
 namespace merak::models {
 
@@ -40,6 +41,10 @@ class Model : public nn::Module {
   virtual double flops_per_token(int64_t seq) const = 0;
   virtual const ModelOptions& options() const = 0;
 };
+
+// The transformer-block options a family's blocks share; proj_std initialises the residual
+// output projections (GPT-2 scales it by 1/sqrt(2 * layers), BERT does not).
+nn::BlockOptions block_options(const ModelOptions& o, double proj_std);
 
 using ModelFactory = std::function<std::unique_ptr<Model>(const ModelOptions&)>;
 void register_model(const std::string& family, ModelFactory factory);

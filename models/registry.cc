@@ -25,6 +25,18 @@ std::unique_ptr<Model> make_model(const ModelOptions& options) {
   return it->second(options);
 }
 
+nn::BlockOptions block_options(const ModelOptions& o, double proj_std) {
+  nn::BlockOptions b;
+  b.hidden = o.hidden;
+  b.heads = o.heads;
+  b.ffn_hidden = o.ffn();
+  b.dropout = o.dropout;
+  b.ln_eps = o.ln_eps;
+  b.init_std = o.init_std;
+  b.proj_std = proj_std;
+  return b;
+}
+
 std::vector<std::string> model_families() {
   std::vector<std::string> names;
   for (const auto& [name, f] : factories()) names.push_back(name);

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <set>
 
+#include "merak/core/json.h"
+
 namespace merak::checkpoint {
 
 // Tensor bytes are copied between memory and file as they are; the format is little-endian.
@@ -52,22 +54,6 @@ bool dtype_from_format(const std::string& name, DType* out) {
 
 // ---- writing the header -------------------------------------------------------------------
 
-void append_json_string(std::string& out, const std::string& s) {
-  out += '"';
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c < 0x20) {  // control characters must be escaped; other bytes pass as UTF-8
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += char(c);
-    }
-  }
-  out += '"';
-}
 
 // ---- parsing the header -------------------------------------------------------------------
 
@@ -329,15 +315,15 @@ void save_safetensors(const std::string& path,
   // consecutive byte ranges in the given order.
   std::string header = "{";
   if (!metadata.empty()) {
-    append_json_string(header, "__metadata__");
+    header += json_quote("__metadata__");
     header += ":{";
     bool first = true;
     for (const auto& [key, value] : metadata) {
       if (!first) header += ',';
       first = false;
-      append_json_string(header, key);
+      header += json_quote(key);
       header += ':';
-      append_json_string(header, value);
+      header += json_quote(value);
     }
     header += '}';
   }
@@ -351,7 +337,7 @@ void save_safetensors(const std::string& path,
                       "' is ", tensor.str(), "; only CPU tensors with data can be saved");
     const Tensor c = tensor.contiguous();
     if (header.size() > 1) header += ',';
-    append_json_string(header, name);
+    header += json_quote(name);
     header += ":{\"dtype\":\"";
     header += format_name(c.dtype());
     header += "\",\"shape\":[";

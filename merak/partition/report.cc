@@ -1,4 +1,5 @@
 #include "merak/partition/report.h"
+#include "merak/core/json.h"
 
 #include <cmath>
 #include <cstdio>
@@ -31,22 +32,6 @@ std::string pad(std::string s, size_t width, bool right = false) {
   return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 std::string json_number(double v) {
   if (!std::isfinite(v)) return "null";
@@ -139,7 +124,7 @@ std::string to_json(const Result& r, const Request& req, const ReportHeader& h) 
       const StageEstimate& e = p.stages[i];
       s << (i ? ", " : "") << "{\"stage\": " << i << ", \"first\": " << e.first
         << ", \"end\": " << e.end;
-      if (with_modules) s << ", \"modules\": " << json_string(r.stage_modules[i]);
+      if (with_modules) s << ", \"modules\": " << json_quote(r.stage_modules[i]);
       s << ", \"params\": " << json_number(e.params)
         << ", \"fwd_flops\": " << json_number(e.fwd_flops)
         << ", \"bwd_flops\": " << json_number(e.bwd_flops)
@@ -164,11 +149,11 @@ std::string to_json(const Result& r, const Request& req, const ReportHeader& h) 
       << ", \"stages\": " << stages(*p, false) << "}";
     return s.str();
   };
-  os << "{\"model\": " << json_string(plan.model()) << ", \"source\": " << json_string(h.source)
-     << ", \"hardware\": " << json_string(h.hardware) << ", \"parameters\": " << r.parameters
+  os << "{\"model\": " << json_quote(plan.model()) << ", \"source\": " << json_quote(h.source)
+     << ", \"hardware\": " << json_quote(h.hardware) << ", \"parameters\": " << r.parameters
      << ", \"nodes\": " << r.nodes << ", \"dp\": " << req.dp << ", \"pp\": " << req.pp
-     << ", \"tp\": " << req.tp << ", \"precision\": " << json_string(plan.precision())
-     << ", \"schedule\": " << json_string(plan.schedule())
+     << ", \"tp\": " << req.tp << ", \"precision\": " << json_quote(plan.precision())
+     << ", \"schedule\": " << json_quote(plan.schedule())
      << ", \"micro_batches\": " << plan.micro_batches()
      << ", \"recompute\": " << (plan.recompute() ? "true" : "false")
      << ", \"zero1\": " << (plan.zero1() ? "true" : "false")
@@ -181,9 +166,9 @@ std::string to_json(const Result& r, const Request& req, const ReportHeader& h) 
      << ",\n \"parameter_balanced\": " << baseline(r.balanced)
      << ",\n \"tied_params\": [";
   for (int i = 0; i < plan.tied_params_size(); ++i)
-    os << (i ? ", " : "") << json_string(plan.tied_params(i));
+    os << (i ? ", " : "") << json_quote(plan.tied_params(i));
   os << "], \"notes\": [";
-  for (size_t i = 0; i < r.notes.size(); ++i) os << (i ? ", " : "") << json_string(r.notes[i]);
+  for (size_t i = 0; i < r.notes.size(); ++i) os << (i ? ", " : "") << json_quote(r.notes[i]);
   os << "],\n \"step_seconds\": " << json_number(plan.predicted_step_seconds())
      << ", \"partition_seconds\": " << json_number(r.seconds) << "}\n";
   return os.str();

@@ -1,28 +1,11 @@
 #include "merak/runtime/simulator_trace.h"
+#include "merak/core/json.h"
 
 #include <cstdio>
 
 namespace merak::runtime {
 namespace {
 
-// Names here are ours (instruction names, "rank N"), but escape anyway so any caller's name is
-// valid JSON.
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 std::string micros(double seconds) {
   char buf[32];
@@ -55,12 +38,12 @@ std::string chrome_trace_json(const std::vector<std::string>& track_names,
   for (size_t t = 0; t < track_names.size(); ++t) {
     const std::string tid = std::to_string(t);
     add("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": " + tid +
-        ", \"args\": {\"name\": " + quoted(track_names[t]) + "}}");
+        ", \"args\": {\"name\": " + json_quote(track_names[t]) + "}}");
     add("{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": 0, \"tid\": " + tid +
         ", \"args\": {\"sort_index\": " + tid + "}}");
   }
   for (const TraceSpan& s : spans)
-    add("{\"name\": " + quoted(s.name) + ", \"cat\": " + quoted(s.category) +
+    add("{\"name\": " + json_quote(s.name) + ", \"cat\": " + json_quote(s.category) +
         ", \"ph\": \"X\", \"pid\": 0, \"tid\": " + std::to_string(s.track) +
         ", \"ts\": " + micros(s.start) + ", \"dur\": " + micros(s.end - s.start) + "}");
   out += "\n], \"displayTimeUnit\": \"ms\"}\n";
