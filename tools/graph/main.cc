@@ -23,6 +23,7 @@
 #include "merak/graph/onnx_import.h"
 #include "merak/graph/summary.h"
 #include "merak/graph/tracer.h"
+#include "tools/common/cli.h"
 #include "tools/train/trainer.h"
 
 namespace {
@@ -36,59 +37,21 @@ const char* kUsage =
     "       merak_graph summary FILE.pb\n"
     "       merak_graph dump FILE.pb\n";
 
+using merak::cli::Args;
+
 [[noreturn]] void fail(int code, const std::string& message) {
-  std::fprintf(stderr, "merak_graph: %s\n", message.c_str());
-  std::exit(code);
+  merak::cli::fail("merak_graph", code, message);
 }
-
 [[noreturn]] void usage(const std::string& problem) {
-  fail(2, problem + " (merak_graph --help shows the usage)");
+  merak::cli::usage_error("merak_graph", problem);
 }
 
-// The command line after the subcommand: options with values, and positional arguments.
-struct Args {
-  std::map<std::string, std::vector<std::string>> options;
-  std::vector<std::string> positional;
-
-  std::string one(const std::string& key, const std::string& fallback = "") const {
-    auto it = options.find(key);
-    if (it == options.end()) return fallback;
-    if (it->second.size() > 1) usage(key + " given more than once");
-    return it->second[0];
-  }
-  std::vector<std::string> all(const std::string& key) const {
-    auto it = options.find(key);
-    return it == options.end() ? std::vector<std::string>{} : it->second;
-  }
-};
-
-Args parse(int argc, char** argv, int first, const std::vector<std::string>& known) {
-  Args a;
-  for (int i = first; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    if (arg.size() > 1 && arg[0] == '-') {
-      bool ok = false;
-      for (const std::string& k : known) ok = ok || k == arg;
-      if (!ok) usage("unknown option '" + arg + "'");
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      a.options[arg].push_back(argv[++i]);
-    } else {
-      a.positional.push_back(arg);
-    }
-  }
-  return a;
+Args parse(int argc, char** argv, int first, const std::vector<std::string>& with_value) {
+  return merak::cli::parse(argc, argv, first, {"merak_graph", kUsage, with_value, {}, true});
 }
 
 int64_t positive(const std::string& text, const std::string& what) {
-  char* end = nullptr;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v <= 0)
-    usage(what + " must be a positive integer, got '" + text + "'");
-  return v;
+  return merak::cli::positive("merak_graph", text, what);
 }
 
 double peak_rss_mb() {
@@ -129,8 +92,8 @@ std::string human(double v) {
 
 int cmd_trace(const Args& a) {
   using namespace merak;
-  if (!a.positional.empty())
-    usage("trace takes no positional argument ('" + a.positional[0] + "')");
+  if (!a.positional().empty())
+    usage("trace takes no positional argument ('" + a.positional()[0] + "')");
   const std::string config_path = a.one("--config"), out = a.one("-o");
   if (config_path.empty()) usage("trace needs --config FILE.yaml");
   if (out.empty()) usage("trace needs -o OUT.pb");
@@ -177,7 +140,7 @@ int cmd_trace(const Args& a) {
 
 int cmd_import(const Args& a) {
   using namespace merak;
-  if (a.positional.size() != 1) usage("import takes one MODEL.onnx");
+  if (a.positional().size() != 1) usage("import takes one MODEL.onnx");
   const std::string out = a.one("-o");
   if (out.empty()) usage("import needs -o OUT.pb");
   graph::ImportOptions options;
@@ -198,20 +161,20 @@ int cmd_import(const Args& a) {
   }
   Model m;
   try {
-    m = graph::import_onnx(a.positional[0], options);
+    m = graph::import_onnx(a.positional()[0], options);
   } catch (const graph::ImportError& e) {
     fail(2, e.what());
   }
   write_model(m, out);
-  std::printf("imported %s: %d nodes, %d initializers\nwrote %s\n", a.positional[0].c_str(),
+  std::printf("imported %s: %d nodes, %d initializers\nwrote %s\n", a.positional()[0].c_str(),
               m.graph().nodes_size(), m.graph().initializers_size(), out.c_str());
   return 0;
 }
 
 int cmd_summary(const Args& a) {
   using namespace merak;
-  if (a.positional.size() != 1) usage("summary takes one FILE.pb");
-  const std::string& path = a.positional[0];
+  if (a.positional().size() != 1) usage("summary takes one FILE.pb");
+  const std::string& path = a.positional()[0];
   const Model m = read_model(path);
   graph::Summary s;
   try {
@@ -226,8 +189,8 @@ int cmd_summary(const Args& a) {
 }
 
 int cmd_dump(const Args& a) {
-  if (a.positional.size() != 1) usage("dump takes one FILE.pb");
-  const Model m = read_model(a.positional[0]);
+  if (a.positional().size() != 1) usage("dump takes one FILE.pb");
+  const Model m = read_model(a.positional()[0]);
   std::string text;
   if (!google::protobuf::TextFormat::PrintToString(m, &text)) fail(1, "cannot print the graph");
   std::fwrite(text.data(), 1, text.size(), stdout);

@@ -23,6 +23,7 @@
 #include "merak/partition/partitioner.h"
 #include "merak/partition/plan_builder.h"
 #include "merak/partition/report.h"
+#include "tools/common/cli.h"
 #include "tools/partition/calibrate.h"
 #include "tools/train/trainer.h"
 
@@ -40,65 +41,22 @@ const char* kUsage =
     "       merak_partition calibrate [-o configs/hardware/cpu-local.yaml]\n"
     "Without --json or -o, --explain is implied.\n";
 
+using cli::Args;
+
 [[noreturn]] void fail(int code, const std::string& message) {
-  std::fprintf(stderr, "merak_partition: %s\n", message.c_str());
-  std::exit(code);
+  cli::fail("merak_partition", code, message);
 }
-
 [[noreturn]] void usage(const std::string& problem) {
-  fail(2, problem + " (merak_partition --help shows the usage)");
+  cli::usage_error("merak_partition", problem);
 }
-
-struct Args {
-  std::map<std::string, std::vector<std::string>> options;
-  std::map<std::string, bool> flags;
-
-  std::string one(const std::string& key, const std::string& fallback = "") const {
-    auto it = options.find(key);
-    if (it == options.end()) return fallback;
-    if (it->second.size() > 1) usage(key + " given more than once");
-    return it->second[0];
-  }
-  std::vector<std::string> all(const std::string& key) const {
-    auto it = options.find(key);
-    return it == options.end() ? std::vector<std::string>{} : it->second;
-  }
-  bool flag(const std::string& key) const { return flags.count(key) > 0; }
-};
 
 Args parse(int argc, char** argv, int first, const std::vector<std::string>& with_value,
            const std::vector<std::string>& flags) {
-  Args a;
-  auto in = [](const std::vector<std::string>& list, const std::string& s) {
-    for (const std::string& k : list)
-      if (k == s) return true;
-    return false;
-  };
-  for (int i = first; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    if (in(flags, arg)) {
-      a.flags[arg] = true;
-    } else if (in(with_value, arg)) {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      a.options[arg].push_back(argv[++i]);
-    } else {
-      usage(arg.size() > 1 && arg[0] == '-' ? "unknown option '" + arg + "'"
-                                            : "unexpected argument '" + arg + "'");
-    }
-  }
-  return a;
+  return cli::parse(argc, argv, first, {"merak_partition", kUsage, with_value, flags, false});
 }
 
 int64_t positive(const std::string& text, const std::string& what) {
-  char* end = nullptr;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v <= 0)
-    usage(what + " must be a positive integer, got '" + text + "'");
-  return v;
+  return cli::positive("merak_partition", text, what);
 }
 
 double positive_number(const std::string& text, const std::string& what) {
