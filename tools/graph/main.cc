@@ -24,6 +24,7 @@
 #include "merak/graph/summary.h"
 #include "merak/graph/tracer.h"
 #include "tools/common/cli.h"
+#include "tools/common/import_args.h"
 #include "tools/train/trainer.h"
 
 namespace {
@@ -143,22 +144,7 @@ int cmd_import(const Args& a) {
   if (a.positional().size() != 1) usage("import takes one MODEL.onnx");
   const std::string out = a.one("-o");
   if (out.empty()) usage("import needs -o OUT.pb");
-  graph::ImportOptions options;
-  for (const std::string& spec : a.all("--input")) {
-    const size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-      usage("--input wants NAME=2x64, got '" + spec + "'");
-    Shape shape;
-    std::stringstream dims(spec.substr(eq + 1));
-    std::string d;
-    while (std::getline(dims, d, 'x')) shape.push_back(positive(d, "--input " + spec + " dim"));
-    options.input_shapes[spec.substr(0, eq)] = shape;
-  }
-  for (const std::string& spec : a.all("--dim")) {
-    const size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0) usage("--dim wants SYMBOL=N, got '" + spec + "'");
-    options.dim_params[spec.substr(0, eq)] = positive(spec.substr(eq + 1), "--dim " + spec);
-  }
+  const graph::ImportOptions options = cli::import_options("merak_graph", a);
   Model m;
   try {
     m = graph::import_onnx(a.positional()[0], options);

@@ -24,6 +24,7 @@
 #include "merak/partition/plan_builder.h"
 #include "merak/partition/report.h"
 #include "tools/common/cli.h"
+#include "tools/common/import_args.h"
 #include "tools/partition/calibrate.h"
 #include "tools/train/trainer.h"
 
@@ -100,22 +101,7 @@ graph::Model from_config(const Args& a, int64_t dp, int64_t* micro_batches, bool
 }
 
 graph::Model from_onnx(const Args& a) {
-  graph::ImportOptions options;
-  for (const std::string& spec : a.all("--input")) {
-    const size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-      usage("--input wants NAME=2x64, got '" + spec + "'");
-    Shape shape;
-    std::stringstream dims(spec.substr(eq + 1));
-    std::string d;
-    while (std::getline(dims, d, 'x')) shape.push_back(positive(d, "--input " + spec + " dim"));
-    options.input_shapes[spec.substr(0, eq)] = shape;
-  }
-  for (const std::string& spec : a.all("--dim")) {
-    const size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0) usage("--dim wants SYMBOL=N, got '" + spec + "'");
-    options.dim_params[spec.substr(0, eq)] = positive(spec.substr(eq + 1), "--dim " + spec);
-  }
+  const graph::ImportOptions options = cli::import_options("merak_partition", a);
   try {
     return graph::import_onnx(a.one("--onnx"), options);
   } catch (const graph::ImportError& e) {
