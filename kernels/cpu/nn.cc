@@ -262,9 +262,12 @@ void embedding_forward(const T* weight, const I* ids, T* out, int64_t n, int64_t
 template <typename T, typename I>
 void embedding_backward(const T* dy, const I* ids, T* dw, int64_t n, int64_t V, int64_t D) {
   check_ids(ids, n, V, "embedding_grad");
-  parallel_for(0, D, std::max<int64_t>(16, kGrainElems / std::max<int64_t>(1, n + V)),
+  // Zeroed in contiguous row ranges (the table is mostly zeros: a vocabulary's worth of rows
+  // for a few hundred ids), then scattered by column ranges so no two threads add to one element.
+  parallel_for(0, V, std::max<int64_t>(1, kGrainElems / std::max<int64_t>(1, D)),
+               [&](int64_t lo, int64_t hi) { std::fill(dw + lo * D, dw + hi * D, T(0)); });
+  parallel_for(0, D, std::max<int64_t>(16, kGrainElems / std::max<int64_t>(1, n)),
                [&](int64_t lo, int64_t hi) {
-                 for (int64_t v = 0; v < V; ++v) std::fill(dw + v * D + lo, dw + v * D + hi, T(0));
                  for (int64_t r = 0; r < n; ++r) {
                    T* dst = dw + int64_t(ids[r]) * D;
                    const T* src = dy + r * D;

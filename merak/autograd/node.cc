@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "merak/autograd/grad_mode.h"
+#include "merak/ops/dispatch.h"
 #include "merak/ops/functional.h"
 
 namespace merak::autograd {
@@ -50,6 +51,18 @@ void OpNode::release() {
   released = true;
 }
 
+namespace {
+
+// Whether `leaf`'s gradient is referenced only by the leaf itself, contiguous and shaped like g.
+bool owns_grad(const TensorImpl& leaf, const Tensor& g) {
+  const std::shared_ptr<TensorImpl>& grad = leaf.grad;
+  return grad.use_count() == 1 && grad->storage && grad->storage.use_count() == 1 &&
+         !g.is_meta() && Tensor(grad).is_contiguous() && Tensor(grad).shape() == g.shape() &&
+         Tensor(grad).dtype() == g.dtype() && Tensor(grad).device() == g.device();
+}
+
+}  // namespace
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
   Tensor g = grad_outputs[0];
   if (!g.defined()) return {};
@@ -59,6 +72,12 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
     // changed by later in-place updates such as clipping.
     const bool shared = !g.is_meta() && g.impl().storage.use_count() > 1;
     leaf->grad = (shared || !g.is_contiguous()) ? g.clone().impl_ptr() : g.impl_ptr();
+  } else if (owns_grad(*leaf, g)) {
+    // Nobody else sees the buffer: add in place, sparing a new gradient-sized allocation (the
+    // tied embedding's is vocab x hidden).
+    const Tensor grad(leaf->grad);
+    static const ops::OpDef& add = *ops::Registry::get().find("add");
+    ops::call_into(add, {grad, g}, {grad});
   } else {
     leaf->grad = ops::add(Tensor(leaf->grad), g).impl_ptr();
   }

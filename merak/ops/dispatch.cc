@@ -121,6 +121,36 @@ std::vector<Tensor> call(const OpDef& op, const std::vector<Tensor>& inputs, con
   return outputs;
 }
 
+void call_into(const OpDef& op, const std::vector<Tensor>& inputs,
+               const std::vector<Tensor>& outputs, const Attrs& attrs) {
+  MERAK_CHECK(!op.view, "call_into: op '", op.name, "' is a view");
+  const Attrs full = complete_attrs(op, attrs);
+  std::vector<TensorMeta> metas;
+  for (const Tensor& t : inputs) metas.push_back(TensorMeta::of(t));
+  const std::vector<TensorMeta> out_metas = infer(op, metas, full);
+  MERAK_CHECK(out_metas.size() == outputs.size(), "call_into: op '", op.name, "' has ",
+              out_metas.size(), " outputs, ", outputs.size(), " given");
+  const Device device = outputs.empty() ? Device::cpu() : outputs[0].device();
+  for (size_t i = 0; i < outputs.size(); ++i)
+    MERAK_CHECK(outputs[i].is_contiguous() && outputs[i].shape() == out_metas[i].shape &&
+                    outputs[i].dtype() == out_metas[i].dtype && outputs[i].device() == device,
+                "call_into: output ", i, " of op '", op.name, "' is ", outputs[i].str(),
+                ", expected a contiguous ", shape_str(out_metas[i].shape));
+  for (const Tensor& t : inputs)
+    MERAK_CHECK(!t.defined() || t.device() == device, "call_into: op '", op.name, "' input on ",
+                t.device().str(), ", outputs on ", device.str());
+  if (device.is_meta()) return;
+  const KernelFn* kernel = Registry::get().kernel(op.name, device.type);
+  MERAK_CHECK(kernel, "op '", op.name, "' has no ", device.str(), " kernel");
+  if (op.strided_inputs) {
+    (*kernel)(inputs, outputs, full);
+    return;
+  }
+  std::vector<Tensor> dense;
+  for (const Tensor& t : inputs) dense.push_back(t.defined() ? t.contiguous() : t);
+  (*kernel)(dense, outputs, full);
+}
+
 std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& inputs,
                          const Attrs& attrs) {
   return call(Registry::get().at(op), inputs, attrs);

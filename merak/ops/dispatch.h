@@ -14,6 +14,11 @@ std::vector<Tensor> call(const std::string& op, const std::vector<Tensor>& input
                          const Attrs& attrs = {});
 // For single-output ops.
 Tensor call1(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs = {});
+// Runs a (non-view) op's kernel into existing contiguous outputs of the inferred shapes and
+// dtypes, which may alias an input element for element (in-place accumulation). Nothing is
+// recorded: for use under no-grad, by autograd itself.
+void call_into(const OpDef& op, const std::vector<Tensor>& inputs,
+               const std::vector<Tensor>& outputs, const Attrs& attrs = {});
 
 // Output shapes and dtypes without running anything (validates like call()).
 std::vector<TensorMeta> infer(const OpDef& op, const std::vector<TensorMeta>& inputs,

@@ -11,6 +11,7 @@ namespace {
 // The per-step scalars, rounded to f32 once, as PyTorch does when it passes Python floats to
 // f32 tensor ops.
 struct Coefficients {
+  float grad_scale;   // clipping's factor, 1 when not clipping
   float decay;        // 1 - lr * wd, or exactly 1 when the parameter does not decay
   float beta1, one_minus_beta1;
   float beta2, one_minus_beta2;
@@ -22,6 +23,7 @@ struct Coefficients {
 // One fused pass over a parameter. The arithmetic follows torch.optim.AdamW (1.13,
 // single-tensor path, vectorised CPU kernels) operation by operation, so f32 results agree with
 // it bit for bit:
+//   g = g * clip_coef                          (clip_grad_norm_'s mul_, exact when it is 1)
 //   p = p * (1 - lr*wd)                        (mul_)
 //   m = fma(g, 1 - b1, m * b1)                 (mul_, then add_ with alpha: an FMA)
 //   v = fma((1 - b2) * g, g, v * b2)           (mul_, then addcmul_: an FMA)
@@ -30,7 +32,7 @@ struct Coefficients {
 void update_range(float* __restrict p, const float* __restrict g, float* __restrict m,
                   float* __restrict v, int64_t lo, int64_t hi, const Coefficients& c) {
   for (int64_t i = lo; i < hi; ++i) {
-    const float gi = g[i];
+    const float gi = g[i] * c.grad_scale;
     const float mi = std::fma(gi, c.one_minus_beta1, m[i] * c.beta1);
     const float vi = std::fma(c.one_minus_beta2 * gi, gi, v[i] * c.beta2);
     m[i] = mi;
@@ -73,14 +75,17 @@ AdamW::AdamW(std::vector<Param> params, AdamWOptions options)
   v_.resize(params_.size());
 }
 
-void AdamW::step(double lr) {
+void AdamW::step(double lr, float grad_scale) {
   MERAK_CHECK(std::isfinite(lr) && lr >= 0, "AdamW: step lr must be finite and >= 0, got ", lr);
+  MERAK_CHECK(std::isfinite(grad_scale) && grad_scale > 0, "AdamW: gradient scale must be ",
+              "finite and > 0, got ", grad_scale);
   autograd::NoGradGuard no_grad;
   ++step_;
   // All parameters share one step count (they all receive gradients in training).
   const double bias_correction1 = 1 - std::pow(options_.beta1, double(step_));
   const double bias_correction2 = 1 - std::pow(options_.beta2, double(step_));
   Coefficients c;
+  c.grad_scale = grad_scale;
   c.beta1 = float(options_.beta1);
   c.one_minus_beta1 = float(1 - options_.beta1);
   c.beta2 = float(options_.beta2);

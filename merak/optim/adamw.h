@@ -29,8 +29,10 @@ class AdamW {
  public:
   AdamW(std::vector<Param> params, AdamWOptions options);
   // Applies one update with learning rate `lr` to every parameter that has a gradient (f32
-  // parameters and gradients; moments kept in f32). Runs under no-grad.
-  void step(double lr);
+  // parameters and gradients; moments kept in f32). Runs under no-grad. Each gradient element
+  // is first multiplied by `grad_scale` in f32, exactly as clipping the gradient in place by
+  // that factor would, without the separate pass over the gradients (they are left unscaled).
+  void step(double lr, float grad_scale = 1.0f);
   void zero_grad();  // drops every gradient
   int64_t steps_taken() const { return step_; }
   const std::vector<Param>& params() const { return params_; }
@@ -50,9 +52,18 @@ class AdamW {
 double scheduled_lr(int64_t step, int64_t total_steps, double lr, int64_t warmup_steps,
                     const std::string& decay, double min_lr);
 
-// The global L2 norm of all gradients (f64 accumulation); when max_norm > 0 and the norm
-// exceeds it, scales every gradient in place by max_norm / (norm + 1e-6). Returns the norm
-// before clipping.
+// Sum of squares of an f32 tensor's elements, accumulated in f64 over fixed-size blocks, so the
+// result does not depend on the thread count.
+double sum_of_squares(const Tensor& t);
+// The global L2 norm of all gradients (parameters without one are skipped).
+double grad_norm(const std::vector<Param>& params);
+// The factor global-norm clipping multiplies gradients by, as torch.nn.utils.clip_grad_norm_:
+// max_norm / (norm + 1e-6) when that is below 1, otherwise (and when max_norm <= 0, or for a NaN
+// norm) exactly 1.
+float clip_coefficient(double norm, double max_norm);
+void scale_in_place(const Tensor& t, float factor);
+// grad_norm, then every gradient scaled in place by clip_coefficient. Returns the norm before
+// clipping. (A training step can instead pass the coefficient to AdamW::step.)
 double clip_grad_norm(const std::vector<Param>& params, double max_norm);
 
 }  // namespace merak::optim

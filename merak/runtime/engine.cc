@@ -35,20 +35,6 @@ DType wire_dtype(DType t) { return t == DType::Bool ? DType::I32 : t; }
 constexpr int kMaxPorts = 64;
 int tag_of(int mb, bool grad, size_t k) { return (mb * 2 + (grad ? 1 : 0)) * kMaxPorts + int(k); }
 
-// Sum of squares accumulated in f64, as optim::clip_grad_norm does.
-double sum_of_squares(const Tensor& g) {
-  const Tensor c = g.contiguous();
-  const float* p = c.data<float>();
-  double total = 0;
-  for (int64_t i = 0; i < c.numel(); ++i) total += double(p[i]) * double(p[i]);
-  return total;
-}
-
-void scale_in_place(const Tensor& g, float factor) {
-  float* p = g.data<float>();
-  for (int64_t i = 0; i < g.numel(); ++i) p[i] *= factor;
-}
-
 }  // namespace
 
 struct Engine::Impl {
@@ -88,6 +74,7 @@ struct Engine::Impl {
   std::map<int, Micro> micro;
   std::vector<comm::Work> pending_sends;
   double loss_sum = 0;
+  float clip_scale = 1;  // clipping's factor, from reduce_grads for the optimizer step
   StepTimes times;
   SpanLog log;
 
@@ -378,7 +365,7 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
     sq = zero->sum_of_squares(counted);
   } else if (replica == 0) {
     for (size_t i = 0; i < params.size(); ++i)
-      if (counted(i)) sq += sum_of_squares(grads[i]);
+      if (counted(i)) sq += optim::sum_of_squares(grads[i]);
   }
   const bool reports_loss = loss_output >= 0 && grid.coord().tp == 0;
   const std::vector<double> all =
@@ -390,12 +377,7 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
   }
   r.loss = loss / double(micro_batches * replicas);
   r.grad_norm = std::sqrt(total_sq);
-  if (options.grad_clip > 0) {
-    const double coef = options.grad_clip / (r.grad_norm + 1e-6);  // as optim::clip_grad_norm
-    if (coef < 1 && zero) zero->scale_grads(float(coef));
-    if (coef < 1 && !zero)
-      for (const Tensor& g : grads) scale_in_place(g, float(coef));
-  }
+  clip_scale = optim::clip_coefficient(r.grad_norm, options.grad_clip);  // applied by the step
 }
 
 void Engine::Impl::run(const Instruction& in, int64_t step, double lr,
@@ -428,8 +410,8 @@ void Engine::Impl::run(const Instruction& in, int64_t step, double lr,
       break;
     case Op::ReduceGrads: category = "collective"; break;  // done by step(): it fills the result
     case Op::OptimizerStep:
-      if (zero) zero->step(lr);
-      else adamw->step(lr);
+      if (zero) zero->step(lr, clip_scale);
+      else adamw->step(lr, clip_scale);
       category = "update";
       break;
   }

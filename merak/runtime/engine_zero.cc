@@ -72,21 +72,15 @@ double ShardedAdamW::sum_of_squares(const std::function<bool(size_t)>& count) co
   int64_t at = 0;
   for (const Piece& p : pieces_) {
     if (count(p.param)) {
-      const float* g = segment_grad_.data<float>() + at;
-      for (int64_t i = 0; i < p.length; ++i) sq += double(g[i]) * double(g[i]);
+      sq += optim::sum_of_squares(segment_grad_.narrow(0, at, p.length));
     }
     at += p.length;
   }
   return sq;
 }
 
-void ShardedAdamW::scale_grads(float factor) {
-  float* g = segment_grad_.data<float>();
-  for (int64_t i = 0; i < segment_grad_.numel(); ++i) g[i] *= factor;
-}
-
-void ShardedAdamW::step(double lr) {
-  adamw_->step(lr);
+void ShardedAdamW::step(double lr, float grad_scale) {
+  adamw_->step(lr, grad_scale);
   // Every member's updated segment into everyone's parameters.
   int64_t total = 0;
   for (int64_t c : counts_) total += c;

@@ -28,9 +28,9 @@ class ShardedAdamW {
   void reduce_scatter(const std::vector<Tensor>& grads);
   // Sum of squares of this member's segment, over the parameters count(i) selects.
   double sum_of_squares(const std::function<bool(size_t)>& count) const;
-  void scale_grads(float factor);  // clipping
-  // AdamW on the segment, then every member's segment gathered into the parameters.
-  void step(double lr);
+  // AdamW on the segment (gradients scaled by grad_scale: clipping), then every member's
+  // segment gathered into the parameters.
+  void step(double lr, float grad_scale = 1.0f);
 
   int64_t segment_begin() const { return begin_; }
   int64_t segment_size() const { return counts_[size_t(dp_.rank())]; }

@@ -33,6 +33,24 @@ TEST_CASE("gradients accumulate over multiple uses of a tensor", "[autograd]") {
   CHECK(vec(x.grad()) == std::vector<float>{4, 6, 8});
 }
 
+TEST_CASE("a gradient only the leaf holds accumulates in place", "[autograd]") {
+  Tensor x = Tensor::from_vector<float>({1, 2, 3}, {3}).set_requires_grad(true);
+  autograd::backward(F::sum(F::mul_scalar(x, 2.0)));
+  const void* buffer = x.grad().raw_data();
+  autograd::backward(F::sum(F::mul_scalar(x, 3.0)));
+  CHECK(x.grad().raw_data() == buffer);
+  CHECK(vec(x.grad()) == std::vector<float>{5, 5, 5});
+}
+
+TEST_CASE("a gradient someone still holds is not changed by a later backward", "[autograd]") {
+  Tensor x = Tensor::from_vector<float>({1, 2, 3}, {3}).set_requires_grad(true);
+  autograd::backward(F::sum(F::mul_scalar(x, 2.0)));
+  const Tensor held = x.grad();
+  autograd::backward(F::sum(F::mul_scalar(x, 3.0)));
+  CHECK(vec(held) == std::vector<float>{2, 2, 2});
+  CHECK(vec(x.grad()) == std::vector<float>{5, 5, 5});
+}
+
 TEST_CASE("no-grad scope records nothing", "[autograd]") {
   Tensor x = param({4}, "x");
   {

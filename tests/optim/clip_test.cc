@@ -61,3 +61,39 @@ TEST_CASE("clip_grad_norm accumulates in double", "[optim]") {
   const double x = double(0.1f);
   CHECK(clip_grad_norm(params, 0.0) == Approx(std::sqrt(double(n) * x * x)).epsilon(1e-12));
 }
+
+TEST_CASE("clip_coefficient is 1 unless the norm exceeds a positive limit", "[optim]") {
+  CHECK(clip_coefficient(5.0, 10.0) == 1.0f);
+  CHECK(clip_coefficient(5.0, 0.0) == 1.0f);  // clipping off
+  CHECK(clip_coefficient(std::nan(""), 1.0) == 1.0f);
+  CHECK(clip_coefficient(5.0, 1.0) == float(1.0 / (5.0 + 1e-6)));
+  CHECK(grad_norm(three_four()) == Approx(5.0).epsilon(1e-12));
+}
+
+TEST_CASE("AdamW with the clip coefficient equals clipping in place then stepping, bit for bit",
+          "[optim]") {
+  auto make = [] {
+    auto params = make_params({{"w", Tensor::from_vector<float>({0.5f, -1.25f, 2.0f, 0.1f}, {2, 2})},
+                               {"b", Tensor::from_vector<float>({0.3f, -0.7f}, {2})}});
+    return params;
+  };
+  auto grads = [](std::vector<Param>& params) {
+    params[0].value.set_grad(Tensor::from_vector<float>({1.7f, -2.3f, 0.9f, 3.1f}, {2, 2}));
+    params[1].value.set_grad(Tensor::from_vector<float>({-0.4f, 2.6f}, {2}));
+  };
+  std::vector<Param> in_place = make(), fused = make();
+  AdamW a(in_place, AdamWOptions{}), b(fused, AdamWOptions{});
+  for (int t = 0; t < 3; ++t) {
+    grads(in_place);
+    grads(fused);
+    const double norm_a = clip_grad_norm(in_place, 1.0);
+    a.step(1e-2);
+    const double norm_b = grad_norm(fused);
+    b.step(1e-2, clip_coefficient(norm_b, 1.0));
+    CHECK(norm_a == norm_b);
+    for (size_t i = 0; i < in_place.size(); ++i)
+      CHECK(in_place[i].value.to_vector<float>() == fused[i].value.to_vector<float>());
+  }
+  // The fused path leaves the gradients themselves unscaled.
+  CHECK(fused[1].value.grad().to_vector<float>() == std::vector<float>{-0.4f, 2.6f});
+}

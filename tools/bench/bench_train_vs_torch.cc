@@ -175,9 +175,9 @@ Timing time_merak(const Shape& s, const Options& o) {
     const double t_fwd = seconds_since(t0);
     merak::autograd::backward(loss);
     const double t_bwd = seconds_since(t0);
-    merak::optim::clip_grad_norm(opt.params(), 1.0);
+    const double norm = merak::optim::grad_norm(opt.params());
     const double t_clip = seconds_since(t0);
-    opt.step(3e-4);
+    opt.step(3e-4, merak::optim::clip_coefficient(norm, 1.0));
     const double t_all = seconds_since(t0);
     std::fprintf(stderr, "  merak %s step %d: %.1f ms (loss %.4f)\n", s.name.c_str(), i,
                  1e3 * t_all, loss.item());

@@ -79,8 +79,9 @@ StepStats Trainer::step() {
     s.loss += loss.item() / double(n_micro);
     autograd::backward(ops::mul_scalar(loss, 1.0 / double(n_micro)));
   }
-  s.grad_norm = optim::clip_grad_norm(optimizer_->params(), config_.optimizer.grad_clip);
-  optimizer_->step(s.lr);
+  // Clipping rides in the optimizer's pass over the gradients.
+  s.grad_norm = optim::grad_norm(optimizer_->params());
+  optimizer_->step(s.lr, optim::clip_coefficient(s.grad_norm, config_.optimizer.grad_clip));
 
   s.step = optimizer_->steps_taken();
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
