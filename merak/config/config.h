@@ -69,6 +69,9 @@ struct ParallelConfig {
   std::string recompute = "none";  // none | full | ratio (Merak's rule from recompute_ratio)
   double recompute_ratio = 1.0;    // first stage's share under `ratio`, in [0, 1]
   bool zero1 = false;              // optimizer state sharded over dp
+  // Data-parallel gradient buckets: each bucket's all-reduce starts as soon as backward has
+  // finished its gradients; smaller buckets start sooner, larger ones cost fewer calls.
+  double bucket_mb = 1.0;
   std::string hardware = "cpu-local";  // profile the partitioner costs stages with
 };
 

@@ -57,6 +57,7 @@ std::vector<Field> fields_of(Config& c) {
       {"parallel", "recompute", &p.recompute},
       {"parallel", "recompute_ratio", &p.recompute_ratio},
       {"parallel", "zero1", &p.zero1},
+      {"parallel", "bucket_mb", &p.bucket_mb},
       {"parallel", "hardware", &p.hardware},
   };
 }

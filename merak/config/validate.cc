@@ -118,6 +118,8 @@ std::optional<Problem> first_problem(const Config& c) {
   k.one_of(p.schedule, {"gpipe", "1f1b", "shifted"}, "parallel.schedule");
   k.at_least(p.micro_batches, 0, "parallel.micro_batches");
   k.one_of(p.recompute, {"none", "full", "ratio"}, "parallel.recompute");
+  k.require(p.bucket_mb > 0 && p.bucket_mb <= 4096, "parallel.bucket_mb",
+            "must be in (0, 4096], got " + str(p.bucket_mb));
   k.require(p.recompute_ratio >= 0 && p.recompute_ratio <= 1, "parallel.recompute_ratio",
             "must be in [0, 1], got " + str(p.recompute_ratio));
   k.require(!p.hardware.empty(), "parallel.hardware", "must name a hardware profile");

@@ -13,6 +13,7 @@
 #include "merak/graph/executor.h"
 #include "merak/ops/functional.h"
 #include "merak/partition/plan_builder.h"
+#include "merak/runtime/engine_buckets.h"
 #include "merak/runtime/engine_comm.h"
 #include "merak/runtime/engine_params.h"
 #include "merak/runtime/engine_tp.h"
@@ -67,6 +68,9 @@ struct Engine::Impl {
   std::vector<const partition::ParamShard*> shards;  // per params entry
   std::unique_ptr<optim::AdamW> adamw;      // unsharded
   std::unique_ptr<ShardedAdamW> zero;       // ZeRO-1 (dp > 1)
+  std::unique_ptr<GradBuckets> buckets;     // data-parallel sums overlapping backward (dp > 1)
+  std::map<const TensorImpl*, size_t> param_index;  // params entry of each parameter tensor
+  int last_backward = -1;                   // micro-batch of the step's last backward
   std::vector<Port> recv_ports, send_ports;
   int loss_output = -1;
   std::unique_ptr<TpCollectiveScope> tp_scope;
@@ -122,6 +126,11 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
     zero = std::make_unique<ShardedAdamW>(grid.dp(), params, options.adamw);
   else
     adamw = std::make_unique<optim::AdamW>(params, options.adamw);
+  if (replicas > 1 && !zero)
+    buckets = std::make_unique<GradBuckets>(grid.dp(), params, options.bucket_bytes);
+  for (size_t i = 0; i < params.size(); ++i) param_index[&params[i].value.impl()] = i;
+  for (const Instruction& in : program)
+    if (in.op == Op::Backward) last_backward = in.micro_batch;
   make_ports();
 
   if (grid.shape().tp > 1)
@@ -247,7 +256,16 @@ void Engine::Impl::backward(int mb) {
     roots.push_back(out);
     grads.push_back(m.out_grads.at(k));
   }
-  if (!roots.empty()) autograd::backward(roots, grads);
+  if (!roots.empty() && buckets && mb == last_backward) {
+    // The step's last backward: each parameter's gradient is final once backward has passed
+    // it, so its bucket can start its all-reduce while the earlier layers compute.
+    autograd::backward(roots, grads, [this](const Tensor& leaf) {
+      auto it = param_index.find(&leaf.impl());
+      if (it != param_index.end()) buckets->ready(it->second);
+    });
+  } else if (!roots.empty()) {
+    autograd::backward(roots, grads);
+  }
   m.in_grads.clear();
   for (const Port& p : recv_ports) {
     if (!p.grad) {
@@ -326,6 +344,9 @@ void Engine::Impl::wait_sends() {
 }
 
 void Engine::Impl::reduce_grads(EngineStepResult& r) {
+  // Data-parallel sums first when they overlapped backward (summing over replicas and then over
+  // the tied first and last stage is the same total as the other way round).
+  if (buckets) r.overlapped_buckets = buckets->finish();
   // Every local shard gets a gradient (zeros where backward reached none), contiguous, so the
   // sums below line up element by element on every member.
   std::vector<Tensor> grads, tied;
@@ -349,10 +370,10 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
     if (group->size() > 1) all_reduce_buckets(*group, tied, options.bucket_bytes);
   }
   if (zero) zero->reduce_scatter(grads);
-  else if (replicas > 1) all_reduce_buckets(grid.dp(), grads, options.bucket_bytes);
 
   // The norm counts each shard once: tp rank 0 for replicated tensors, the first stage for tied
-  // ones, and one replica (under ZeRO-1 each replica's segment, which are disjoint).
+  // ones, and one replica: the replicas share the (identical) summed gradients out, parameter
+  // by parameter (under ZeRO-1 each replica has its own segment, which are disjoint).
   auto counted = [&](size_t i) {
     const partition::ParamShard& s = *shards[i];
     if (s.split() == "replicated" && grid.coord().tp != 0) return false;
@@ -363,9 +384,9 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
   double sq = 0;
   if (zero) {
     sq = zero->sum_of_squares(counted);
-  } else if (replica == 0) {
+  } else {
     for (size_t i = 0; i < params.size(); ++i)
-      if (counted(i)) sq += optim::sum_of_squares(grads[i]);
+      if (counted(i) && int(i % size_t(replicas)) == replica) sq += optim::sum_of_squares(grads[i]);
   }
   const bool reports_loss = loss_output >= 0 && grid.coord().tp == 0;
   const std::vector<double> all =

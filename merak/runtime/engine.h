@@ -51,7 +51,7 @@ struct EngineOptions {
   uint64_t seed = 42;               // parameter initialisation (the trainer's train.seed)
   optim::AdamWOptions adamw;
   double grad_clip = 1.0;           // global-norm clipping over the whole job; 0 = off
-  int64_t bucket_bytes = 4 << 20;   // data-parallel gradient buckets
+  int64_t bucket_bytes = 1 << 20;   // data-parallel gradient buckets
   bool zero1 = false;               // optimizer state sharded over dp (engine_zero.h)
   bool trace = false;               // keep a span per instruction (spans())
 };
@@ -59,6 +59,7 @@ struct EngineOptions {
 struct EngineStepResult {
   double loss = 0;       // mean over the global batch, as one process computes it
   double grad_norm = 0;  // of the whole model, before clipping
+  int overlapped_buckets = 0;  // data-parallel buckets whose all-reduce started during backward
   StepTimes times;       // this rank's
   std::vector<StepTimes> ranks;  // every rank's, in rank order
 };

@@ -118,6 +118,7 @@ runtime::EngineOptions engine_options(const config::Config& c) {
   o.adamw.weight_decay = c.optimizer.weight_decay;
   o.grad_clip = c.optimizer.grad_clip;
   o.zero1 = c.parallel.zero1;
+  o.bucket_bytes = std::max<int64_t>(1, int64_t(c.parallel.bucket_mb * double(1 << 20)));
   return o;
 }
 

@@ -1,0 +1,92 @@
+#include "merak/runtime/engine_buckets.h"
+
+#include <cstring>
+
+namespace merak::runtime {
+
+GradBuckets::GradBuckets(comm::Communicator& group, const std::vector<optim::Param>& params,
+                         int64_t bucket_bytes)
+    : group_(group), params_(params), bucket_of_(params.size()), final_(params.size(), false) {
+  MERAK_CHECK(bucket_bytes > 0, "gradient buckets need a positive size, got ", bucket_bytes);
+  int64_t filled = 0;
+  for (size_t k = params_.size(); k-- > 0;) {
+    const Tensor& v = params_[k].value;
+    MERAK_CHECK(v.dtype() == DType::F32, "gradient reduction: parameter '", params_[k].name,
+                "' is ", v.str(), "; expected f32");
+    if (buckets_.empty() || (filled > 0 && filled + v.nbytes() > bucket_bytes)) {
+      buckets_.emplace_back();
+      filled = 0;
+    }
+    buckets_.back().members.push_back(k);
+    bucket_of_[k] = buckets_.size() - 1;
+    filled += v.nbytes();
+  }
+  for (Bucket& b : buckets_) b.missing = int(b.members.size());
+}
+
+GradBuckets::~GradBuckets() = default;
+
+void GradBuckets::ready(size_t index) {
+  MERAK_CHECK(index < params_.size(), "gradient bucket: no parameter ", index);
+  if (!final_[index]) {
+    final_[index] = true;
+    Bucket& b = buckets_[bucket_of_[index]];
+    if (--b.missing == 0) {
+      post(b);
+      ++posted_early_;
+    }
+  }
+  poll();
+}
+
+void GradBuckets::poll() {
+  for (Bucket& b : buckets_)
+    if (b.posted && !b.work.done()) b.work.test();
+}
+
+void GradBuckets::post(Bucket& b) {
+  int64_t n = 0;
+  for (size_t k : b.members) n += params_[k].value.numel();
+  b.flat = Tensor::empty({n}, DType::F32);
+  float* out = b.flat.data<float>();
+  for (size_t k : b.members) {
+    const Tensor& p = params_[k].value;
+    Tensor g = p.grad();
+    if (!g.defined()) {
+      std::memset(out, 0, size_t(p.nbytes()));
+    } else {
+      MERAK_CHECK(g.dtype() == DType::F32 && g.shape() == p.shape(), "gradient of '",
+                  params_[k].name, "' is ", g.str(), "; expected f32 ", shape_str(p.shape()));
+      g = g.contiguous();
+      std::memcpy(out, g.raw_data(), size_t(g.nbytes()));
+    }
+    out += p.numel();
+  }
+  b.work = group_.iall_reduce(b.flat, comm::ReduceOp::Sum);
+  b.posted = true;
+}
+
+int GradBuckets::finish() {
+  for (Bucket& b : buckets_)
+    if (!b.posted) post(b);
+  for (Bucket& b : buckets_) {
+    b.work.wait();
+    const float* in = b.flat.data<float>();
+    for (size_t k : b.members) {
+      const Tensor& p = params_[k].value;
+      Tensor g = Tensor::empty(p.shape(), DType::F32);
+      std::memcpy(g.raw_data(), in, size_t(g.nbytes()));
+      p.set_grad(g);
+      in += p.numel();
+    }
+    b.flat = Tensor();
+    b.posted = false;
+    b.missing = int(b.members.size());
+  }
+  final_.assign(final_.size(), false);
+  const int early = posted_early_;
+  posted_early_ = 0;
+  return early;
+}
+
+}  // namespace merak::runtime
