@@ -71,13 +71,12 @@ int GradBuckets::finish() {
     if (!b.posted) post(b);
   for (Bucket& b : buckets_) {
     b.work.wait();
-    const float* in = b.flat.data<float>();
+    // The sums stay where they arrived: each gradient becomes a view of the bucket.
+    int64_t at = 0;
     for (size_t k : b.members) {
       const Tensor& p = params_[k].value;
-      Tensor g = Tensor::empty(p.shape(), DType::F32);
-      std::memcpy(g.raw_data(), in, size_t(g.nbytes()));
-      p.set_grad(g);
-      in += p.numel();
+      p.set_grad(b.flat.narrow(0, at, p.numel()).view(p.shape()));
+      at += p.numel();
     }
     b.flat = Tensor();
     b.posted = false;
