@@ -53,6 +53,7 @@ Trainer::Trainer(const config::Config& config) : config_(config) {
   o.eps = config_.optimizer.eps;
   o.weight_decay = config_.optimizer.weight_decay;
   optimizer_ = std::make_unique<optim::AdamW>(optim::make_params(model_->named_parameters()), o);
+  norms_ = std::make_unique<optim::GradNormTracker>(optimizer_->params());
 }
 
 Trainer::~Trainer() = default;
@@ -77,10 +78,13 @@ StepStats Trainer::step() {
     set_rng_stream(uint64_t(step * n_micro + m));  // fresh dropout masks per micro-batch
     const Tensor loss = model_->loss(batch(step, m * micro, (m + 1) * micro));
     s.loss += loss.item() / double(n_micro);
-    autograd::backward(ops::mul_scalar(loss, 1.0 / double(n_micro)));
+    const Tensor scaled = ops::mul_scalar(loss, 1.0 / double(n_micro));
+    // The last backward completes each gradient: its norm is taken then, while in cache.
+    autograd::backward({scaled}, {Tensor::ones(scaled.shape())},
+                       m + 1 == n_micro ? norms_->on_leaf_ready() : autograd::LeafReadyFn());
   }
   // Clipping rides in the optimizer's pass over the gradients.
-  s.grad_norm = optim::grad_norm(optimizer_->params());
+  s.grad_norm = norms_->norm();
   optimizer_->step(s.lr, optim::clip_coefficient(s.grad_norm, config_.optimizer.grad_clip));
 
   s.step = optimizer_->steps_taken();

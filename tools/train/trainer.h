@@ -8,6 +8,7 @@
 
 #include "merak/config/config.h"
 #include "merak/optim/adamw.h"
+#include "merak/optim/grad_norm.h"
 #include "models/model.h"
 #include "tools/train/batches.h"
 
@@ -43,6 +44,7 @@ class Trainer {
   std::unique_ptr<BatchSource> data_;
   std::unique_ptr<models::Model> model_;
   std::unique_ptr<optim::AdamW> optimizer_;
+  std::unique_ptr<optim::GradNormTracker> norms_;
 };
 
 // The model options a config describes.
