@@ -16,8 +16,33 @@ namespace {
 
 std::mutex g_collective_mu;
 TpCollective g_collective;
+TpCollectiveAsync g_collective_async;
+thread_local bool t_defer = false;
 
 }  // namespace
+
+void set_tp_collective_async(TpCollectiveAsync fn) {
+  std::lock_guard<std::mutex> lock(g_collective_mu);
+  g_collective_async = std::move(fn);
+}
+
+TpDeferScope::TpDeferScope() : previous_(t_defer) { t_defer = true; }
+TpDeferScope::~TpDeferScope() { t_defer = previous_; }
+
+void tp_reduce_maybe_deferred(const Tensor& t, TpReduce op, const std::string& group,
+                              int64_t size) {
+  if (size == 1) return;
+  TpCollectiveAsync fn;
+  if (t_defer) {
+    std::lock_guard<std::mutex> lock(g_collective_mu);
+    fn = g_collective_async;
+  }
+  if (!fn) {
+    tp_reduce(t, op, group, size);
+    return;
+  }
+  mark_pending(t, fn(t, op, group, size));
+}
 
 void set_tp_collective(TpCollective fn) {
   std::lock_guard<std::mutex> lock(g_collective_mu);
@@ -63,7 +88,7 @@ int64_t count_targets(const I* t, int64_t rows, int64_t ignore, const char* op) 
 void all_reduce_kernel(const std::vector<Tensor>& in, const std::vector<Tensor>& out,
                        const Attrs& a) {
   std::memcpy(out[0].raw_data(), in[0].raw_data(), size_t(in[0].nbytes()));
-  tp_reduce(out[0], TpReduce::Sum, a.s("group"), a.i("size"));
+  cpu::tp_reduce_maybe_deferred(out[0], TpReduce::Sum, a.s("group"), a.i("size"));
 }
 
 // Our part goes into its place of a zero tensor; summing over the group fills the rest.

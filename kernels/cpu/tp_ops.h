@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "merak/core/pending.h"
 #include "merak/core/tensor.h"
 
 namespace merak::cpu {
@@ -23,5 +24,29 @@ using TpCollective =
 void set_tp_collective(TpCollective fn);
 // What the kernels call: a no-op for a group of one, else the installed collective.
 void tp_reduce(const Tensor& t, TpReduce op, const std::string& group, int64_t size);
+
+// The same reduction posted without waiting: returns how to progress and finish it.
+using TpCollectiveAsync =
+    std::function<PendingOp(const Tensor& t, TpReduce op, const std::string& group, int64_t size)>;
+void set_tp_collective_async(TpCollectiveAsync fn);
+
+// While one is alive on a thread, tp_all_reduce (forward, and in tp_copy's backward) posts its
+// sum through the async collective and marks its output pending (merak/core/pending.h) instead
+// of waiting: the sub-pipelined mode, where one half of a micro-batch computes while the other
+// half's all-reduce is in flight. Without an async collective installed it changes nothing.
+class TpDeferScope {
+ public:
+  TpDeferScope();
+  ~TpDeferScope();
+  TpDeferScope(const TpDeferScope&) = delete;
+  TpDeferScope& operator=(const TpDeferScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// tp_all_reduce's reduction: deferred inside a TpDeferScope, else tp_reduce.
+void tp_reduce_maybe_deferred(const Tensor& t, TpReduce op, const std::string& group,
+                              int64_t size);
 
 }  // namespace merak::cpu

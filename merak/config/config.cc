@@ -210,6 +210,14 @@ int64_t micro_batches_per_replica(const Config& c) {
   return c.train.batch / c.parallel.dp / micro_batch_size(c);
 }
 
+int64_t model_micro_batch_size(const Config& c) {
+  return micro_batch_size(c) / (c.parallel.tp_subpipeline ? 2 : 1);
+}
+
+int64_t model_micro_batches_per_replica(const Config& c) {
+  return micro_batches_per_replica(c) * (c.parallel.tp_subpipeline ? 2 : 1);
+}
+
 Config load(const std::string& path, const std::vector<std::string>& overrides) {
   return parse(read_file(path), path, overrides);
 }

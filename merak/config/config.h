@@ -72,6 +72,11 @@ struct ParallelConfig {
   // Data-parallel gradient buckets: each bucket's all-reduce starts as soon as backward has
   // finished its gradients; smaller buckets start sooner, larger ones cost fewer calls.
   double bucket_mb = 1.0;
+  // Sub-pipelined tensor parallelism: each micro-batch runs as two interleaved halves so one
+  // half's all-reduce overlaps the other's compute (tp > 1, even micro-batches). The halves are
+  // the model's micro-batches: a loss averaged per micro-batch (BERT's masked tokens) averages
+  // per half.
+  bool tp_subpipeline = false;
   std::string hardware = "cpu-local";  // profile the partitioner costs stages with
 };
 
@@ -100,6 +105,10 @@ Config parse(const std::string& yaml_text, const std::string& name,
 // product times parallel.dp is train.batch; validation guarantees it divides).
 int64_t micro_batch_size(const Config& config);
 int64_t micro_batches_per_replica(const Config& config);
+// The micro-batch the model runs at, and how many a replica runs a step: the same, or under
+// parallel.tp_subpipeline the halves (twice as many, half the size).
+int64_t model_micro_batch_size(const Config& config);
+int64_t model_micro_batches_per_replica(const Config& config);
 // The full config as YAML (every key), for logs and for reproducing a run.
 std::string to_yaml(const Config& config);
 

@@ -1,5 +1,6 @@
 #include "merak/config/validate.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "merak/config/suggest.h"
@@ -123,6 +124,8 @@ std::optional<Problem> first_problem(const Config& c) {
   k.require(p.recompute_ratio >= 0 && p.recompute_ratio <= 1, "parallel.recompute_ratio",
             "must be in [0, 1], got " + str(p.recompute_ratio));
   k.require(!p.hardware.empty(), "parallel.hardware", "must name a hardware profile");
+  k.require(!p.tp_subpipeline || p.tp > 1, "parallel.tp_subpipeline",
+            "overlaps tensor-parallel all-reduces: it needs parallel.tp > 1");
   // Tensor parallelism splits attention by heads (vocabulary splits may be uneven).
   if (p.tp >= 1 && m.heads >= 1)
     k.require(m.heads % p.tp == 0, "parallel.tp",
@@ -147,6 +150,15 @@ std::optional<Problem> first_problem(const Config& c) {
                 "train.micro_batch " + str(t.micro_batch) + " does not divide the " +
                     str(replica) + " sequences each of the " + str(p.dp) +
                     " data-parallel replicas takes");
+    }
+    // The sub-pipelined mode runs each micro-batch as two halves.
+    if (p.tp_subpipeline && t.batch % p.dp == 0) {
+      const int64_t size = p.micro_batches > 0 ? replica / std::max<int64_t>(1, p.micro_batches)
+                           : t.micro_batch > 0 ? t.micro_batch
+                                               : replica;
+      k.require(size % 2 == 0, "parallel.tp_subpipeline",
+                "cuts each micro-batch in two, but micro-batches hold " + str(size) +
+                    " sequences (needs an even number)");
     }
   }
   return k.result();

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "merak/core/pending.h"
 #include "merak/core/philox.h"
 #include "merak/graph/convert.h"
 #include "merak/nn/module.h"
@@ -191,7 +192,7 @@ Executor::Executor(const Model& model, uint64_t seed, Device device)
   plan_ = std::move(plan);
 }
 
-std::vector<Tensor> Executor::run(const std::map<std::string, Tensor>& inputs) {
+std::vector<Tensor> Executor::bind(const std::map<std::string, Tensor>& inputs) const {
   const Plan& plan = *plan_;
   std::vector<Tensor> values(size_t(plan.slots));
   for (const auto& [slot, name] : plan.initializers) values[size_t(slot)] = initializers_.at(name);
@@ -212,33 +213,73 @@ std::vector<Tensor> Executor::run(const std::map<std::string, Tensor>& inputs) {
     MERAK_CHECK(expected.count(name), "'", name,
                 "' is not an input of the graph (it takes: ", plan.input_names, ")");
 
-  std::vector<Tensor> args;
-  for (const Plan::Step& step : plan.steps) {
-    args.clear();
-    for (int slot : step.inputs) args.push_back(slot < 0 ? Tensor() : values[size_t(slot)]);
-    std::vector<Tensor> outs;
-    try {
-      if (step.op->name == "dropout") {
-        // The mask stream belongs to the micro-batch being run (set by the caller through
-        // set_rng_stream, as for the eager model), not to the moment the graph was traced.
-        ops::Attrs attrs = step.attrs;
-        attrs.set("stream", int64_t(rng_stream()));
-        outs = ops::call(*step.op, args, attrs);
-      } else {
-        outs = ops::call(*step.op, args, step.attrs);
-      }
-    } catch (const Error& e) {
-      throw Error(step.label + ": " + e.what());
-    }
-    MERAK_CHECK(outs.size() == step.outputs.size(), step.label, ": the op gave ", outs.size(),
-                " outputs, the node names ", step.outputs.size());
-    for (size_t k = 0; k < outs.size(); ++k) values[size_t(step.outputs[k])] = std::move(outs[k]);
-    for (int slot : step.release) values[size_t(slot)] = Tensor();
-  }
+  return values;
+}
 
-  std::vector<Tensor> results;
-  for (int slot : plan.outputs) results.push_back(values[size_t(slot)]);
-  return results;
+void Executor::run_step(size_t index, std::vector<Tensor>& values) const {
+  const Plan::Step& step = plan_->steps[index];
+  std::vector<Tensor> args;
+  for (int slot : step.inputs) {
+    args.push_back(slot < 0 ? Tensor() : values[size_t(slot)]);
+    wait_pending(args.back());
+  }
+  std::vector<Tensor> outs;
+  try {
+    if (step.op->name == "dropout") {
+      // The mask stream belongs to the micro-batch being run (set by the caller through
+      // set_rng_stream, as for the eager model), not to the moment the graph was traced.
+      ops::Attrs attrs = step.attrs;
+      attrs.set("stream", int64_t(rng_stream()));
+      outs = ops::call(*step.op, args, attrs);
+    } else {
+      outs = ops::call(*step.op, args, step.attrs);
+    }
+  } catch (const Error& e) {
+    throw Error(step.label + ": " + e.what());
+  }
+  MERAK_CHECK(outs.size() == step.outputs.size(), step.label, ": the op gave ", outs.size(),
+              " outputs, the node names ", step.outputs.size());
+  for (size_t k = 0; k < outs.size(); ++k) values[size_t(step.outputs[k])] = std::move(outs[k]);
+  for (int slot : step.release) values[size_t(slot)] = Tensor();
+}
+
+std::vector<Tensor> Executor::results(const std::vector<Tensor>& values) const {
+  std::vector<Tensor> out;
+  for (int slot : plan_->outputs) out.push_back(values[size_t(slot)]);
+  return out;
+}
+
+std::vector<Tensor> Executor::run(const std::map<std::string, Tensor>& inputs) {
+  std::vector<Tensor> values = bind(inputs);
+  for (size_t i = 0; i < plan_->steps.size(); ++i) run_step(i, values);
+  return results(values);
+}
+
+std::vector<std::vector<Tensor>> Executor::run_parts(
+    const std::vector<std::map<std::string, Tensor>>& parts,
+    const std::function<void(size_t)>& resume) {
+  std::vector<std::vector<Tensor>> values;
+  for (const auto& inputs : parts) values.push_back(bind(inputs));
+  const size_t n = plan_->steps.size();
+  std::vector<size_t> next(parts.size(), 0);
+  for (bool more = true; more;) {
+    more = false;
+    for (size_t k = 0; k < parts.size(); ++k) {
+      if (next[k] >= n) continue;
+      if (resume) resume(k);
+      while (next[k] < n) {
+        const bool all_reduce = plan_->steps[next[k]].op->name == "tp_all_reduce";
+        run_step(next[k]++, values[k]);
+        poll_pending();  // MPI progresses the others' collectives only inside its calls
+        if (all_reduce) break;
+      }
+      more = more || next[k] < n;
+    }
+  }
+  wait_all_pending();
+  std::vector<std::vector<Tensor>> out;
+  for (const auto& v : values) out.push_back(results(v));
+  return out;
 }
 
 std::vector<std::pair<std::string, Tensor>> Executor::parameters() const {

@@ -2,6 +2,7 @@
 // backward comes from the same op definitions as eager mode: imported ONNX models train too.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -25,6 +26,16 @@ class Executor {
   // last use.
   std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
 
+  // Runs several independent input sets (the parts of a split micro-batch) interleaved: each
+  // part runs up to and including its next tp_all_reduce, then the next part does, so that
+  // under a cpu::TpDeferScope one part's all-reduce is in flight while another computes. A step
+  // whose input is still being written (merak/core/pending.h) waits for it first, and every
+  // pending value is finished before returning. `resume(k)` is called whenever part k is about
+  // to run (to set its dropout stream). Returns each part's outputs.
+  std::vector<std::vector<Tensor>> run_parts(
+      const std::vector<std::map<std::string, Tensor>>& parts,
+      const std::function<void(size_t)>& resume);
+
   // Trainable initializers by name, for the optimizer.
   std::vector<std::pair<std::string, Tensor>> parameters() const;
   const Tensor& value(const std::string& initializer) const;
@@ -35,6 +46,9 @@ class Executor {
   // (private members are the implementation's choice)
   struct Plan;                        // the nodes resolved to ops and value slots (executor.cc)
   std::shared_ptr<const Plan> plan_;
+  std::vector<Tensor> bind(const std::map<std::string, Tensor>& inputs) const;
+  void run_step(size_t index, std::vector<Tensor>& values) const;
+  std::vector<Tensor> results(const std::vector<Tensor>& values) const;
   Device device_;
 };
 

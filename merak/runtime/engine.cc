@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "merak/autograd/engine.h"
 #include "merak/autograd/grad_mode.h"
 #include "merak/autograd/node.h"
+#include "kernels/cpu/tp_ops.h"
+#include "merak/core/pending.h"
 #include "merak/core/philox.h"
 #include "merak/graph/convert.h"
 #include "merak/graph/executor.h"
@@ -15,6 +18,7 @@
 #include "merak/partition/plan_builder.h"
 #include "merak/runtime/engine_buckets.h"
 #include "merak/runtime/engine_comm.h"
+#include "merak/runtime/engine_split.h"
 #include "merak/runtime/engine_params.h"
 #include "merak/runtime/engine_tp.h"
 #include "merak/runtime/engine_zero.h"
@@ -60,7 +64,11 @@ struct Engine::Impl {
   comm::Grid& grid;
   partition::RankProgram prog;
   EngineOptions options;
-  int stage = 0, stages = 1, replica = 0, replicas = 1, micro_batches = 1;
+  int stage = 0, stages = 1, replica = 0, replicas = 1;
+  // The plan's micro-batches per replica and step, and how many of them one schedule slot runs
+  // together: 1, or 2 in the sub-pipelined mode (the halves, interleaved). The schedule has
+  // micro_batches = plan_micro_batches / parts slots.
+  int plan_micro_batches = 1, parts = 1, micro_batches = 1;
   Program program;
   bool recompute = false;
   std::unique_ptr<graph::Executor> exec;
@@ -87,10 +95,12 @@ struct Engine::Impl {
   void make_ports();
   double tp_seconds() const { return tp_scope ? tp_scope->seconds() : 0; }
   int64_t stream(int64_t step, int mb) const {
-    return step * int64_t(micro_batches) * replicas + int64_t(replica) * micro_batches + mb;
+    return step * int64_t(plan_micro_batches) * replicas + int64_t(replica) * plan_micro_batches +
+           mb;
   }
 
   void run(const Instruction& in, int64_t step, double lr, const MicroBatchFn& batches);
+  std::vector<Tensor> run_graph(const std::map<std::string, Tensor>& inputs, int64_t step, int mb);
   void forward(int mb, int64_t step, const MicroBatchFn& batches);
   void rerun(int mb, int64_t step);
   void backward(int mb);
@@ -110,7 +120,11 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
   stages = grid.shape().pp;
   replica = grid.coord().dp;
   replicas = grid.shape().dp;
-  micro_batches = int(plan.micro_batches());
+  plan_micro_batches = int(plan.micro_batches());
+  parts = options.tp_subpipeline ? 2 : 1;
+  MERAK_CHECK(plan_micro_batches % parts == 0, "sub-pipelined tensor parallelism runs the plan's ",
+              "micro-batches in pairs, the plan has ", plan_micro_batches);
+  micro_batches = plan_micro_batches / parts;
 
   ScheduleOptions so;
   so.recompute = options.recompute;
@@ -158,6 +172,9 @@ void Engine::Impl::check_plan(const partition::Plan& plan) const {
   MERAK_CHECK(tag_of(int(plan.micro_batches()) - 1, true, kMaxPorts - 1) <= 32767, "the engine ",
               "tags pipeline messages for at most ", 32768 / (2 * kMaxPorts),
               " micro-batches a step, the plan has ", plan.micro_batches());
+  MERAK_CHECK(!options.tp_subpipeline || grid.shape().tp > 1, "sub-pipelined tensor "
+              "parallelism overlaps the tp all-reduces: it needs tp > 1, the grid has tp ",
+              grid.shape().tp);
   MERAK_CHECK(options.schedule != ScheduleKind::Interleaved1F1B,
               "the interleaved schedule needs several model stages per rank, which a plan does "
               "not describe (use gpipe, 1f1b or shifted)");
@@ -178,6 +195,11 @@ void Engine::Impl::make_ports() {
     Port p;
     p.value = b.value();
     p.shape = graph::fixed_shape(b.type(), "boundary value '" + b.value() + "'");
+    // A slot of the sub-pipelined mode carries its plan micro-batches side by side.
+    MERAK_CHECK(parts == 1 || !p.shape.empty(), "rank ", grid.rank(), ": boundary value '",
+                b.value(), "' is a scalar; sub-pipelined tensor parallelism needs every value ",
+                "crossing a pipeline cut to have the micro-batch as dim 0");
+    if (parts > 1) p.shape[0] *= parts;
     p.dtype = graph::from_proto(b.type().dtype());
     p.peer = pp_rank(b.peer());
     p.grad = b.has_grad();
@@ -210,22 +232,26 @@ void Engine::Impl::forward(int mb, int64_t step, const MicroBatchFn& batches) {
   Micro& m = micro[mb];
   if (prog.data_inputs_size() > 0) {
     const std::vector<std::string> names(prog.data_inputs().begin(), prog.data_inputs().end());
-    const int64_t global_mb = int64_t(replica) * micro_batches + mb;
-    std::map<std::string, Tensor> data = batches(step, global_mb, names);
-    for (const std::string& name : names) {
-      auto it = data.find(name);
-      MERAK_CHECK(it != data.end() && it->second.defined(), "the batch source gave no '", name,
-                  "' for micro-batch ", mb);
-      m.inputs[name] = it->second;
+    // The slot's plan micro-batches, side by side along the batch (run_graph cuts them apart).
+    std::map<std::string, std::vector<Tensor>> pieces;
+    for (int k = 0; k < parts; ++k) {
+      const int64_t global_mb = int64_t(replica) * plan_micro_batches + mb * parts + k;
+      std::map<std::string, Tensor> data = batches(step, global_mb, names);
+      for (const std::string& name : names) {
+        auto it = data.find(name);
+        MERAK_CHECK(it != data.end() && it->second.defined(), "the batch source gave no '", name,
+                    "' for micro-batch ", global_mb);
+        pieces[name].push_back(it->second);
+      }
     }
+    for (auto& [name, p] : pieces) m.inputs[name] = parts == 1 ? p[0] : ops::concat(p, 0);
   }
-  set_rng_stream(uint64_t(stream(step, mb)));
   if (recompute) {
     autograd::NoGradGuard no_grad;
-    m.outputs = exec->run(m.inputs);
+    m.outputs = run_graph(m.inputs, step, mb);
     m.recorded = false;
   } else {
-    m.outputs = exec->run(m.inputs);
+    m.outputs = run_graph(m.inputs, step, mb);
     m.recorded = true;
   }
   if (loss_output >= 0) loss_sum += m.outputs[size_t(loss_output)].item();
@@ -233,9 +259,23 @@ void Engine::Impl::forward(int mb, int64_t step, const MicroBatchFn& batches) {
 
 void Engine::Impl::rerun(int mb, int64_t step) {
   Micro& m = micro.at(mb);
-  set_rng_stream(uint64_t(stream(step, mb)));  // the same dropout masks as the forward
-  m.outputs = exec->run(m.inputs);
+  m.outputs = run_graph(m.inputs, step, mb);  // the same dropout masks as the forward
   m.recorded = true;
+}
+
+std::vector<Tensor> Engine::Impl::run_graph(const std::map<std::string, Tensor>& inputs,
+                                            int64_t step, int mb) {
+  if (parts == 1) {
+    set_rng_stream(uint64_t(stream(step, mb)));
+    return exec->run(inputs);
+  }
+  // Each half is one of the plan's micro-batches, with its own dropout stream.
+  cpu::TpDeferScope defer;
+  const std::vector<std::vector<Tensor>> halves =
+      exec->run_parts(split_halves(inputs, grid.rank()), [&](size_t k) {
+        set_rng_stream(uint64_t(stream(step, mb * parts + int(k))));
+      });
+  return join_halves(halves, loss_output);
 }
 
 void Engine::Impl::backward(int mb) {
@@ -247,7 +287,7 @@ void Engine::Impl::backward(int mb) {
   if (loss_output >= 0) {
     const Tensor& loss = m.outputs[size_t(loss_output)];
     roots.push_back(loss);
-    grads.push_back(Tensor::full(loss.shape(), 1.0 / double(micro_batches * replicas),
+    grads.push_back(Tensor::full(loss.shape(), 1.0 / double(plan_micro_batches * replicas),
                                  loss.dtype()));
   }
   for (size_t k = 0; k < send_ports.size(); ++k) {
@@ -256,6 +296,8 @@ void Engine::Impl::backward(int mb) {
     roots.push_back(out);
     grads.push_back(m.out_grads.at(k));
   }
+  std::optional<cpu::TpDeferScope> defer;  // the halves' backward all-reduces, posted
+  if (options.tp_subpipeline) defer.emplace();
   if (!roots.empty() && buckets && mb == last_backward) {
     // The step's last backward: each parameter's gradient is final once backward has passed
     // it, so its bucket can start its all-reduce while the earlier layers compute.
@@ -266,6 +308,7 @@ void Engine::Impl::backward(int mb) {
   } else if (!roots.empty()) {
     autograd::backward(roots, grads);
   }
+  wait_all_pending();
   m.in_grads.clear();
   for (const Port& p : recv_ports) {
     if (!p.grad) {
@@ -396,7 +439,7 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
     loss += all[i];
     total_sq += all[i + 1];
   }
-  r.loss = loss / double(micro_batches * replicas);
+  r.loss = loss / double(plan_micro_batches * replicas);
   r.grad_norm = std::sqrt(total_sq);
   clip_scale = optim::clip_coefficient(r.grad_norm, options.grad_clip);  // applied by the step
 }
@@ -459,6 +502,7 @@ EngineStepResult Engine::step(int64_t step, double lr, const MicroBatchFn& batch
   const auto start = Clock::now();
   e.times = StepTimes();
   e.loss_sum = 0;
+  const int64_t posted_before = e.tp_scope ? e.tp_scope->posted() : 0;
   for (const optim::Param& p : e.params) p.value.set_grad(Tensor());
   EngineStepResult r;
   for (const Instruction& in : e.program) {
@@ -480,6 +524,7 @@ EngineStepResult Engine::step(int64_t step, double lr, const MicroBatchFn& batch
   e.times.p2p_wait += seconds(t0, Clock::now());
   e.times.total = seconds(start, Clock::now());
   r.times = e.times;
+  r.deferred_all_reduces = e.tp_scope ? e.tp_scope->posted() - posted_before : 0;
   r.ranks = gather_times(e.grid.world(), e.times);
   return r;
 }

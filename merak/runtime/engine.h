@@ -53,6 +53,12 @@ struct EngineOptions {
   double grad_clip = 1.0;           // global-norm clipping over the whole job; 0 = off
   int64_t bucket_bytes = 1 << 20;   // data-parallel gradient buckets
   bool zero1 = false;               // optimizer state sharded over dp (engine_zero.h)
+  // Sub-pipelined tensor parallelism: each schedule slot runs two of the plan's micro-batches
+  // (the halves of a micro-batch twice their size, which the plan must be made for) interleaved,
+  // so that one half's tensor-parallel all-reduce is in flight while the other half computes,
+  // in forward and backward (engine_split.h). Needs tp > 1 and an even number of plan
+  // micro-batches.
+  bool tp_subpipeline = false;
   bool trace = false;               // keep a span per instruction (spans())
 };
 
@@ -60,6 +66,7 @@ struct EngineStepResult {
   double loss = 0;       // mean over the global batch, as one process computes it
   double grad_norm = 0;  // of the whole model, before clipping
   int overlapped_buckets = 0;  // data-parallel buckets whose all-reduce started during backward
+  int64_t deferred_all_reduces = 0;  // tensor-parallel all-reduces posted without waiting
   StepTimes times;       // this rank's
   std::vector<StepTimes> ranks;  // every rank's, in rank order
 };

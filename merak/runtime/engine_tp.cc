@@ -1,6 +1,7 @@
 #include "merak/runtime/engine_tp.h"
 
 #include <chrono>
+#include <memory>
 
 #include "kernels/cpu/tp_ops.h"
 
@@ -16,8 +17,29 @@ TpCollectiveScope::TpCollectiveScope(comm::Communicator& tp, std::string group) 
     tp.all_reduce(t, op == cpu::TpReduce::Sum ? comm::ReduceOp::Sum : comm::ReduceOp::Max);
     seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   });
+  // The sub-pipelined mode posts instead; the time counted is the wait, what the overlap left.
+  cpu::set_tp_collective_async([&tp, group, this](const Tensor& t, cpu::TpReduce op,
+                                                  const std::string& name, int64_t size) {
+    MERAK_CHECK(name == group && size == tp.size(), "tensor-parallel op on group '", name,
+                "' of ", size, " members, but this rank's tp group is '", group, "' of ",
+                tp.size());
+    auto work = std::make_shared<comm::Work>(
+        tp.iall_reduce(t, op == cpu::TpReduce::Sum ? comm::ReduceOp::Sum : comm::ReduceOp::Max));
+    ++posted_;
+    PendingOp pending;
+    pending.test = [work] { return work->test(); };
+    pending.wait = [work, this] {
+      const auto start = std::chrono::steady_clock::now();
+      work->wait();
+      seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+    return pending;
+  });
 }
 
-TpCollectiveScope::~TpCollectiveScope() { cpu::set_tp_collective(nullptr); }
+TpCollectiveScope::~TpCollectiveScope() {
+  cpu::set_tp_collective(nullptr);
+  cpu::set_tp_collective_async(nullptr);
+}
 
 }  // namespace merak::runtime

@@ -20,9 +20,12 @@ class TpCollectiveScope {
 
   // Seconds spent in the collectives so far (the engine takes them out of compute time).
   double seconds() const { return seconds_; }
+  // All-reduces posted without waiting so far (the sub-pipelined mode).
+  int64_t posted() const { return posted_; }
 
  private:
   double seconds_ = 0;
+  int64_t posted_ = 0;
 };
 
 }  // namespace merak::runtime

@@ -6,6 +6,8 @@
 #include "merak/autograd/engine.h"
 #include "merak/autograd/grad_mode.h"
 #include "merak/autograd/node.h"
+#include "kernels/cpu/tp_ops.h"
+#include "merak/core/pending.h"
 #include "merak/core/philox.h"
 #include "merak/ops/functional.h"
 
@@ -148,4 +150,61 @@ TEST_CASE("recomputation re-derives the same dropout mask", "[autograd][recomput
   x.set_grad(Tensor());
   autograd::backward(F::sum(autograd::checkpoint(seg, {x})[0]));
   CHECK(vec(x.grad()) == plain);
+}
+
+TEST_CASE("backward runs other ready nodes while a gradient's all-reduce is in flight",
+          "[autograd][pending]") {
+  // A stand-in for the communicator: the all-reduce of a 2-member group is posted, finishes
+  // only when waited for, and doubles the values (each member held the same part).
+  std::vector<std::string> events;
+  cpu::set_tp_collective_async([&](const Tensor& t, cpu::TpReduce, const std::string&, int64_t) {
+    PendingOp op;
+    op.test = [] { return false; };
+    op.wait = [&events, t] {
+      events.push_back("wait");
+      float* p = t.data<float>();
+      for (int64_t i = 0; i < t.numel(); ++i) p[i] *= 2;
+    };
+    return op;
+  });
+  Tensor x1 = Tensor::from_vector<float>({1, 2}, {2}).set_requires_grad(true);
+  Tensor x2 = Tensor::from_vector<float>({3, 4}, {2}).set_requires_grad(true);
+  // Chain B first, then chain A, whose tp_copy sums its gradient over the group in backward:
+  // by creation order A's nodes run first, and the node after tp_copy would have to wait.
+  const Tensor rb = F::sum(F::mul_scalar(x2, 3.0));
+  const Tensor c = F::tp_copy(F::mul_scalar(x1, 1.5), "g", 2);
+  const Tensor ra = F::sum(F::mul_scalar(c, 2.0));
+  {
+    cpu::TpDeferScope defer;
+    autograd::backward({ra, rb}, {Tensor::ones({}), Tensor::ones({})}, [&](const Tensor& leaf) {
+      events.push_back(leaf.same(x1) ? "x1 ready" : "x2 ready");
+    });
+  }
+  cpu::set_tp_collective_async(nullptr);
+  CHECK(events == std::vector<std::string>{"x2 ready", "wait", "x1 ready"});
+  CHECK(vec(x1.grad()) == std::vector<float>{6, 6});  // 2 * 1.5, summed over 2 members
+  CHECK(vec(x2.grad()) == std::vector<float>{3, 3});
+  CHECK(pending_count() == 0);
+}
+
+TEST_CASE("pending tensors: waited for once, views included, polled to completion",
+          "[pending]") {
+  Tensor t = Tensor::zeros({4});
+  int waits = 0, tests = 0;
+  mark_pending(t, {[&] { return ++tests >= 2; }, [&] { ++waits; }});
+  CHECK(is_pending(t));
+  CHECK(is_pending(t.narrow(0, 1, 2)));  // same storage
+  CHECK(!is_pending(Tensor::zeros({4})));
+  CHECK_THROWS_WITH(mark_pending(t, {[] { return true; }, [] {}}),
+                    Catch::Contains("already being written"));
+  poll_pending();
+  CHECK(pending_count() == 1);
+  poll_pending();  // the second test finishes it
+  CHECK(pending_count() == 0);
+  CHECK(waits == 0);
+  mark_pending(t, {[] { return false; }, [&] { ++waits; }});
+  wait_pending(t.narrow(0, 0, 1));
+  wait_pending(t);
+  CHECK(waits == 1);
+  CHECK(!is_pending(t));
 }

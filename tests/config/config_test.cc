@@ -460,7 +460,7 @@ TEST_CASE("to_yaml writes every key and reads back to the same config", "[config
        {"steps", "batch", "micro_batch", "seq_len", "log_interval", "seed", "threads", "device"}},
       {"parallel",
        {"dp", "pp", "tp", "schedule", "micro_batches", "recompute", "recompute_ratio", "zero1",
-        "bucket_mb", "hardware"}},
+        "bucket_mb", "tp_subpipeline", "hardware"}},
   };
   YAML::Node root = YAML::Load(text);
   REQUIRE(root.IsMap());

@@ -69,6 +69,9 @@ TEST_CASE("parallel values out of range name the key", "[config][parallel]") {
         "(did you mean 'full'?)");
   CHECK(error_of("parallel:\n  recompute_ratio: 1.5\n") ==
         "p.yaml: key 'parallel.recompute_ratio': must be in [0, 1], got 1.5");
+  CHECK(error_of("parallel:\n  tp_subpipeline: true\n") ==
+        "p.yaml: key 'parallel.tp_subpipeline': overlaps tensor-parallel all-reduces: it needs "
+        "parallel.tp > 1");
   CHECK(error_of("parallel:\n  bucket_mb: 0\n") ==
         "p.yaml: key 'parallel.bucket_mb': must be in (0, 4096], got 0");
   CHECK(error_of("parallel:\n  micro_batches: -1\n") ==
@@ -103,7 +106,7 @@ TEST_CASE("the parallel section round-trips through to_yaml", "[config][parallel
   Config c;
   c.path = "p.yaml";
   c.train.batch = 32;
-  c.parallel = {2, 4, 2, "shifted", 4, "ratio", 0.25, true, 0.5, "h200"};
+  c.parallel = {2, 4, 2, "shifted", 4, "ratio", 0.25, true, 0.5, true, "h200"};
   const std::string text = to_yaml(c);
   INFO(text);
   const Config back = parse(text, "p.yaml");
@@ -116,6 +119,7 @@ TEST_CASE("the parallel section round-trips through to_yaml", "[config][parallel
   CHECK(back.parallel.recompute_ratio == 0.25);
   CHECK(back.parallel.zero1);
   CHECK(back.parallel.bucket_mb == 0.5);
+  CHECK(back.parallel.tp_subpipeline);
   CHECK(back.parallel.hardware == "h200");
   CHECK(to_yaml(back) == text);
 }

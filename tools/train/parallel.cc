@@ -63,12 +63,12 @@ partition::Plan make_plan(const config::Config& c) {
   req.memory.precision = partition::Precision::F32;  // the CPU engine trains in f32
   req.memory.schedule = p.schedule == "gpipe" ? partition::Schedule::GPipe
                                               : partition::Schedule::OneFOneB;
-  req.memory.micro_batches = config::micro_batches_per_replica(c);
+  req.memory.micro_batches = config::model_micro_batches_per_replica(c);
   req.memory.recompute = p.recompute != "none";
   req.memory.zero1 = p.zero1;
   auto model = models::make_model(model_options(c.model));
   const graph::Model traced =
-      graph::trace_model(*model, config::micro_batch_size(c), c.train.seq_len, c.train.seed);
+      graph::trace_model(*model, config::model_micro_batch_size(c), c.train.seq_len, c.train.seed);
   try {
     return partition::run_partition(traced, req).plan;
   } catch (const partition::NoFit& e) {
@@ -118,6 +118,7 @@ runtime::EngineOptions engine_options(const config::Config& c) {
   o.adamw.weight_decay = c.optimizer.weight_decay;
   o.grad_clip = c.optimizer.grad_clip;
   o.zero1 = c.parallel.zero1;
+  o.tp_subpipeline = c.parallel.tp_subpipeline;
   o.bucket_bytes = std::max<int64_t>(1, int64_t(c.parallel.bucket_mb * double(1 << 20)));
   return o;
 }
@@ -142,7 +143,8 @@ int run_parallel(const config::Config& c, const ParallelRun& run) {
   std::unique_ptr<BatchSource> source;
   if (engine.program().data_inputs_size() > 0) source = std::make_unique<BatchSource>(c);
   const runtime::MicroBatchFn batches =
-      source ? micro_batch_source(*source, config::micro_batch_size(c)) : runtime::MicroBatchFn();
+      source ? micro_batch_source(*source, config::model_micro_batch_size(c))
+             : runtime::MicroBatchFn();
 
   std::ofstream metrics;
   if (root && !run.metrics.empty()) {

@@ -3,6 +3,7 @@
 // relative, for every schedule with recomputation on and off.
 //
 //   engine_equality --family gpt --reference FILE        one process: the trainer's losses
+//                                                         (and at half the micro-batch: FILE.half)
 //   mpirun -np N engine_equality --family gpt --layout DP,PP,TP --expect FILE
 //
 // The second form runs every schedule x recompute combination in one launch (so CI pays for one
@@ -55,7 +56,10 @@ std::string config_text(const std::string& family, const std::string& dropout) {
   std::exit(2);
 }
 
-int reference(const config::Config& cfg, const std::string& out) {
+// The single process's per-step loss and norm, written to `out`; and at half the micro-batch
+// size to `out`.half, what the sub-pipelined mode (each micro-batch run as two halves, with the
+// halves' dropout masks) must equal.
+int write_reference(const config::Config& cfg, const std::string& out) {
   train::Trainer trainer(cfg);
   std::ofstream f(out);
   for (int64_t i = 0; i < cfg.train.steps; ++i) {
@@ -65,6 +69,12 @@ int reference(const config::Config& cfg, const std::string& out) {
     f << line;
   }
   return f.flush() ? 0 : 1;
+}
+
+int reference(const config::Config& cfg, const std::string& out) {
+  config::Config half = cfg;
+  half.train.micro_batch = cfg.train.micro_batch / 2;
+  return write_reference(cfg, out) | write_reference(half, out + ".half");
 }
 
 struct Expected {
@@ -84,7 +94,8 @@ Expected read_expected(const std::string& path) {
 
 double rel(double got, double want) { return std::fabs(got - want) / std::fabs(want); }
 
-int layout_run(const config::Config& base, const std::string& layout, const Expected& want) {
+int layout_run(const config::Config& base, const std::string& layout, const Expected& whole,
+               const Expected& halves) {
   int dp = 0, pp = 0, tp = 0;
   if (std::sscanf(layout.c_str(), "%d,%d,%d", &dp, &pp, &tp) != 3) usage("bad --layout");
   // Through the config's validation, as merak_train would see the layout.
@@ -97,21 +108,31 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
        "parallel.bucket_mb=0.0625"});
   comm::Grid grid({dp, pp, tp});
   const bool root = grid.rank() == 0;
-  MERAK_CHECK(int64_t(want.loss.size()) == cfg.train.steps, "expected ", cfg.train.steps,
-              " reference losses, read ", want.loss.size());
+  MERAK_CHECK(int64_t(whole.loss.size()) == cfg.train.steps &&
+                  int64_t(halves.loss.size()) == cfg.train.steps,
+              "expected ", cfg.train.steps, " reference losses, read ", whole.loss.size(), " and ",
+              halves.loss.size(), " (at half the micro-batch)");
   const train::BatchSource source(cfg);
-  const runtime::MicroBatchFn batches =
-      train::micro_batch_source(source, config::micro_batch_size(cfg));
-  // Every schedule with recomputation off and on; with replicas, 1F1B under ZeRO-1 too.
+
+  // Every schedule with recomputation off and on; with replicas, 1F1B under ZeRO-1 too; with
+  // tensor parallelism, the sub-pipelined mode with and without recomputation.
   struct Combo {
     const char* schedule;
     const char* recompute;
     bool zero1;
+    bool subpipeline;
   };
   std::vector<Combo> combos;
   for (const char* schedule : {"gpipe", "1f1b", "shifted"})
-    for (const char* recompute : {"none", "full"}) combos.push_back({schedule, recompute, false});
-  if (dp > 1) combos.push_back({"1f1b", "full", true});
+    for (const char* recompute : {"none", "full"})
+      combos.push_back({schedule, recompute, false, false});
+  if (dp > 1) combos.push_back({"1f1b", "full", true, false});
+  // Those are compared with the single process at half the micro-batch: the halves are the
+  // micro-batches (BERT's loss averages over each one's masked tokens).
+  if (tp > 1) {
+    combos.push_back({"1f1b", "none", false, true});
+    combos.push_back({"shifted", "full", false, true});
+  }
   bool ok = true;
   for (const Combo& combo : combos) {
     const char* schedule = combo.schedule;
@@ -119,16 +140,22 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     cfg.parallel.schedule = schedule;
     cfg.parallel.recompute = recompute;
     cfg.parallel.zero1 = combo.zero1;
+    cfg.parallel.tp_subpipeline = combo.subpipeline;
     const partition::Plan plan = train::shared_plan(grid.world(), cfg);
+    const runtime::MicroBatchFn batches =
+        train::micro_batch_source(source, config::model_micro_batch_size(cfg));
     runtime::Engine engine(grid, plan, train::engine_options(cfg));
+    const Expected& want = combo.subpipeline ? halves : whole;
     double worst = 0, worst_norm = 0;
     int overlapped = 0;
+    int64_t deferred = 0;
     for (int64_t i = 0; i < cfg.train.steps; ++i) {
       const double lr =
           optim::scheduled_lr(i, cfg.train.steps, cfg.optimizer.lr,
                               cfg.schedule.warmup_steps, cfg.schedule.decay, cfg.schedule.min_lr);
       const runtime::EngineStepResult r = engine.step(i, lr, batches);
       overlapped = r.overlapped_buckets;
+      deferred += r.deferred_all_reduces;
       worst = std::max(worst, rel(r.loss, want.loss[size_t(i)]));
       worst_norm = std::max(worst_norm, rel(r.grad_norm, want.norm[size_t(i)]));
       if (!(rel(r.loss, want.loss[size_t(i)]) <= kTolerance) && root)
@@ -163,15 +190,25 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     const bool overlaps = dp == 1 || combo.zero1 || fewest_overlapped >= 1;
     if (!overlaps && root)
       std::printf("  a rank started no gradient bucket during backward\n");
+    // Sub-pipelined: every rank posted its tp all-reduces without waiting; otherwise none did.
+    double fewest_deferred = 1e18, most_deferred = 0;
+    for (double n : runtime::all_gather_doubles(grid.world(), {double(deferred)})) {
+      fewest_deferred = std::min(fewest_deferred, n);
+      most_deferred = std::max(most_deferred, n);
+    }
+    const bool deferring = combo.subpipeline ? fewest_deferred > 0 : most_deferred == 0;
+    if (!deferring && root)
+      std::printf("  deferred tp all-reduces per rank: %.0f to %.0f\n", fewest_deferred,
+                  most_deferred);
     const bool pass = worst <= kTolerance && recomputing == want_recomputing &&
-                      wrong_readers == 0 && overlaps;
+                      wrong_readers == 0 && overlaps && deferring;
     ok = ok && pass;
     if (root)
       std::printf("%s%s (%d,%d,%d) | %-7s%s | recompute %-4s (%d of %d ranks) | %lld steps | "
                   "max rel loss diff %.2e | max rel norm diff %.2e | %d buckets overlapped | "
                   "%s\n",
                   cfg.model.family.c_str(), cfg.model.dropout > 0 ? " with dropout" : "", dp, pp,
-                  tp, schedule, combo.zero1 ? " zero1" : "",
+                  tp, schedule, combo.zero1 ? " zero1" : combo.subpipeline ? " sub-pipelined tp" : "",
                   recompute, recomputing, dp * pp * tp, (long long)cfg.train.steps, worst,
                   worst_norm, int(fewest_overlapped > 1e8 ? 0 : fewest_overlapped),
                   pass ? "ok" : "FAIL");
@@ -199,10 +236,10 @@ int main(int argc, char** argv) {
   try {
     if (!ref.empty()) return reference(cfg, ref);
     if (layout.empty() || expect.empty()) usage("give --reference, or --layout and --expect");
-    const Expected want = read_expected(expect);
+    const Expected whole = read_expected(expect), halves = read_expected(expect + ".half");
     comm::MpiSession mpi(&argc, &argv);
     try {
-      return layout_run(cfg, layout, want);
+      return layout_run(cfg, layout, whole, halves);
     } catch (const std::exception& e) {
       comm::abort_job(std::string("engine_equality: ") + e.what());
     }
