@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "merak/core/device_backend.h"
+
 namespace merak {
 
 Storage::Storage(size_t nbytes, Device dev) : bytes(nbytes), device(dev) {
@@ -51,6 +53,12 @@ void copy_dim(char* dst, const int64_t* dst_st, const char* src, const int64_t* 
 void strided_copy(const Tensor& dst, const Tensor& src) {
   const int64_t rank = dst.dim();
   if (dst.numel() == 0) return;
+  if (!dst.device().is_cpu() || !src.device().is_cpu()) {
+    MERAK_CHECK(dst.device() == src.device(), "copy between ", src.device().str(), " and ",
+                dst.device().str(), ": use to()");
+    device_backend(dst.device().type).strided_copy(dst, src);
+    return;
+  }
   if (dst.is_contiguous() && src.is_contiguous()) {
     std::memcpy(dst.raw_data(), src.raw_data(), size_t(dst.nbytes()));
     return;
@@ -76,7 +84,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  if (!device.is_meta()) std::memset(t.raw_data(), 0, size_t(t.nbytes()));
+  if (device.is_cpu()) std::memset(t.raw_data(), 0, size_t(t.nbytes()));
+  else if (!device.is_meta()) t.fill_(0);
   return t;
 }
 
@@ -108,8 +117,14 @@ void* Tensor::raw_data() const {
   return static_cast<char*>(impl().storage->data) + impl().offset * int64_t(dtype_size(dtype()));
 }
 
+void* Tensor::device_data() const {
+  MERAK_CHECK(!is_meta(), "data access on a Meta tensor ", str());
+  return static_cast<char*>(impl().storage->data) + impl().offset * int64_t(dtype_size(dtype()));
+}
+
 double Tensor::item() const {
   MERAK_CHECK(numel() == 1, "item() on ", str(), " with ", numel(), " elements");
+  if (!device().is_cpu() && !is_meta()) return to(Device::cpu()).item();
   const void* p = raw_data();
   switch (dtype()) {
     case DType::F32: return *static_cast<const float*>(p);
@@ -240,12 +255,23 @@ Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
   if (target.is_meta()) return empty(shape(), dtype(), target);
   MERAK_CHECK(!is_meta(), "cannot move a Meta tensor (it has no data) to ", target.str());
-  MERAK_FAIL("copy from ", device().str(), " to ", target.str(), " needs the CUDA backend");
+  // Made contiguous on its own device first, then moved as bytes.
+  const Tensor src = contiguous();
+  Tensor out = empty(shape(), dtype(), target);
+  if (numel() == 0) return out;
+  const DeviceType backend = target.is_cpu() ? device().type : target.type;
+  device_backend(backend).copy_bytes(out.device_data(), target, src.device_data(), device(),
+                                     size_t(nbytes()));
+  return out;
 }
 
 void Tensor::fill_(double value) const {
   if (is_meta()) return;
   MERAK_CHECK(is_contiguous(), "fill_ on a non-contiguous tensor");
+  if (!device().is_cpu()) {
+    device_backend(device().type).fill(*this, value);
+    return;
+  }
   const int64_t n = numel();
   void* p = raw_data();
   switch (dtype()) {

@@ -87,7 +87,10 @@ class Tensor {
                 ">() on a ", dtype_name(dtype()), " tensor");
     return static_cast<T*>(raw_data());
   }
-  double item() const;  // value of a one-element tensor, as double
+  // The first element's address on the tensor's device, for device backends (raw_data() is the
+  // host's view and refuses device tensors).
+  void* device_data() const;
+  double item() const;  // value of a one-element tensor, as double (copied to the host)
   template <typename T>
   std::vector<T> to_vector() const;  // row-major copy
 
@@ -104,7 +107,7 @@ class Tensor {
   Tensor contiguous() const;  // this tensor if already contiguous, else a row-major copy
   Tensor clone() const;       // always a fresh row-major copy
   void copy_(const Tensor& src) const;  // same shape and dtype; any strides on either side
-  Tensor to(Device device) const;        // CPU <-> Meta here; CUDA when that backend is linked
+  Tensor to(Device device) const;  // CPU <-> Meta, and CUDA <-> CPU when that backend is linked
   void fill_(double value) const;
 
   // A new tensor sharing this one's storage and view, without autograd history.
@@ -145,7 +148,7 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
-  Tensor c = contiguous();
+  Tensor c = device().is_cpu() ? contiguous() : to(Device::cpu());
   const T* p = c.data<T>();
   return std::vector<T>(p, p + c.numel());
 }

@@ -1,6 +1,7 @@
 // Runs every registered op through its harness cases (see harness.h for what is checked).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -9,6 +10,7 @@
 
 #include "merak/autograd/engine.h"
 #include "merak/autograd/grad_mode.h"
+#include "merak/cuda/runtime.h"
 #include "merak/ops/dispatch.h"
 #include "tests/ops/harness_registry.h"
 
@@ -71,7 +73,44 @@ double weighted_sum(const std::vector<Tensor>& outs, const std::vector<Tensor>& 
 
 struct Tally {
   int ops = 0, cases = 0, grad_checks = 0;
+  int cuda_cases = 0, cuda_skipped = 0;  // run on the GPU against the CPU; skipped without one
 };
+
+// Whether the CUDA pass runs: a GPU must be present. Without one, `why` says what the runtime
+// reported (the CUDA cases are then counted as skipped, never as passed).
+bool cuda_available(std::string* why) {
+  static std::string reason;
+  static const int count = cuda::device_count(&reason);
+  if (why) *why = reason;
+  return count > 0;
+}
+
+// 5. The op on the GPU with the f32 inputs, against the CPU's f32 outputs (within 1e-5, or the
+// case's looser f32 tolerance). View ops need no kernel; other ops must have a CUDA one.
+void run_cuda(const ops::OpDef& op, const OpCase& c, const std::vector<Tensor>& in32,
+              const std::vector<Tensor>& cpu_outs, const std::string& where, Tally& tally) {
+  if (!cuda_available(nullptr)) {
+    ++tally.cuda_skipped;
+    return;
+  }
+  ++tally.cuda_cases;
+  if (!op.view && !ops::Registry::get().kernel(op.name, DeviceType::CUDA)) {
+    FAIL_CHECK(where << "no CUDA kernel");
+    return;
+  }
+  std::vector<Tensor> dev;
+  for (const Tensor& t : in32) dev.push_back(t.defined() ? t.to(Device::cuda()) : t);
+  try {
+    const std::vector<Tensor> outs = ops::call(op, dev, c.attrs);
+    for (size_t k = 0; k < cpu_outs.size() && k < outs.size(); ++k) {
+      const std::string e = compare(outs[k].to(Device::cpu()), cpu_outs[k],
+                                    std::max(1e-5, c.f32_tol), true);
+      if (!e.empty()) FAIL_CHECK(where << "CUDA output " << k << " vs CPU: " << e);
+    }
+  } catch (const std::exception& e) {
+    FAIL_CHECK(where << "CUDA call threw: " << e.what());
+  }
+}
 
 void run_case(const ops::OpDef& op, const OpCase& c, Tally& tally) {
   const std::string where = "op '" + op.name + "' case '" + c.label + "' " + c.attrs.str() + ": ";
@@ -108,6 +147,7 @@ void run_case(const ops::OpDef& op, const OpCase& c, Tally& tally) {
         const std::string e = compare(outs32[k], want32[k], c.f32_tol, false);
         if (!e.empty()) FAIL_CHECK(where << "f32 output " << k << ": " << e);
       }
+      run_cuda(op, c, in32, outs32, where, tally);
     } catch (const std::exception& e) {
       FAIL_CHECK(where << "f32 call threw: " << e.what());
     }
@@ -244,6 +284,13 @@ TEST_CASE("op harness: every registered op vs reference, Meta inference and fini
   std::cout << "op harness: " << tally.ops << " ops checked (of " << registry.names().size()
             << " registered), " << tally.cases << " cases, " << tally.grad_checks
             << " gradient checks against finite differences\n";
+  std::string why;
+  if (cuda_available(&why))
+    std::cout << "op harness: CUDA: " << tally.cuda_cases << " cases run on the GPU against the "
+              << "CPU\n";
+  else
+    std::cout << "op harness: CUDA: " << tally.cuda_skipped << " cases SKIPPED (no GPU: " << why
+              << ")\n";
   if (only.empty()) CHECK(tally.ops == int(registry.names().size()));
 }
 

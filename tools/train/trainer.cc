@@ -5,6 +5,7 @@
 #include "merak/autograd/engine.h"
 #include "merak/core/parallel.h"
 #include "merak/core/philox.h"
+#include "merak/cuda/runtime.h"
 #include "merak/ops/functional.h"
 
 namespace merak::train {
@@ -37,6 +38,13 @@ models::ModelOptions model_options(const config::ModelConfig& m) {
 Trainer::Trainer(const config::Config& config) : config_(config) {
   const auto& t = config_.train;
   if (t.threads > 0) set_num_threads(t.threads);
+  if (t.device == "cuda") {
+    std::string why;
+    if (cuda::device_count(&why) == 0)
+      config_error(config_, "train.device", "cuda, but no CUDA device was found (" + why + ")");
+    config_error(config_, "train.device", "cuda: the CUDA kernels are built, but training on the "
+                 "GPU is not wired into merak_train yet (use cpu)");
+  }
   if (t.device != "cpu")
     config_error(config_, "train.device", "'" + t.device + "' is not available in this build");
 

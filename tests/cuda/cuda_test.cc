@@ -1,0 +1,70 @@
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include "merak/core/tensor.h"
+#include "merak/cuda/caching_allocator.h"
+#include "merak/cuda/runtime.h"
+
+using namespace merak;
+
+namespace {
+
+// Whether a GPU is here; when not, says once that the device checks are skipped and why (a
+// skipped check is reported, never counted as passed).
+bool have_gpu(const char* what) {
+  std::string why;
+  if (cuda::device_count(&why) > 0) return true;
+  std::printf("cuda_test: SKIPPED (no GPU: %s): %s\n", why.c_str(), what);
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("size classes: 512 B steps below 1 MiB, 2 MiB steps above", "[cuda]") {
+  using cuda::CachingAllocator;
+  CHECK(CachingAllocator::size_class(1) == 512);
+  CHECK(CachingAllocator::size_class(512) == 512);
+  CHECK(CachingAllocator::size_class(513) == 1024);
+  CHECK(CachingAllocator::size_class((1 << 20) - 1) == (1 << 20));
+  CHECK(CachingAllocator::size_class(1 << 20) == (2 << 20));
+  CHECK(CachingAllocator::size_class((2 << 20) + 1) == (4 << 20));
+}
+
+TEST_CASE("without a GPU: discovery says why, and a CUDA tensor is a clear error", "[cuda]") {
+  std::string why;
+  if (cuda::device_count(&why) > 0) {
+    std::printf("cuda_test: SKIPPED (a GPU is present): the no-GPU error path\n");
+    return;
+  }
+  CHECK(why.find("cudaGetDeviceCount") != std::string::npos);
+  CHECK_THROWS_WITH(Tensor::empty({4}, DType::F32, Device::cuda()),
+                    Catch::Contains("cudaMalloc") && Catch::Contains("cudaError"));
+  // CPU work is untouched by the backend being linked in.
+  CHECK(Tensor::full({3}, 2.0).to_vector<float>() == std::vector<float>{2, 2, 2});
+}
+
+TEST_CASE("with a GPU: transfers, fills, strided copies, block reuse", "[cuda]") {
+  if (!have_gpu("transfers, fills, strided copies, block reuse")) return;
+  const Tensor host = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor dev = host.to(Device::cuda());
+  CHECK(dev.device().is_cuda());
+  CHECK(dev.to_vector<float>() == host.to_vector<float>());
+  CHECK(dev.to(Device::cpu()).to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
+  // A transposed view made contiguous on the device.
+  CHECK(dev.transpose(0, 1).contiguous().to_vector<float>() ==
+        std::vector<float>{1, 4, 2, 5, 3, 6});
+  CHECK(Tensor::full({5}, 1.5, DType::F64, Device::cuda()).to_vector<double>() ==
+        std::vector<double>{1.5, 1.5, 1.5, 1.5, 1.5});
+  CHECK(Tensor::zeros({3}, DType::I64, Device::cuda()).to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 0, 0});
+  CHECK(Tensor::full({1}, 7.0, DType::F32, Device::cuda()).item() == 7.0);
+  // A freed block serves the next request of its size class without a new cudaMalloc.
+  const int64_t reserved = [] {
+    Tensor t = Tensor::empty({1 << 20}, DType::F32, Device::cuda());
+    return cuda::caching_allocator().stats().reserved_bytes;
+  }();
+  { Tensor again = Tensor::empty({1 << 20}, DType::F32, Device::cuda()); }
+  CHECK(cuda::caching_allocator().stats().reserved_bytes == reserved);
+}
