@@ -2,10 +2,12 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "merak/core/tensor.h"
 #include "merak/cuda/caching_allocator.h"
 #include "merak/cuda/runtime.h"
+#include "merak/ops/registry.h"
 
 using namespace merak;
 
@@ -67,4 +69,22 @@ TEST_CASE("with a GPU: transfers, fills, strided copies, block reuse", "[cuda]")
   }();
   { Tensor again = Tensor::empty({1 << 20}, DType::F32, Device::cuda()); }
   CHECK(cuda::caching_allocator().stats().reserved_bytes == reserved);
+}
+
+TEST_CASE("CUDA kernel coverage of the registered ops", "[cuda]") {
+  // Registration needs no GPU: this is checked everywhere. View ops need no kernel.
+  const ops::Registry& registry = ops::Registry::get();
+  std::vector<std::string> missing;
+  int with_kernel = 0, views = 0;
+  for (const std::string& name : registry.names()) {
+    if (registry.at(name).view) ++views;
+    else if (registry.kernel(name, DeviceType::CUDA)) ++with_kernel;
+    else missing.push_back(name);
+  }
+  std::string list;
+  for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
+  std::printf("cuda_test: CUDA kernels for %d ops, %d view ops, %zu ops without one%s%s\n",
+              with_kernel, views, missing.size(), missing.empty() ? "" : ": ", list.c_str());
+  // Every op the single-GPU model path uses has one; the tensor-parallel ops are still CPU-only.
+  for (const std::string& m : missing) CHECK(m.rfind("tp_", 0) == 0);
 }

@@ -1,0 +1,25 @@
+// Launchers of the layer-norm kernels (layer_norm.cu) over the last dim: `rows` rows of D.
+// elem: common.h's Elem code; weight and bias may be null.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace merak::cuda_kernels::nn {
+
+// y = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps) (biased variance); also
+// writes mean and rstd [rows].
+void launch_layer_norm(const void* x, const void* weight, const void* bias, float eps, void* y,
+                       void* mean, void* rstd, int64_t rows, int64_t D, int elem,
+                       cudaStream_t stream);
+
+// Bytes of scratch launch_layer_norm_grad needs.
+int64_t layer_norm_grad_scratch_bytes(int64_t rows, int64_t D);
+
+// dx, and dweight / dbias [D] summed over the rows (written even without a weight).
+void launch_layer_norm_grad(const void* dy, const void* x, const void* weight, const void* mean,
+                            const void* rstd, void* dx, void* dweight, void* dbias, int64_t rows,
+                            int64_t D, void* scratch, int elem, cudaStream_t stream);
+
+}  // namespace merak::cuda_kernels::nn

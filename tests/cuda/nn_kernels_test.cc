@@ -1,0 +1,354 @@
+// Checks of the CUDA nn kernels. Everywhere: each op has a CUDA kernel registered. With a GPU:
+//   - f32: every op through the dispatcher on CUDA against the CPU kernel on the same inputs;
+//   - bf16 and f16: the CUDA kernels called directly (the op defs' inference takes f32 / f64
+//     only) against the CPU's f32 results on the same, rounded, inputs;
+//   - determinism: the gradients that sum over rows give the same bits twice.
+// Without a GPU the device checks are reported as skipped. Exit status 1 on any failure.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "merak/core/tensor.h"
+#include "merak/cuda/runtime.h"
+#include "merak/ops/dispatch.h"
+#include "merak/ops/registry.h"
+
+namespace merak {
+namespace {
+
+using ops::Attrs;
+
+int failures = 0;
+
+void fail(const std::string& what) {
+  std::printf("FAIL %s\n", what.c_str());
+  ++failures;
+}
+
+// ---- tensors on the host ------------------------------------------------------------------
+
+uint64_t next_random(uint64_t& state) {
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  return state >> 33;
+}
+
+Tensor rand_f32(const Shape& shape, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  Tensor t = Tensor::empty(shape, DType::F32);
+  float* p = t.data<float>();
+  uint64_t s = seed * 7919 + 17;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    p[i] = lo + (hi - lo) * float(next_random(s) % 1000003) / 1000003.f;
+  return t;
+}
+
+Tensor rand_ids(const Shape& shape, uint64_t seed, int64_t n, DType dtype) {
+  Tensor t = Tensor::empty(shape, dtype);
+  uint64_t s = seed * 104729 + 3;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const int64_t v = int64_t(next_random(s) % uint64_t(n));
+    if (dtype == DType::I32) t.data<int32_t>()[i] = int32_t(v);
+    else t.data<int64_t>()[i] = v;
+  }
+  return t;
+}
+
+Tensor bools(const Shape& shape, const std::vector<bool>& v) {
+  Tensor t = Tensor::empty(shape, DType::Bool);
+  for (size_t i = 0; i < v.size(); ++i) t.data<bool>()[i] = v[i];
+  return t;
+}
+
+// Any tensor's values as doubles (copied to the host when needed).
+std::vector<double> values(const Tensor& t) {
+  const Tensor c = t.device().is_cpu() ? t.contiguous() : t.to(Device::cpu());
+  std::vector<double> v(size_t(c.numel()));
+  const void* p = c.numel() ? c.raw_data() : nullptr;
+  for (size_t i = 0; i < v.size(); ++i) {
+    switch (c.dtype()) {
+      case DType::F32: v[i] = static_cast<const float*>(p)[i]; break;
+      case DType::F64: v[i] = static_cast<const double*>(p)[i]; break;
+      case DType::BF16: v[i] = bf16_to_f32(static_cast<const uint16_t*>(p)[i]); break;
+      case DType::F16: v[i] = f16_to_f32(static_cast<const uint16_t*>(p)[i]); break;
+      case DType::I32: v[i] = static_cast<const int32_t*>(p)[i]; break;
+      case DType::I64: v[i] = double(static_cast<const int64_t*>(p)[i]); break;
+      case DType::Bool: v[i] = static_cast<const bool*>(p)[i]; break;
+    }
+  }
+  return v;
+}
+
+// A host f32 tensor stored as bf16 or f16 (rounded to nearest even), or back to f32.
+Tensor convert(const Tensor& t, DType to) {
+  const std::vector<double> v = values(t);
+  Tensor out = Tensor::empty(t.shape(), to);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float f = float(v[i]);
+    if (to == DType::BF16) static_cast<uint16_t*>(out.raw_data())[i] = f32_to_bf16(f);
+    else if (to == DType::F16) static_cast<uint16_t*>(out.raw_data())[i] = f32_to_f16(f);
+    else out.data<float>()[i] = f;
+  }
+  return out;
+}
+
+bool floating(const Tensor& t) { return t.defined() && is_floating(t.dtype()); }
+
+std::vector<Tensor> to_device(const std::vector<Tensor>& in, Device d) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : in) out.push_back(t.defined() ? t.to(d) : t);
+  return out;
+}
+
+// Whether got matches want within tol * (1 + |want|) everywhere (NaN and inf must match).
+void compare(const std::string& label, const Tensor& want, const Tensor& got, double tol) {
+  if (want.shape() != got.shape()) {
+    fail(label + ": shape " + shape_str(got.shape()) + ", expected " + shape_str(want.shape()));
+    return;
+  }
+  const std::vector<double> w = values(want), g = values(got);
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    double err;
+    if (std::isnan(w[i]) || std::isnan(g[i])) err = std::isnan(w[i]) && std::isnan(g[i]) ? 0 : 1e30;
+    else if (std::isinf(w[i]) || std::isinf(g[i])) err = w[i] == g[i] ? 0 : 1e30;
+    else err = std::fabs(w[i] - g[i]) / (1 + std::fabs(w[i]));
+    if (err > worst) {
+      worst = err;
+      at = i;
+    }
+  }
+  if (worst > tol) {
+    char buf[256];
+    std::snprintf(buf, sizeof(buf), ": error %.3g at %zu (got %.8g, expected %.8g), tolerance %.3g",
+                  worst, at, g[at], w[at], tol);
+    fail(label + buf);
+  }
+}
+
+// ---- cases --------------------------------------------------------------------------------
+
+struct Case {
+  std::string op, label;
+  std::vector<Tensor> inputs;  // host; floating ones f32
+  Attrs attrs;
+  double tol = 1e-5;  // f32 tolerance (the 16-bit ones are set by dtype)
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  uint64_t seed = 1;
+  auto r = [&](const Shape& s) { return rand_f32(s, seed++); };
+  auto mm = [&](const std::string& label, const Shape& a, const Shape& b, bool ta, bool tb) {
+    c.push_back({"matmul", label, {r(a), r(b)},
+                 Attrs().set("trans_a", ta).set("trans_b", tb), 1e-5});
+  };
+  mm("2-D", {7, 5}, {5, 9}, false, false);
+  mm("2-D ta", {5, 7}, {5, 9}, true, false);
+  mm("2-D tb", {7, 5}, {9, 5}, false, true);
+  mm("2-D ta tb", {5, 7}, {9, 5}, true, true);
+  mm("shared b, folded", {2, 3, 7, 5}, {5, 9}, false, false);
+  mm("shared b, ta", {2, 3, 5, 7}, {5, 9}, true, false);
+  mm("shared a", {7, 5}, {4, 5, 9}, false, false);
+  mm("interleaved broadcast", {2, 1, 7, 5}, {3, 5, 9}, false, false);
+  mm("interleaved broadcast tb", {2, 1, 7, 5}, {3, 9, 5}, false, true);
+  mm("batched ta tb", {2, 3, 5, 7}, {2, 3, 9, 5}, true, true);
+  mm("K = 0", {3, 0}, {0, 4}, false, false);
+  mm("large", {3, 130, 300}, {300, 70}, false, false);
+
+  const Tensor x3 = r({2, 3, 8}), w3 = r({5, 8}), b3 = r({5});
+  c.push_back({"linear", "bias", {x3, w3, b3}, {}, 1e-5});
+  c.push_back({"linear", "no bias", {x3, w3}, {}, 1e-5});
+  const Tensor b_wide = r({6});
+  c.push_back({"linear", "misaligned bias", {x3, w3, b_wide.narrow(0, 1, 5)}, {}, 1e-5});
+  c.push_back({"linear", "in = 0", {r({3, 0}), r({4, 0}), r({4})}, {}, 1e-6});
+
+  for (const char* op : {"softmax", "log_softmax"}) {
+    c.push_back({op, "short rows", {rand_f32({6, 37}, seed++, -5, 5)}, {}, 1e-5});
+    c.push_back({op, "long rows", {rand_f32({3, 2000}, seed++, -5, 5)}, {}, 1e-5});
+    c.push_back({op, "middle dim", {rand_f32({4, 5, 6}, seed++, -5, 5)}, Attrs().set("dim", 1), 1e-5});
+  }
+  for (const char* op : {"softmax_grad", "log_softmax_grad"}) {
+    const bool is_log = std::string(op) == "log_softmax_grad";
+    auto y_of = [&](const Tensor& x, int64_t dim) {
+      return ops::call(is_log ? "log_softmax" : "softmax", {x}, Attrs().set("dim", dim))[0];
+    };
+    c.push_back({op, "short rows", {r({6, 37}), y_of(r({6, 37}), -1)}, {}, 1e-5});
+    c.push_back({op, "long rows", {r({3, 2000}), y_of(r({3, 2000}), -1)}, {}, 1e-5});
+    c.push_back({op, "middle dim", {r({4, 5, 6}), y_of(r({4, 5, 6}), 1)}, Attrs().set("dim", 1), 1e-5});
+  }
+
+  c.push_back({"layer_norm", "weight and bias", {r({5, 33}), r({33}), r({33})}, {}, 1e-5});
+  c.push_back({"layer_norm", "weight, long rows", {r({3, 1500}), r({1500}), Tensor()}, {}, 1e-5});
+  c.push_back({"layer_norm", "plain", {r({2, 3, 40})}, Attrs().set("eps", 1e-3), 1e-5});
+  for (bool with_w : {true, false}) {
+    const Tensor x = r({130, 40}), w = with_w ? r({40}) : Tensor();
+    const std::vector<Tensor> ln = ops::call("layer_norm", {x, w, Tensor()});
+    c.push_back({"layer_norm_grad", with_w ? "weight, 3 chunks" : "no weight",
+                 {r({130, 40}), x, w, ln[1], ln[2]}, {}, 1e-5});
+  }
+  {
+    const Tensor x = r({4, 1100}), w = r({1100});
+    const std::vector<Tensor> ln = ops::call("layer_norm", {x, w, Tensor()});
+    c.push_back({"layer_norm_grad", "long rows", {r({4, 1100}), x, w, ln[1], ln[2]}, {}, 1e-5});
+  }
+
+  c.push_back({"embedding", "i64", {r({11, 7}), rand_ids({3, 4}, seed++, 11, DType::I64)}, {}, 0});
+  c.push_back({"embedding", "i32, long rows",
+               {r({5, 1300}), rand_ids({6}, seed++, 5, DType::I32)}, {}, 0});
+  c.push_back({"embedding_grad", "i64, repeats",
+               {r({3, 4, 7}), rand_ids({3, 4}, seed++, 5, DType::I64)},
+               Attrs().set("num_embeddings", int64_t(11)), 1e-6});
+  c.push_back({"embedding_grad", "i32, long rows",
+               {r({40, 300}), rand_ids({40}, seed++, 3, DType::I32)},
+               Attrs().set("num_embeddings", int64_t(4)), 1e-6});
+
+  {
+    Tensor t = rand_ids({9}, seed++, 13, DType::I64);
+    t.data<int64_t>()[2] = -100;
+    t.data<int64_t>()[7] = -100;
+    const Tensor x = rand_f32({9, 13}, seed++, -4, 4);
+    c.push_back({"cross_entropy", "ignored rows", {x, t}, {}, 1e-5});
+    const Tensor lse = ops::call("cross_entropy", {x, t})[1];
+    c.push_back({"cross_entropy_grad", "ignored rows",
+                 {Tensor::full({}, 1.7), x, t, lse}, {}, 1e-5});
+  }
+  {
+    const Tensor t = rand_ids({5}, seed++, 1500, DType::I32);
+    const Tensor x = rand_f32({5, 1500}, seed++, -4, 4);
+    const Attrs a = Attrs().set("ignore_index", int64_t(t.data<int32_t>()[1]));
+    c.push_back({"cross_entropy", "long rows, ignore_index in range", {x, t}, a, 1e-5});
+    const Tensor lse = ops::call("cross_entropy", {x, t}, a)[1];
+    c.push_back({"cross_entropy_grad", "long rows", {Tensor::full({}, 0.5), x, t, lse}, a, 1e-5});
+  }
+  {
+    Tensor t = Tensor::full({3}, -100.0, DType::I64);
+    const Tensor x = r({3, 4});
+    c.push_back({"cross_entropy", "all ignored", {x, t}, {}, 1e-6});
+  }
+
+  // sdpa: every head-dim configuration (64, 128, 256), Tq != Tk both ways, causal, padding
+  // (one batch entry fully masked).
+  struct Attn {
+    const char* label;
+    int64_t B, H, Tq, Tk, D, Dv;
+    bool causal, mask;
+  };
+  const Attn attn[] = {
+      {"D 16, causal", 2, 3, 70, 70, 16, 16, true, false},
+      {"D 64, Tq < Tk, causal, mask", 2, 2, 33, 90, 64, 48, true, true},
+      {"D 100, Dv 128, Tq > Tk, mask", 2, 2, 50, 40, 100, 128, false, true},
+      {"D 200, Dv 256, causal", 1, 2, 20, 45, 200, 256, true, false},
+      {"Tq > Tk, causal (empty rows)", 1, 2, 40, 20, 32, 32, true, false},
+  };
+  for (const Attn& a : attn) {
+    const Tensor q = r({a.B, a.H, a.Tq, a.D}), k = r({a.B, a.H, a.Tk, a.D});
+    const Tensor v = r({a.B, a.H, a.Tk, a.Dv});
+    Tensor mask;
+    if (a.mask) {
+      std::vector<bool> keep(size_t(a.B * a.Tk));
+      for (int64_t i = 0; i < a.Tk; ++i) keep[size_t(i)] = i % 3 != 1;  // batch 0: some keys
+      // batch 1 (and later): none
+      mask = bools({a.B, a.Tk}, keep);
+    }
+    const Attrs at = Attrs().set("causal", a.causal).set("scale", 0.0);
+    c.push_back({"sdpa", a.label, {q, k, v, mask}, at, 2e-5});
+    const std::vector<Tensor> fwd = ops::call("sdpa", {q, k, v, mask}, at);
+    c.push_back({"sdpa_grad", a.label, {r({a.B, a.H, a.Tq, a.Dv}), q, k, v, mask, fwd[0], fwd[1]},
+                 at, 2e-5});
+  }
+  return c;
+}
+
+// ---- running ------------------------------------------------------------------------------
+
+std::vector<Tensor> run_cpu(const Case& c) { return ops::call(c.op, c.inputs, c.attrs); }
+
+// The CUDA kernel called directly on inputs whose floating ones are stored as `dtype`, outputs
+// shaped like `like` (the CPU's).
+std::vector<Tensor> run_cuda_direct(const Case& c, DType dtype, const std::vector<Tensor>& like) {
+  std::vector<Tensor> in;
+  for (const Tensor& t : c.inputs)
+    in.push_back(!t.defined() ? t : (floating(t) ? convert(t, dtype) : t).to(Device::cuda()));
+  std::vector<Tensor> out;
+  for (const Tensor& t : like)
+    out.push_back(Tensor::empty(t.shape(), floating(t) ? dtype : t.dtype(), Device::cuda()));
+  const ops::OpDef& def = ops::Registry::get().at(c.op);
+  (*ops::Registry::get().kernel(c.op, DeviceType::CUDA))(in, out,
+                                                         ops::complete_attrs(def, c.attrs));
+  return out;
+}
+
+double tolerance(const Case& c, DType dtype) {
+  const bool grad = c.op.find("grad") != std::string::npos;
+  if (dtype == DType::BF16) return grad ? 6e-2 : 2e-2;
+  if (dtype == DType::F16) return grad ? 1e-2 : 4e-3;
+  return c.tol;
+}
+
+void check_case(const Case& c) {
+  const std::string name = c.op + " (" + c.label + ")";
+  try {
+    const std::vector<Tensor> want = run_cpu(c);
+    const std::vector<Tensor> got = ops::call(c.op, to_device(c.inputs, Device::cuda()), c.attrs);
+    for (size_t i = 0; i < want.size(); ++i)
+      compare(name + " f32 output " + std::to_string(i), want[i], got[i], c.tol);
+    if (c.op == "embedding_grad" || c.op == "layer_norm_grad" || c.op == "sdpa_grad") {
+      const std::vector<Tensor> again =
+          ops::call(c.op, to_device(c.inputs, Device::cuda()), c.attrs);
+      for (size_t i = 0; i < got.size(); ++i) {
+        const Tensor a = got[i].to(Device::cpu()), b = again[i].to(Device::cpu());
+        if (a.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), size_t(a.nbytes())) != 0)
+          fail(name + ": not deterministic");
+      }
+    }
+    for (DType dtype : {DType::BF16, DType::F16}) {
+      // The reference: the CPU in f32 on the rounded inputs.
+      Case rounded = c;
+      for (Tensor& t : rounded.inputs)
+        if (floating(t)) t = convert(convert(t, dtype), DType::F32);
+      const std::vector<Tensor> want16 = run_cpu(rounded);
+      const std::vector<Tensor> got16 = run_cuda_direct(c, dtype, want16);
+      for (size_t i = 0; i < want16.size(); ++i)
+        compare(name + " " + dtype_name(dtype) + " output " + std::to_string(i), want16[i],
+                got16[i], tolerance(c, dtype));
+    }
+  } catch (const std::exception& e) {
+    fail(name + ": " + e.what());
+  }
+}
+
+int run() {
+  const char* ops_covered[] = {"matmul",         "linear",           "softmax",
+                               "log_softmax",    "softmax_grad",     "log_softmax_grad",
+                               "layer_norm",     "layer_norm_grad",  "embedding",
+                               "embedding_grad", "cross_entropy",    "cross_entropy_grad",
+                               "sdpa",           "sdpa_grad"};
+  for (const char* op : ops_covered)
+    if (!ops::Registry::get().kernel(op, DeviceType::CUDA))
+      fail(std::string(op) + ": no CUDA kernel registered");
+
+  std::string why;
+  if (cuda::device_count(&why) == 0) {
+    std::printf("nn_test: SKIPPED (no GPU: %s): the CUDA kernels against the CPU\n", why.c_str());
+  } else {
+    for (const Case& c : cases()) check_case(c);
+    // A CUDA f64 tensor is refused with the op's name.
+    try {
+      ops::call("softmax", {Tensor::zeros({2, 3}, DType::F64).to(Device::cuda())});
+      fail("softmax accepted an f64 CUDA tensor");
+    } catch (const std::exception& e) {
+      if (std::string(e.what()).find("softmax") == std::string::npos)
+        fail(std::string("f64 error does not name the op: ") + e.what());
+    }
+  }
+  std::printf("nn_test: %s (%d failures)\n", failures ? "FAILED" : "passed", failures);
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace merak
+
+int main() { return merak::run(); }

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The GPU checks, in one run that fits a short lease (under 8 minutes on one H200):
+#   1. the CUDA runtime tests (transfers, fills, strided copies, allocator reuse);
+#   2. the op harness with its CUDA pass: every case of every op run on the GPU against the CPU;
+#   3. the NCCL communicator suite on the GPUs present (needs mpirun);
+#   4. bf16 matmul TFLOP/s against the device's peak (tools/bench/bench_cuda).
+# GPT training steps on the GPU (tokens/s, MFU) are not measured: merak_train does not yet run
+# its model on the GPU, which the table says.
+#
+#   tools/gpu_check.sh                 on a machine set up with tools/setup.sh: builds, then runs
+#   tools/gpu_check.sh --bundle DIR    runs binaries made elsewhere by tools/gpu_bundle.sh
+set -u
+cd "$(dirname "$0")/.."
+bundle=""
+[ "${1:-}" = "--bundle" ] && bundle="$2"
+
+if [ -n "$bundle" ]; then
+  bin="$bundle/bin"
+  # CUDA's libraries from the toolkit, or from the nvidia-* Python wheels where those hold them.
+  libs="$bundle/lib:/usr/local/cuda/lib64"
+  for site in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+    for d in "$site"/nvidia/*/lib; do [ -d "$d" ] && libs="$libs:$d"; done
+  done
+  export LD_LIBRARY_PATH="$libs:${LD_LIBRARY_PATH:-}"
+else
+  bazel build --config=ci //tests/cuda:cuda_test //tests:op_harness_test \
+    //tests/comm:comm_suite_nccl //tools/bench:bench_cuda || exit 1
+  bin="bazel-bin"
+  mkdir -p .gpu_check && for t in tests/cuda/cuda_test tests/op_harness_test \
+    tests/comm/comm_suite_nccl tools/bench/bench_cuda; do ln -sf "$PWD/bazel-bin/$t" .gpu_check/; done
+  bin=".gpu_check"
+fi
+nvidia-smi -L 2>/dev/null || echo "nvidia-smi: not available"
+
+status=0
+row() { printf '%-34s %s\n' "$1" "$2"; }
+summary=()
+
+echo "== CUDA runtime tests"
+if "$bin/cuda_test"; then summary+=("$(row 'CUDA runtime tests' pass)"); else
+  summary+=("$(row 'CUDA runtime tests' FAIL)"); status=1; fi
+
+echo "== op harness (CPU and CUDA)"
+harness=$("$bin/op_harness_test" 2>&1); rc=$?
+echo "$harness" | tail -40
+cuda_line=$(grep '^op harness: CUDA' <<< "$harness")
+if [ "$rc" -eq 0 ] && grep -q 'run on the GPU' <<< "$cuda_line"; then
+  summary+=("$(row 'op harness on CUDA' "pass: ${cuda_line#op harness: CUDA: }")")
+else
+  summary+=("$(row 'op harness on CUDA' "FAIL (exit $rc): ${cuda_line#op harness: CUDA: }")")
+  status=1
+fi
+
+echo "== NCCL communicator suite"
+if command -v mpirun > /dev/null; then
+  if bash tests/comm/comm_nccl_test.sh "$bin/comm_suite_nccl"; then
+    summary+=("$(row 'NCCL communicator suite' pass)")
+  else
+    summary+=("$(row 'NCCL communicator suite' FAIL)"); status=1
+  fi
+else
+  summary+=("$(row 'NCCL communicator suite' 'not run: no mpirun on this machine')")
+fi
+
+echo "== bf16 matmul"
+bench=$("$bin/bench_cuda" 2>&1); rc=$?
+echo "$bench"
+[ "$rc" -ne 0 ] && status=1
+summary+=("$(row 'bf16 matmul' "see the table above (exit $rc; target >= 70% of peak)")")
+summary+=("$(row 'GPT-2 124M / GPT 1.3B steps (bf16)' 'not run: merak_train has no GPU path yet')")
+
+echo
+echo "== GPU check summary"
+printf '%s\n' "${summary[@]}"
+exit "$status"
