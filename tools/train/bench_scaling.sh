@@ -10,30 +10,40 @@
 # 1.85x, pp2 >= 1.7x, tp2 >= 1.6x, and simulated step within 10% of the measured one. Needs an
 # otherwise idle machine with >= 2 cores.
 #
-#   bazel run //tools/train:bench_scaling [-- STEPS]
+# Each side runs REPEATS times, alternating, and the ratio is of the medians (the machine is
+# shared and single runs vary by several percent).
+#
+#   bazel run //tools/train:bench_scaling [-- STEPS [REPEATS]]
 set -u
 # The workspace's files in the runfiles tree (`bazel run` or bazel-bin/tools/train/bench_scaling).
 here="${RUNFILES_DIR:-$0.runfiles}/merak"
 train="$here/tools/train/merak_train"
 cfg="$here/configs/gpt-tiny.yaml"
 steps="${1:-40}"
+repeats="${2:-3}"
 export OMPI_MCA_btl=self,vader
 common=(--config "$cfg" --set train.steps="$steps" --set train.threads=1
         --set train.log_interval=100000)
 tps() { sed -n 's/^done:.* | \([0-9]*\) tok\/s.*/\1/p'; }
+median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 for layout in "dp 2 1 1 8 1.85" "pp 1 2 1 2 1.7" "tp 1 1 2 16 1.6" "tp-sub 1 1 2 16 1.6"; do
   set -- $layout
-  [ "$1" != tp-sub ] && single=$("$train" "${common[@]}" --set train.micro_batch="$5" | tps)
   extra=()
   [ "$1" = pp ] && extra=(--trace "${TMPDIR:-/tmp}/bench_scaling_pp2.json")
   [ "$1" = tp-sub ] && extra=(--set parallel.tp_subpipeline=true)
-  out=$(mpirun --allow-run-as-root -np 2 "$train" "${common[@]}" --set train.micro_batch="$5" \
-        --set parallel.dp="$2" --set parallel.pp="$3" --set parallel.tp="$4" "${extra[@]}")
-  rate=$(tps <<< "$out")
+  singles=() rates=()
+  for ((r = 0; r < repeats; ++r)); do
+    singles+=("$("$train" "${common[@]}" --set train.micro_batch="$5" | tps)")
+    out=$(mpirun --allow-run-as-root -np 2 "$train" "${common[@]}" --set train.micro_batch="$5" \
+          --set parallel.dp="$2" --set parallel.pp="$3" --set parallel.tp="$4" "${extra[@]}")
+    rates+=("$(tps <<< "$out")")
+  done
+  single=$(printf '%s\n' "${singles[@]}" | median)
+  rate=$(printf '%s\n' "${rates[@]}" | median)
   awk -v n="$1" -v r="$rate" -v s="$single" -v want="$6" -v mb="$5" 'BEGIN {
     sub(/-sub/, "2 sub-pipelined", n); if (n !~ /sub/) n = n "2"
-    printf "%s: %d tok/s vs 1 rank %d tok/s (micro-batches of %d) = %.2fx (target >= %.2fx)\n",
+    printf "%s: %d tok/s vs 1 rank %d tok/s (medians, micro-batches of %d) = %.2fx (target >= %.2fx)\n",
            n, r, s, mb, r / s, want }'
   [ "$1" = pp ] && grep '^simulator' <<< "$out"
 done
