@@ -35,5 +35,6 @@ else
 fi
 
 if [ ! -d /usr/local/cuda/include ]; then
-  echo "setup: note: /usr/local/cuda not found; CUDA targets will not build (CPU build unaffected)" >&2
+  echo "setup: error: /usr/local/cuda not found: the build compiles CUDA kernels (nvcc) and links the CUDA runtime, cuBLAS and NCCL even for CPU runs" >&2
+  exit 1
 fi
