@@ -1,6 +1,6 @@
 #include "merak/runtime/engine_buckets.h"
 
-#include <cstring>
+#include "merak/runtime/engine_comm.h"
 
 namespace merak::runtime {
 
@@ -45,23 +45,16 @@ void GradBuckets::poll() {
 }
 
 void GradBuckets::post(Bucket& b) {
-  int64_t n = 0;
-  for (size_t k : b.members) n += params_[k].value.numel();
-  b.flat = Tensor::empty({n}, DType::F32);
-  float* out = b.flat.data<float>();
+  std::vector<Tensor> grads;
   for (size_t k : b.members) {
     const Tensor& p = params_[k].value;
-    Tensor g = p.grad();
-    if (!g.defined()) {
-      std::memset(out, 0, size_t(p.nbytes()));
-    } else {
-      MERAK_CHECK(g.dtype() == DType::F32 && g.shape() == p.shape(), "gradient of '",
-                  params_[k].name, "' is ", g.str(), "; expected f32 ", shape_str(p.shape()));
-      g = g.contiguous();
-      std::memcpy(out, g.raw_data(), size_t(g.nbytes()));
-    }
-    out += p.numel();
+    const Tensor g = p.grad();
+    MERAK_CHECK(!g.defined() || (g.dtype() == DType::F32 && g.shape() == p.shape()),
+                "gradient of '", params_[k].name, "' is ", g.str(), "; expected f32 ",
+                shape_str(p.shape()));
+    grads.push_back(g.defined() ? g.contiguous() : Tensor::zeros(p.shape(), DType::F32));
   }
+  b.flat = pack_flat(grads);
   b.work = group_.iall_reduce(b.flat, comm::ReduceOp::Sum);
   b.posted = true;
 }

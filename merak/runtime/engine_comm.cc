@@ -15,6 +15,22 @@ Tensor words_of(const std::string& bytes) {
 
 }  // namespace
 
+Tensor pack_flat(const std::vector<Tensor>& parts) {
+  int64_t n = 0;
+  for (const Tensor& t : parts) {
+    MERAK_CHECK(t.dtype() == DType::F32 && t.is_contiguous(), "packing: expected a contiguous ",
+                "f32 tensor, got ", t.str());
+    n += t.numel();
+  }
+  Tensor flat = Tensor::empty({n}, DType::F32);
+  char* out = static_cast<char*>(flat.raw_data());
+  for (const Tensor& t : parts) {
+    std::memcpy(out, t.raw_data(), size_t(t.nbytes()));
+    out += t.nbytes();
+  }
+  return flat;
+}
+
 void all_reduce_buckets(comm::Communicator& group, const std::vector<Tensor>& grads,
                         int64_t bucket_bytes) {
   struct Bucket {
@@ -35,14 +51,7 @@ void all_reduce_buckets(comm::Communicator& group, const std::vector<Tensor>& gr
     filled += g.nbytes();
   }
   for (Bucket& b : buckets) {
-    int64_t n = 0;
-    for (const Tensor& g : b.members) n += g.numel();
-    b.flat = Tensor::empty({n}, DType::F32);
-    float* out = b.flat.data<float>();
-    for (const Tensor& g : b.members) {
-      std::memcpy(out, g.raw_data(), size_t(g.nbytes()));
-      out += g.numel();
-    }
+    b.flat = pack_flat(b.members);
     b.work = group.iall_reduce(b.flat, comm::ReduceOp::Sum);
   }
   for (Bucket& b : buckets) {

@@ -11,6 +11,10 @@
 
 namespace merak::runtime {
 
+// Contiguous f32 tensors' elements one after another in a new flat f32 tensor (what a bucket or
+// a ZeRO segment sends).
+Tensor pack_flat(const std::vector<Tensor>& parts);
+
 // Sums `grads` (contiguous f32 tensors, updated in place) over the group. They are packed in
 // order into buckets of about bucket_bytes; every bucket's all-reduce is posted before the first
 // is waited for, so the transfers overlap the packing and unpacking.

@@ -3,21 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "merak/runtime/engine_comm.h"
+
 namespace merak::runtime {
-namespace {
-
-// The parameters' elements one after another (or the gradients', same layout).
-Tensor pack(const std::vector<Tensor>& parts, int64_t total) {
-  Tensor flat = Tensor::empty({total}, DType::F32);
-  char* out = static_cast<char*>(flat.raw_data());
-  for (const Tensor& t : parts) {
-    std::memcpy(out, t.raw_data(), size_t(t.nbytes()));
-    out += t.nbytes();
-  }
-  return flat;
-}
-
-}  // namespace
 
 ShardedAdamW::ShardedAdamW(comm::Communicator& dp, const std::vector<optim::Param>& params,
                            optim::AdamWOptions options)
@@ -55,9 +43,7 @@ ShardedAdamW::~ShardedAdamW() = default;
 void ShardedAdamW::reduce_scatter(const std::vector<Tensor>& grads) {
   MERAK_CHECK(grads.size() == params_.size(), "ZeRO-1: ", grads.size(), " gradients for ",
               params_.size(), " parameters");
-  int64_t total = 0;
-  for (int64_t c : counts_) total += c;
-  const Tensor flat = pack(grads, total);
+  const Tensor flat = pack_flat(grads);
   segment_grad_ = Tensor::empty({segment_size()}, DType::F32);
   dp_.reduce_scatter(flat, segment_grad_, comm::ReduceOp::Sum, counts_);
   int64_t at = 0;
@@ -84,7 +70,7 @@ void ShardedAdamW::step(double lr, float grad_scale) {
   // Every member's updated segment into everyone's parameters.
   int64_t total = 0;
   for (int64_t c : counts_) total += c;
-  const Tensor mine = segment_size() > 0 ? pack(piece_values_, segment_size())
+  const Tensor mine = segment_size() > 0 ? pack_flat(piece_values_)
                                          : Tensor::empty({0}, DType::F32);
   const Tensor flat = Tensor::empty({total}, DType::F32);
   dp_.all_gather(mine, flat, counts_);

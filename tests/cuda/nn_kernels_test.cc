@@ -332,7 +332,7 @@ int run() {
 
   std::string why;
   if (cuda::device_count(&why) == 0) {
-    std::printf("nn_test: SKIPPED (no GPU: %s): the CUDA kernels against the CPU\n", why.c_str());
+    std::printf("nn_kernels_test: SKIPPED (no GPU: %s): the CUDA kernels against the CPU\n", why.c_str());
   } else {
     for (const Case& c : cases()) check_case(c);
     // A CUDA f64 tensor is refused with the op's name.
@@ -344,7 +344,7 @@ int run() {
         fail(std::string("f64 error does not name the op: ") + e.what());
     }
   }
-  std::printf("nn_test: %s (%d failures)\n", failures ? "FAILED" : "passed", failures);
+  std::printf("nn_kernels_test: %s (%d failures)\n", failures ? "FAILED" : "passed", failures);
   return failures ? 1 : 0;
 }
 
