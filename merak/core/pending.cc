@@ -1,5 +1,6 @@
 #include "merak/core/pending.h"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -9,6 +10,9 @@ namespace merak {
 namespace {
 
 std::mutex g_mu;
+// The registry's size, read without the lock: every op checks its inputs, and almost always
+// nothing is pending.
+std::atomic<size_t> g_count{0};
 std::map<const Storage*, PendingOp>& registry() {
   static std::map<const Storage*, PendingOp> ops;
   return ops;
@@ -25,6 +29,7 @@ PendingOp take(const Storage* k) {
   if (it == registry().end()) return {};
   PendingOp op = std::move(it->second);
   registry().erase(it);
+  g_count = registry().size();
   return op;
 }
 
@@ -37,9 +42,11 @@ void mark_pending(const Tensor& t, PendingOp op) {
   std::lock_guard<std::mutex> lock(g_mu);
   MERAK_CHECK(registry().emplace(k, std::move(op)).second, "mark_pending: ", t.str(),
               " is already being written by another operation");
+  g_count = registry().size();
 }
 
 bool is_pending(const Tensor& t) {
+  if (g_count == 0) return false;
   const Storage* k = key(t);
   if (!k) return false;
   std::lock_guard<std::mutex> lock(g_mu);
@@ -47,6 +54,7 @@ bool is_pending(const Tensor& t) {
 }
 
 void wait_pending(const Tensor& t) {
+  if (g_count == 0) return;
   const Storage* k = key(t);
   if (!k) return;
   PendingOp op = take(k);
@@ -54,6 +62,7 @@ void wait_pending(const Tensor& t) {
 }
 
 void poll_pending() {
+  if (g_count == 0) return;
   std::vector<const Storage*> keys;
   {
     std::lock_guard<std::mutex> lock(g_mu);
@@ -84,9 +93,6 @@ void wait_all_pending() {
   }
 }
 
-size_t pending_count() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  return registry().size();
-}
+size_t pending_count() { return g_count; }
 
 }  // namespace merak
