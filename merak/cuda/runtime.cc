@@ -39,6 +39,8 @@ cudaStream_t stream(int index) {
   return streams[size_t(index)];
 }
 
-void synchronize(int index) { check(cudaStreamSynchronize(stream(index)), "cudaStreamSynchronize"); }
+void synchronize(int index) {
+  check(cudaStreamSynchronize(stream(index)), "cudaStreamSynchronize");
+}
 
 }  // namespace merak::cuda

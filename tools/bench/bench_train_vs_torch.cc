@@ -177,7 +177,8 @@ Timing time_merak(const Shape& s, const Options& o) {
     opt.zero_grad();
     const Tensor loss = model->loss(batch);
     const double t_fwd = seconds_since(t0);
-    merak::autograd::backward({loss}, {Tensor::ones(loss.shape())}, norms.on_leaf_ready());
+    const Tensor seed = Tensor::ones(loss.shape(), loss.dtype(), loss.device());
+    merak::autograd::backward({loss}, {seed}, norms.on_leaf_ready());
     const double t_bwd = seconds_since(t0);
     const double norm = norms.norm();
     const double t_clip = seconds_since(t0);

@@ -88,7 +88,8 @@ StepStats Trainer::step() {
     s.loss += loss.item() / double(n_micro);
     const Tensor scaled = ops::mul_scalar(loss, 1.0 / double(n_micro));
     // The last backward completes each gradient: its norm is taken then, while in cache.
-    autograd::backward({scaled}, {Tensor::ones(scaled.shape())},
+    const Tensor seed = Tensor::ones(scaled.shape(), scaled.dtype(), scaled.device());
+    autograd::backward({scaled}, {seed},
                        m + 1 == n_micro ? norms_->on_leaf_ready() : autograd::LeafReadyFn());
   }
   // Clipping rides in the optimizer's pass over the gradients.
