@@ -37,8 +37,12 @@ row() { printf '%-34s %s\n' "$1" "$2"; }
 summary=()
 
 echo "== CUDA runtime tests"
-if "$bin/cuda_test"; then summary+=("$(row 'CUDA runtime tests' pass)"); else
-  summary+=("$(row 'CUDA runtime tests' FAIL)"); status=1; fi
+runtime=$("$bin/cuda_test" 2>&1); rc=$?
+echo "$runtime"
+if [ "$rc" -ne 0 ]; then summary+=("$(row 'CUDA runtime tests' FAIL)"); status=1
+elif grep -q 'SKIPPED (no GPU' <<< "$runtime"; then
+  summary+=("$(row 'CUDA runtime tests' 'SKIPPED: no GPU')"); status=1
+else summary+=("$(row 'CUDA runtime tests' pass)"); fi
 
 echo "== op harness (CPU and CUDA)"
 harness=$("$bin/op_harness_test" 2>&1); rc=$?
