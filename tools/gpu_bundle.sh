@@ -8,11 +8,13 @@
 set -eu
 cd "$(dirname "$0")/.."
 out="${1:-.gpu_bundle}"
-bazel build --config=ci //tests/cuda:cuda_test //tests:op_harness_test \
-  //tests/comm:comm_suite_nccl //tools/bench:bench_cuda
+checks=(tests/cuda/cuda_test tests/cuda/nn_kernels_test tests/op_harness_test
+        tests/comm/comm_suite_nccl tools/bench/bench_cuda)
+targets=()
+for t in "${checks[@]}"; do targets+=("//$(dirname "$t"):$(basename "$t")"); done
+bazel build --config=ci "${targets[@]}"
 rm -rf "$out" && mkdir -p "$out/bin" "$out/lib"
-for t in tests/cuda/cuda_test tests/op_harness_test tests/comm/comm_suite_nccl \
-         tools/bench/bench_cuda; do
+for t in "${checks[@]}"; do
   cp -L "bazel-bin/$t" "$out/bin/"
   # Every resolved library outside glibc, libstdc++/libgcc and CUDA's directory.
   ldd "bazel-bin/$t" | awk '/=> \// {print $3}' |

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks, in one run that fits a short lease (under 8 minutes on one H200):
 #   1. the CUDA runtime tests (transfers, fills, strided copies, allocator reuse);
-#   2. the op harness with its CUDA pass: every case of every op run on the GPU against the CPU;
+#   2. the op harness with its CUDA pass: every case of every op run on the GPU against the CPU,
+#      and the nn kernels' own checks (bf16/f16 through the launchers, deterministic gradients);
 #   3. the NCCL communicator suite on the GPUs present (needs mpirun);
 #   4. bf16 matmul TFLOP/s against the device's peak (tools/bench/bench_cuda).
 # GPT training steps on the GPU (tokens/s, MFU) are not measured: merak_train does not yet run
@@ -23,11 +24,13 @@ if [ -n "$bundle" ]; then
   done
   export LD_LIBRARY_PATH="$libs:${LD_LIBRARY_PATH:-}"
 else
-  bazel build --config=ci //tests/cuda:cuda_test //tests:op_harness_test \
-    //tests/comm:comm_suite_nccl //tools/bench:bench_cuda || exit 1
-  bin="bazel-bin"
-  mkdir -p .gpu_check && for t in tests/cuda/cuda_test tests/op_harness_test \
-    tests/comm/comm_suite_nccl tools/bench/bench_cuda; do ln -sf "$PWD/bazel-bin/$t" .gpu_check/; done
+  checks=(tests/cuda/cuda_test tests/cuda/nn_kernels_test tests/op_harness_test
+          tests/comm/comm_suite_nccl tools/bench/bench_cuda)
+  targets=()
+  for t in "${checks[@]}"; do targets+=("//$(dirname "$t"):$(basename "$t")"); done
+  bazel build --config=ci "${targets[@]}" || exit 1
+  mkdir -p .gpu_check
+  for t in "${checks[@]}"; do ln -sf "$PWD/bazel-bin/$t" .gpu_check/; done
   bin=".gpu_check"
 fi
 nvidia-smi -L 2>/dev/null || echo "nvidia-smi: not available"
@@ -54,6 +57,14 @@ else
   summary+=("$(row 'op harness on CUDA' "FAIL (exit $rc): ${cuda_line#op harness: CUDA: }")")
   status=1
 fi
+
+echo "== CUDA nn kernels"
+nn=$("$bin/nn_kernels_test" 2>&1); rc=$?
+echo "$nn" | tail -20
+if [ "$rc" -ne 0 ]; then summary+=("$(row 'CUDA nn kernels' FAIL)"); status=1
+elif grep -q 'SKIPPED (no GPU' <<< "$nn"; then
+  summary+=("$(row 'CUDA nn kernels' 'SKIPPED: no GPU')"); status=1
+else summary+=("$(row 'CUDA nn kernels' pass)"); fi
 
 echo "== NCCL communicator suite"
 if command -v mpirun > /dev/null; then
