@@ -43,7 +43,10 @@ print("partitioning 64 ranks (trace + tp pass + split + plan) took %.3f s" % r["
 PY
 
 # Plans: the same inputs give the same bytes; a different layout does not.
-"$tool" "${g20[@]}" -o "$tmp/a.pb" | grep -q "wrote .* (64 rank programs)" || fail "no plan written"
+# (Outputs go to files before grep -q: under pipefail, grep -q leaving early would fail the
+# pipeline whenever the tool is still writing.)
+"$tool" "${g20[@]}" -o "$tmp/a.pb" >"$tmp/a.out"
+grep -q "wrote .* (64 rank programs)" "$tmp/a.out" || fail "no plan written"
 "$tool" "${g20[@]}" -o "$tmp/b.pb" >/dev/null
 cmp "$tmp/a.pb" "$tmp/b.pb" || fail "plans differ between identical runs"
 "$tool" --config configs/gpt20b.yaml --pp 4 --tp 8 --dp 2 --hardware a100-80g -o "$tmp/c.pb" \
@@ -55,8 +58,8 @@ cmp "$tmp/a.pb" "$tmp/b.pb" || fail "plans differ between identical runs"
   --zero1 --micro-batches 4 >"$tmp/tiny"
 grep -q "gpipe, 4 micro-batches, ZeRO-1" "$tmp/tiny" || fail "options not shown: $(head -3 "$tmp/tiny")"
 "$tool" calibrate -o "$tmp/cpu.yaml" >/dev/null
-"$tool" --config configs/gpt-tiny.yaml --pp 2 --hardware "$tmp/cpu.yaml" | grep -q "ours (exact" \
-  || fail "the calibrated profile does not load"
+"$tool" --config configs/gpt-tiny.yaml --pp 2 --hardware "$tmp/cpu.yaml" >"$tmp/calibrated"
+grep -q "ours (exact" "$tmp/calibrated" || fail "the calibrated profile does not load"
 
 # Bad input.
 bad "no split into 1 pipeline stages fits in 80.0 GiB" --config configs/gpt20b.yaml --pp 1 --tp 1 --hardware a100-80g
