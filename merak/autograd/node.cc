@@ -55,10 +55,12 @@ namespace {
 
 // Whether `leaf`'s gradient is referenced only by the leaf itself, contiguous and shaped like g.
 bool owns_grad(const TensorImpl& leaf, const Tensor& g) {
-  const std::shared_ptr<TensorImpl>& grad = leaf.grad;
-  return grad.use_count() == 1 && grad->storage && grad->storage.use_count() == 1 &&
-         !g.is_meta() && Tensor(grad).is_contiguous() && Tensor(grad).shape() == g.shape() &&
-         Tensor(grad).dtype() == g.dtype() && Tensor(grad).device() == g.device();
+  if (leaf.grad.use_count() != 1 || !leaf.grad->storage || leaf.grad->storage.use_count() != 1 ||
+      g.is_meta())
+    return false;
+  const Tensor grad(leaf.grad);
+  return grad.is_contiguous() && grad.shape() == g.shape() && grad.dtype() == g.dtype() &&
+         grad.device() == g.device();
 }
 
 }  // namespace

@@ -7,13 +7,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "merak/core/philox.h"
 #include "merak/cuda/runtime.h"
 #include "merak/ops/functional.h"
+#include "tools/common/cli.h"
 
 namespace {
 
@@ -55,21 +55,11 @@ double time_linear(int64_t m, int64_t n, int64_t k, int iters) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int iters = 20;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--iters" && i + 1 < argc) {
-      iters = std::atoi(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: bench_cuda [--iters N]\n");
-      return 2;
-    }
-  }
+  const cli::Args args =
+      cli::parse(argc, argv, 1, {"bench_cuda", "usage: bench_cuda [--iters N]", {"--iters"}, {}});
+  const int iters = int(cli::positive("bench_cuda", args.one("--iters", "20"), "--iters"));
   std::string why;
-  if (cuda::device_count(&why) == 0) {
-    std::fprintf(stderr, "bench_cuda: no GPU (%s)\n", why.c_str());
-    return 1;
-  }
+  if (cuda::device_count(&why) == 0) cli::fail("bench_cuda", 1, "no GPU (" + why + ")");
   cudaDeviceProp prop{};
   cuda::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   const double peak = peak_tflops(0);
