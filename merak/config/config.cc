@@ -81,14 +81,7 @@ class Builder {
       if (!body.IsMap()) {
         fail_at("key '" + section + "'", "expected a map of keys, got " + detail::describe(body));
       }
-      for (const auto& item : body) {
-        const std::string key = section + "." + name_of(item.first, section);
-        const Field* field = find(key);
-        if (field == nullptr) fail_at("key '" + key + "'", unknown(key));
-        note_line(key, item.first, &lines);
-        std::string error = detail::assign(item.second, field->target);
-        if (!error.empty()) fail_at("key '" + key + "'", error);
-      }
+      read_keys(section, body, &lines);
     }
   }
 
@@ -103,7 +96,10 @@ class Builder {
     const Field* field = find(key);
     if (field == nullptr) {
       if (is_section(key)) {
-        fail_at(where, "names a section; set one key of it, like " + key + "." + first_name(key));
+        fail_at(where, "names a section; set one key of it, like " + first_key_under(key));
+      }
+      if (is_group(key)) {
+        fail_at(where, "names a group of keys; set one of them, like " + first_key_under(key));
       }
       fail_at(where, unknown(key));
     }
@@ -127,6 +123,29 @@ class Builder {
   }
 
  private:
+  // The keys of a section's map (prefix "train") or of a group's map ("train.loss_scale").
+  void read_keys(const std::string& prefix, const YAML::Node& body,
+                 std::map<std::string, int>* lines) {
+    for (const auto& item : body) {
+      const std::string key = prefix + "." + name_of(item.first, prefix);
+      const Field* field = find(key);
+      const bool group = field == nullptr && is_group(key);
+      if (field == nullptr && !group) fail_at("key '" + key + "'", unknown(key));
+      note_line(key, item.first, lines);
+      if (group) {
+        if (item.second.IsNull()) continue;  // every key of the group commented out
+        if (!item.second.IsMap()) {
+          fail_at("key '" + key + "'", "expected a map of keys (" + names_under(key) +
+                                           "), got " + detail::describe(item.second));
+        }
+        read_keys(key, item.second, lines);
+        continue;
+      }
+      std::string error = detail::assign(item.second, field->target);
+      if (!error.empty()) fail_at("key '" + key + "'", error);
+    }
+  }
+
   [[noreturn]] void fail(const std::string& what) const {
     throw ConfigError(config_.path + ": " + what);
   }
@@ -162,16 +181,40 @@ class Builder {
     return nullptr;
   }
 
-  std::string first_name(const std::string& section) const {
+  // "train.loss_scale": the prefix of grouped keys (a section is not a group).
+  bool is_group(const std::string& key) const {
     for (const Field& f : fields_) {
-      if (f.section == section) return f.name;
+      if (!f.group().empty() && f.group() == key) return true;
+    }
+    return false;
+  }
+
+  std::string first_key_under(const std::string& prefix) const {
+    for (const Field& f : fields_) {
+      if (f.key().rfind(prefix + ".", 0) == 0) return f.key();
     }
     return "";
   }
 
+  // "mode, initial, growth": the names a group's map holds.
+  std::string names_under(const std::string& group) const {
+    std::string names;
+    for (const Field& f : fields_) {
+      if (f.group() == group) {
+        names += (names.empty() ? "" : ", ") + f.key().substr(group.size() + 1);
+      }
+    }
+    return names;
+  }
+
   std::string unknown(const std::string& key) const {
     std::vector<std::string> keys;
-    for (const Field& f : fields_) keys.push_back(f.key());
+    std::string group;
+    for (const Field& f : fields_) {
+      // A misspelt group name is matched against the group's own name too.
+      if (!f.group().empty() && f.group() != group) keys.push_back(group = f.group());
+      keys.push_back(f.key());
+    }
     std::string guess = detail::closest_key(key, keys, detail::section_names());
     return guess.empty() ? "unknown key" : "unknown key (did you mean '" + guess + "'?)";
   }
@@ -229,11 +272,22 @@ std::string to_yaml(const Config& config) {
   out << YAML::BeginMap;
   for (const std::string& section : detail::section_names()) {
     out << YAML::Key << section << YAML::Value << YAML::BeginMap;
+    std::string group;  // the group whose nested map is open, or ""
     for (const Field& f : fields) {
       if (f.section != section) continue;
-      out << YAML::Key << f.name << YAML::Value;
+      std::string name = f.name;
+      if (f.group() != group) {
+        if (!group.empty()) out << YAML::EndMap;
+        group = f.group();
+        if (!group.empty()) {
+          out << YAML::Key << group.substr(section.size() + 1) << YAML::Value << YAML::BeginMap;
+        }
+      }
+      if (!group.empty()) name = f.key().substr(group.size() + 1);
+      out << YAML::Key << name << YAML::Value;
       detail::emit(out, f.target);
     }
+    if (!group.empty()) out << YAML::EndMap;
     out << YAML::EndMap;
   }
   out << YAML::EndMap;

@@ -47,6 +47,18 @@ struct ScheduleConfig {
   double min_lr = 0.0;
 };
 
+// Dynamic loss scaling for train.precision f16 (merak/optim/loss_scaler.h has the rules); in
+// YAML a map under train: `loss_scale: {mode: dynamic, initial: 65536}`.
+struct LossScaleConfig {
+  std::string mode = "dynamic";  // dynamic | static (`initial` for the whole run)
+  double initial = 65536;        // 2^16
+  double growth = 2;             // after growth_interval clean steps in a row
+  double backoff = 0.5;          // at the hysteresis-th overflow since the last growth
+  int64_t growth_interval = 1000;
+  int64_t hysteresis = 2;
+  double min = 1;                // backoff's floor
+};
+
 struct TrainConfig {
   int64_t steps = 100;
   int64_t batch = 8;            // global batch, in sequences
@@ -56,6 +68,8 @@ struct TrainConfig {
   uint64_t seed = 42;           // parameter initialisation and dropout
   int threads = 0;              // intra-op threads; 0 = all cores
   std::string device = "cpu";   // cpu | cuda
+  std::string precision = "f32";  // f32 | bf16 | f16 compute; 16-bit needs device cuda
+  LossScaleConfig loss_scale;   // f16 only
 };
 
 // The (dp, pp, tp) layout `mpirun -np dp*pp*tp merak_train` runs, and the runtime's techniques.

@@ -16,12 +16,19 @@ namespace merak::config::detail {
 using Target = std::variant<int64_t*, int*, uint64_t*, double*, bool*, std::string*,
                             std::vector<std::string>*>;
 
+// A name may hold one dot: "loss_scale.initial" is key "initial" of the group "loss_scale",
+// written as a map nested in its section. A group's fields are adjacent in the table.
 struct Field {
   std::string section;  // "optimizer"
   std::string name;     // "lr"
   Target target;
 
   std::string key() const { return section + "." + name; }
+  // "train.loss_scale" for a grouped field, "" otherwise.
+  std::string group() const {
+    const size_t dot = name.find('.');
+    return dot == std::string::npos ? "" : section + "." + name.substr(0, dot);
+  }
 };
 
 // Every key of `config`, section by section in the order config.h declares them.

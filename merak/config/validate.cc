@@ -1,6 +1,8 @@
 #include "merak/config/validate.h"
 
 #include <algorithm>
+#include <limits>
+#include <utility>
 #include <vector>
 
 #include "merak/config/suggest.h"
@@ -49,6 +51,58 @@ class Checker {
  private:
   std::optional<Problem> problem_;
 };
+
+// train.loss_scale: in range under f16; elsewhere left at its defaults, so that a value set for
+// nothing is reported instead of ignored. (to_yaml writes the defaults, which read back.)
+void check_loss_scale(const TrainConfig& t, Checker& k) {
+  const LossScaleConfig& l = t.loss_scale;
+  const LossScaleConfig d;
+  const std::string p = "train.loss_scale.";
+  // Every key with whether it differs from its default; the first two apply in static mode.
+  const std::vector<std::pair<std::string, bool>> keys = {
+      {p + "mode", l.mode != d.mode},
+      {p + "initial", l.initial != d.initial},
+      {p + "growth", l.growth != d.growth},
+      {p + "backoff", l.backoff != d.backoff},
+      {p + "growth_interval", l.growth_interval != d.growth_interval},
+      {p + "hysteresis", l.hysteresis != d.hysteresis},
+      {p + "min", l.min != d.min},
+  };
+  if (t.precision != "f16") {
+    for (const auto& [key, changed] : keys) {
+      k.require(!changed, key,
+                "sets f16 loss scaling, but train.precision is " + t.precision +
+                    " (only f16 needs a loss scale)");
+    }
+    return;
+  }
+  k.one_of(l.mode, {"dynamic", "static"}, p + "mode");
+  // The scaler computes in f32: a value must neither overflow nor flush to 0 there.
+  auto f32_positive = [](double v) {
+    return v > 0 && v <= std::numeric_limits<float>::max() && static_cast<float>(v) > 0;
+  };
+  k.require(f32_positive(l.initial), p + "initial",
+            "must be > 0 and within f32's range, got " + str(l.initial));
+  if (l.mode == "static") {
+    for (size_t i = 2; i < keys.size(); ++i) {
+      k.require(!keys[i].second, keys[i].first,
+                "is for train.loss_scale.mode: dynamic only (static keeps "
+                "train.loss_scale.initial)");
+    }
+    return;
+  }
+  k.require(l.growth > 1 && f32_positive(l.growth), p + "growth",
+            "must be > 1 and within f32's range, got " + str(l.growth));
+  const float backoff = static_cast<float>(l.backoff);  // 1 - 1e-9 would round to 1
+  k.require(backoff > 0 && backoff < 1, p + "backoff",
+            "must be in (0, 1), got " + str(l.backoff));
+  k.at_least(l.growth_interval, 1, p + "growth_interval");
+  k.at_least(l.hysteresis, 1, p + "hysteresis");
+  k.require(f32_positive(l.min), p + "min",
+            "must be > 0 and within f32's range, got " + str(l.min));
+  k.require(l.min <= l.initial, p + "min",
+            "must be <= train.loss_scale.initial " + str(l.initial) + ", got " + str(l.min));
+}
 
 }  // namespace
 
@@ -110,6 +164,12 @@ std::optional<Problem> first_problem(const Config& c) {
   k.at_least(t.log_interval, 1, "train.log_interval");
   k.at_least(t.threads, 0, "train.threads");
   k.one_of(t.device, {"cpu", "cuda"}, "train.device");
+  k.one_of(t.precision, {"f32", "bf16", "f16"}, "train.precision");
+  // The CPU kernels compute in f32 only.
+  k.require(t.device != "cpu" || t.precision == "f32", "train.precision",
+            "16-bit compute (" + t.precision +
+                ") is for train.device: cuda; CPU training keeps f32");
+  check_loss_scale(t, k);
 
   const ParallelConfig& p = c.parallel;
   k.at_least(p.dp, 1, "parallel.dp");

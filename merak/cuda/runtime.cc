@@ -43,4 +43,13 @@ void synchronize(int index) {
   check(cudaStreamSynchronize(stream(index)), "cudaStreamSynchronize");
 }
 
+double dense_peak_tflops(int index) {
+  int sms = 0, khz = 0, major = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, index), "SM count");
+  check(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, index), "clock rate");
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index), "architecture");
+  const double flop_per_sm_clock = major >= 9 ? 4096 : major == 8 ? 2048 : 1024;
+  return double(sms) * double(khz) * 1e3 * flop_per_sm_clock / 1e12;
+}
+
 }  // namespace merak::cuda

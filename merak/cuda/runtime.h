@@ -20,4 +20,8 @@ void check(cudaError_t e, const char* what);
 cudaStream_t stream(int index);
 void synchronize(int index);
 
+// Dense bf16/f16 tensor-core peak of device `index` in TFLOP/s: SMs x clock x FLOP per SM per
+// clock of its architecture (Ampere 2048, Hopper 4096). What MFU and "of peak" divide by.
+double dense_peak_tflops(int index);
+
 }  // namespace merak::cuda

@@ -1,5 +1,8 @@
 #include "merak/nn/module.h"
 
+#include "merak/autograd/grad_mode.h"
+#include "merak/ops/functional.h"
+
 namespace merak::nn {
 
 Tensor& Module::parameter(const std::string& name, const Shape& shape, Init init) {
@@ -60,6 +63,20 @@ void Module::materialize_all(uint64_t seed, Device device) {
 void Module::materialize(uint64_t seed, Device device) {
   assign_paths("");
   materialize_all(seed, device);
+}
+
+void Module::to(Device device, DType dtype) {
+  autograd::NoGradGuard no_grad;  // the moved tensors are new leaves, not results of a copy
+  for (Slot& s : params_) {
+    MERAK_CHECK(!s.value.is_meta(), "module '", path_, "': parameter '", s.name,
+                "' is not materialised; call materialize() before to()");
+    const std::string name = s.value.name();
+    Tensor moved = s.value.detach().to(device);
+    if (moved.dtype() != dtype) moved = ops::cast(moved, dtype);
+    moved.set_requires_grad(true).set_name(name);
+    s.value = moved;
+  }
+  for (auto& [name, child] : children_) child->to(device, dtype);
 }
 
 void Module::train(bool on) {

@@ -48,6 +48,10 @@ class Module {
   // Allocates every parameter on `device` and draws its values from Philox keyed by
   // (seed, full name); on Meta it only (re)creates shapes. Parameters require gradients.
   void materialize(uint64_t seed, Device device = Device::cpu());
+  // Moves every materialised parameter to `device` (a copy, still requiring gradients, under
+  // the same name), converted to `dtype`. Values are drawn on the CPU and moved, so every
+  // device starts from the same weights.
+  void to(Device device, DType dtype = DType::F32);
 
   void train(bool on = true);
   bool training() const { return training_; }

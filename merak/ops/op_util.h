@@ -36,10 +36,22 @@ inline const OpDef& def(const std::string& name) { return Registry::get().at(nam
   }()
 
 // Checks for infer functions; the dispatcher prefixes the op's name to the message.
+// The definitions take every floating dtype; a kernel without one (the CPU's for bf16 and f16,
+// which CPU training never asks for) fails when called, naming the op and dtype.
 inline void expect_floating(const TensorMeta& m, const char* what) {
-  MERAK_CHECK(m.dtype == DType::F32 || m.dtype == DType::F64, what, " must be f32 or f64, got ",
-              dtype_name(m.dtype));
+  MERAK_CHECK(m.dtype == DType::F32 || m.dtype == DType::F64 || m.dtype == DType::BF16 ||
+                  m.dtype == DType::F16,
+              what, " must be a floating dtype (f32, f64, bf16, f16), got ", dtype_name(m.dtype));
 }
+
+// The dtype of what an op keeps for its backward (layer_norm's mean and rstd, the log-sum-exps
+// of cross_entropy and sdpa) and of a loss: f32 for 16-bit inputs, as PyTorch's mixed precision
+// keeps them (f16 overflows at 65504, below a loss times a 65536 loss scale; bf16's 8-bit
+// mantissa would round the lse that the backward exponentiates against), else the input's dtype.
+inline DType stat_dtype(DType input) {
+  return input == DType::BF16 || input == DType::F16 ? DType::F32 : input;
+}
+
 inline void expect_rank_at_least(const TensorMeta& m, int64_t rank, const char* what) {
   MERAK_CHECK(int64_t(m.shape.size()) >= rank, what, " needs rank >= ", rank, ", got ",
               shape_str(m.shape));

@@ -4,21 +4,10 @@
 
 #include "merak/autograd/grad_mode.h"
 #include "merak/core/parallel.h"
+#include "merak/optim/device_optim.h"
 
 namespace merak::optim {
 namespace {
-
-// The per-step scalars, rounded to f32 once, as PyTorch does when it passes Python floats to
-// f32 tensor ops.
-struct Coefficients {
-  float grad_scale;   // clipping's factor, 1 when not clipping
-  float decay;        // 1 - lr * wd, or exactly 1 when the parameter does not decay
-  float beta1, one_minus_beta1;
-  float beta2, one_minus_beta2;
-  float bias_correction2_sqrt;
-  float eps;
-  float neg_step_size;  // -lr / bias_correction1
-};
 
 // One fused pass over a parameter. The arithmetic follows torch.optim.AdamW (1.13,
 // single-tensor path, vectorised CPU kernels) operation by operation, so f32 results agree with
@@ -30,7 +19,7 @@ struct Coefficients {
 //   p = p + (-step_size * m) / (sqrt(v) / sqrt(bc2) + eps)   (addcdiv_, no FMA)
 // The BUILD turns off implicit FMA contraction so that only the FMAs written here happen.
 void update_range(float* __restrict p, const float* __restrict g, float* __restrict m,
-                  float* __restrict v, int64_t lo, int64_t hi, const Coefficients& c) {
+                  float* __restrict v, int64_t lo, int64_t hi, const AdamWCoefficients& c) {
   for (int64_t i = lo; i < hi; ++i) {
     const float gi = g[i] * c.grad_scale;
     const float mi = std::fma(gi, c.one_minus_beta1, m[i] * c.beta1);
@@ -67,10 +56,16 @@ AdamW::AdamW(std::vector<Param> params, AdamWOptions options)
               options_.weight_decay);
   for (const Param& p : params_) {
     MERAK_CHECK(p.value.defined(), "AdamW: parameter '", p.name, "' is an undefined tensor");
-    MERAK_CHECK(p.value.dtype() == DType::F32 && p.value.device().is_cpu(), "AdamW: parameter '",
-                p.name, "' is ", p.value.str(), "; expected an f32 CPU tensor");
+    MERAK_CHECK(p.value.dtype() == DType::F32 && !p.value.is_meta(), "AdamW: parameter '",
+                p.name, "' is ", p.value.str(), "; expected an f32 tensor with data");
+    MERAK_CHECK(p.value.device() == params_[0].value.device(), "AdamW: parameter '", p.name,
+                "' is on ", p.value.device().str(), ", the first on ",
+                params_[0].value.device().str(), "; one optimizer per device");
     MERAK_CHECK(p.value.is_contiguous(), "AdamW: parameter '", p.name, "' is not contiguous");
   }
+  // A device without optimizer kernels fails here, not at the first step.
+  if (!params_.empty() && !params_[0].value.device().is_cpu())
+    device_optimizer(params_[0].value.device().type, "AdamW");
   m_.resize(params_.size());
   v_.resize(params_.size());
 }
@@ -84,7 +79,7 @@ void AdamW::step(double lr, float grad_scale) {
   // All parameters share one step count (they all receive gradients in training).
   const double bias_correction1 = 1 - std::pow(options_.beta1, double(step_));
   const double bias_correction2 = 1 - std::pow(options_.beta2, double(step_));
-  Coefficients c;
+  AdamWCoefficients c;
   c.grad_scale = grad_scale;
   c.beta1 = float(options_.beta1);
   c.one_minus_beta1 = float(1 - options_.beta1);
@@ -94,6 +89,10 @@ void AdamW::step(double lr, float grad_scale) {
   c.eps = float(options_.eps);
   c.neg_step_size = float(-(lr / bias_correction1));
   const float decay = float(1 - lr * options_.weight_decay);
+  if (!params_.empty() && !params_[0].value.device().is_cpu()) {
+    step_on_device(c, decay);
+    return;
+  }
 
   for (size_t i = 0; i < params_.size(); ++i) {
     const Param& param = params_[i];
@@ -114,6 +113,39 @@ void AdamW::step(double lr, float grad_scale) {
     float* v = v_[i].data<float>();
     parallel_for(0, param.value.numel(), kGrain,
                  [&](int64_t lo, int64_t hi) { update_range(p, g, m, v, lo, hi, c); });
+  }
+}
+
+// On an accelerator the update runs as the device's multi-tensor kernel, once for the
+// parameters that decay and once for those that do not (the only coefficient that differs).
+void AdamW::step_on_device(AdamWCoefficients c, float decay) {
+  const Device device = params_[0].value.device();
+  const DeviceOptimizer& kernels = device_optimizer(device.type, "AdamW");
+  for (const bool decays : {true, false}) {
+    std::vector<Tensor> p, g, m, v;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const Param& param = params_[i];
+      if (param.decay != decays) continue;
+      const Tensor grad = param.value.grad();
+      if (!grad.defined()) continue;
+      MERAK_CHECK(grad.shape() == param.value.shape() && grad.device() == device &&
+                      (grad.dtype() == DType::F32 || grad.dtype() == DType::BF16 ||
+                       grad.dtype() == DType::F16),
+                  "AdamW: gradient of '", param.name, "' is ", grad.str(),
+                  "; expected f32, bf16 or f16 on ", device.str(), " with the shape ",
+                  shape_str(param.value.shape()));
+      if (!m_[i].defined()) {
+        m_[i] = Tensor::zeros(param.value.shape(), DType::F32, device);
+        v_[i] = Tensor::zeros(param.value.shape(), DType::F32, device);
+      }
+      p.push_back(param.value);
+      g.push_back(grad.contiguous());
+      m.push_back(m_[i]);
+      v.push_back(v_[i]);
+    }
+    if (p.empty()) continue;
+    c.decay = decays ? decay : 1.0f;
+    kernels.adamw(p, g, m, v, c);
   }
 }
 

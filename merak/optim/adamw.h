@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "merak/core/tensor.h"
+#include "merak/optim/device_optim.h"
 
 namespace merak::optim {
 
@@ -29,7 +30,8 @@ class AdamW {
  public:
   AdamW(std::vector<Param> params, AdamWOptions options);
   // Applies one update with learning rate `lr` to every parameter that has a gradient (f32
-  // parameters and gradients; moments kept in f32). Runs under no-grad. Each gradient element
+  // parameters; f32 gradients, or also bf16/f16 on an accelerator; moments kept in f32, on the
+  // parameters' device). Runs under no-grad. Each gradient element
   // is first multiplied by `grad_scale` in f32, exactly as clipping the gradient in place by
   // that factor would, without the separate pass over the gradients (they are left unscaled).
   void step(double lr, float grad_scale = 1.0f);
@@ -41,6 +43,8 @@ class AdamW {
   const std::vector<Tensor>& exp_avg_sq() const { return v_; }
 
  private:
+  void step_on_device(AdamWCoefficients c, float decay);
+
   std::vector<Param> params_;
   AdamWOptions options_;
   std::vector<Tensor> m_, v_;

@@ -4,6 +4,7 @@
 
 #include "merak/core/parallel.h"
 #include "merak/optim/adamw.h"
+#include "merak/optim/device_optim.h"
 
 namespace merak::optim {
 namespace {
@@ -77,6 +78,8 @@ void scale_in_place(const Tensor& grad, float factor) {
 }
 
 double sum_of_squares(const Tensor& t) {
+  if (!t.device().is_cpu() && !t.is_meta())
+    return device_optimizer(t.device().type, "sum_of_squares").sum_of_squares({t});
   MERAK_CHECK(t.dtype() == DType::F32 && t.device().is_cpu(), "sum_of_squares: expected an f32 ",
               "CPU tensor, got ", t.str());
   const Tensor c = t.contiguous();
@@ -85,13 +88,20 @@ double sum_of_squares(const Tensor& t) {
 
 double grad_norm(const std::vector<Param>& params) {
   double sq = 0;
+  std::vector<Tensor> on_device;  // summed by one multi-tensor kernel
   for (const Param& p : params) {
     const Tensor g = p.value.grad();
     if (!g.defined()) continue;
-    MERAK_CHECK(g.dtype() == DType::F32 && g.device().is_cpu(), "gradient norm: gradient of '",
-                p.name, "' is ", g.str(), "; expected an f32 CPU tensor");
+    if (!g.device().is_cpu()) {
+      on_device.push_back(g);
+      continue;
+    }
+    MERAK_CHECK(g.dtype() == DType::F32, "gradient norm: gradient of '", p.name, "' is ",
+                g.str(), "; expected f32");
     sq += sum_of_squares(g);
   }
+  if (!on_device.empty())
+    sq += device_optimizer(on_device[0].device().type, "gradient norm").sum_of_squares(on_device);
   return std::sqrt(sq);
 }
 

@@ -40,8 +40,15 @@ void GradBuckets::ready(size_t index) {
 }
 
 void GradBuckets::poll() {
-  for (Bucket& b : buckets_)
-    if (b.posted && !b.work.done()) b.work.test();
+  // One test progresses every outstanding operation (MPI's progress engine is global), so only
+  // the oldest unfinished bucket is asked; testing each one costs a progress pass apiece.
+  for (Bucket& b : buckets_) {
+    if (!b.posted) continue;
+    if (!b.work.done()) {
+      b.work.test();
+      return;
+    }
+  }
 }
 
 void GradBuckets::post(Bucket& b) {

@@ -86,6 +86,14 @@ void check_same(const Config& a, const Config& b) {
   CHECK(a.train.seed == b.train.seed);
   CHECK(a.train.threads == b.train.threads);
   CHECK(a.train.device == b.train.device);
+  CHECK(a.train.precision == b.train.precision);
+  CHECK(a.train.loss_scale.mode == b.train.loss_scale.mode);
+  CHECK(a.train.loss_scale.initial == b.train.loss_scale.initial);
+  CHECK(a.train.loss_scale.growth == b.train.loss_scale.growth);
+  CHECK(a.train.loss_scale.backoff == b.train.loss_scale.backoff);
+  CHECK(a.train.loss_scale.growth_interval == b.train.loss_scale.growth_interval);
+  CHECK(a.train.loss_scale.hysteresis == b.train.loss_scale.hysteresis);
+  CHECK(a.train.loss_scale.min == b.train.loss_scale.min);
 }
 
 struct Shape {
@@ -440,6 +448,8 @@ TEST_CASE("to_yaml writes every key and reads back to the same config", "[config
   c.train.seed = 99;
   c.train.threads = 3;
   c.train.device = "cuda";
+  c.train.precision = "f16";
+  c.train.loss_scale = {"dynamic", 1024, 4, 0.25, 50, 3, 0.5};
   c.path = "orig.yaml";
 
   const std::string text = to_yaml(c);
@@ -457,7 +467,8 @@ TEST_CASE("to_yaml writes every key and reads back to the same config", "[config
       {"optimizer", {"lr", "beta1", "beta2", "eps", "weight_decay", "grad_clip"}},
       {"schedule", {"warmup_steps", "decay", "min_lr"}},
       {"train",
-       {"steps", "batch", "micro_batch", "seq_len", "log_interval", "seed", "threads", "device"}},
+       {"steps", "batch", "micro_batch", "seq_len", "log_interval", "seed", "threads", "device",
+        "precision", "loss_scale"}},
       {"parallel",
        {"dp", "pp", "tp", "schedule", "micro_batches", "recompute", "recompute_ratio", "zero1",
         "bucket_mb", "tp_subpipeline", "hardware"}},
@@ -471,6 +482,15 @@ TEST_CASE("to_yaml writes every key and reads back to the same config", "[config
     }
   }
   CHECK(found == keys);
+  // The loss-scale group is a map nested in train.
+  const YAML::Node group = root["train"]["loss_scale"];
+  REQUIRE(group.IsMap());
+  std::set<std::string> group_keys;
+  for (const auto& item : group) group_keys.insert(item.first.Scalar());
+  CHECK(group_keys == std::set<std::string>{"mode", "initial", "growth", "backoff",
+                                            "growth_interval", "hysteresis", "min"});
+  CHECK(group["initial"].Scalar() == "1024");
+  CHECK(group["hysteresis"].Scalar() == "3");
 }
 
 TEST_CASE("every shipped config round-trips through to_yaml", "[config]") {
@@ -482,4 +502,139 @@ TEST_CASE("every shipped config round-trips through to_yaml", "[config]") {
     check_same(back, c);
     CHECK(to_yaml(back) == text);
   }
+}
+
+TEST_CASE("train.precision: f32 by default, 16-bit only on cuda", "[config][precision]") {
+  CHECK(parse("", "x.yaml").train.precision == "f32");
+  for (const char* p : {"f32", "bf16", "f16"}) {
+    INFO(p);
+    CHECK(parse(std::string("train:\n  device: cuda\n  precision: ") + p + "\n", "x.yaml")
+              .train.precision == p);
+  }
+  CHECK(error_of("train:\n  device: cuda\n  precision: fp16\n") ==
+        "x.yaml: key 'train.precision': must be one of f32, bf16, f16, got 'fp16' (did you mean "
+        "'f16'?)");
+  CHECK(error_of("train:\n  device: cuda\n  precision: float64\n") ==
+        "x.yaml: key 'train.precision': must be one of f32, bf16, f16, got 'float64'");
+  CHECK(error_of("train:\n  precision: 16\n") ==
+        "x.yaml: key 'train.precision': must be one of f32, bf16, f16, got '16' (did you mean "
+        "'f16'?)");
+  // The CPU path computes in f32 only (device cpu is the default).
+  CHECK(error_of("train:\n  precision: bf16\n") ==
+        "x.yaml: key 'train.precision': 16-bit compute (bf16) is for train.device: cuda; CPU "
+        "training keeps f32");
+  CHECK(error_of("train:\n  device: cpu\n  precision: f16\n") ==
+        "x.yaml: key 'train.precision': 16-bit compute (f16) is for train.device: cuda; CPU "
+        "training keeps f32");
+  // At the override that asked for it; and an override may move the run to cuda.
+  CHECK(error_of("", {"train.precision=f16"}) ==
+        "x.yaml: --set train.precision: 16-bit compute (f16) is for train.device: cuda; CPU "
+        "training keeps f32");
+  CHECK(parse("train:\n  precision: bf16\n", "x.yaml", {"train.device=cuda"}).train.precision ==
+        "bf16");
+}
+
+TEST_CASE("train.loss_scale: a nested map of f16's dynamic loss scaling", "[config][precision]") {
+  const std::string f16 = "train:\n  device: cuda\n  precision: f16\n";
+  Config d = parse(f16, "x.yaml");
+  CHECK(d.train.loss_scale.mode == "dynamic");
+  CHECK(d.train.loss_scale.initial == 65536);
+  CHECK(d.train.loss_scale.growth == 2);
+  CHECK(d.train.loss_scale.backoff == 0.5);
+  CHECK(d.train.loss_scale.growth_interval == 1000);
+  CHECK(d.train.loss_scale.hysteresis == 2);
+  CHECK(d.train.loss_scale.min == 1);
+
+  Config c = parse(f16 +
+                       "  loss_scale:\n    initial: 4096\n    growth_interval: 500\n"
+                       "    hysteresis: 1\n    min: 0.25\n",
+                   "x.yaml");
+  CHECK(c.train.loss_scale.initial == 4096);
+  CHECK(c.train.loss_scale.growth_interval == 500);
+  CHECK(c.train.loss_scale.hysteresis == 1);
+  CHECK(c.train.loss_scale.min == 0.25);
+  CHECK(c.train.loss_scale.growth == 2);  // unnamed keys keep their defaults
+  Config flow = parse(f16 + "  loss_scale: {mode: static, initial: 128}\n", "x.yaml");
+  CHECK(flow.train.loss_scale.mode == "static");
+  CHECK(flow.train.loss_scale.initial == 128);
+  CHECK(parse(f16 + "  loss_scale:\n", "x.yaml").train.loss_scale.initial == 65536);
+  // --set reaches into the group.
+  Config set = parse(f16, "x.yaml",
+                     {"train.loss_scale.backoff=0.25", "train.loss_scale.mode=static",
+                      "train.loss_scale.mode=dynamic"});
+  CHECK(set.train.loss_scale.backoff == 0.25);
+  CHECK(set.train.loss_scale.mode == "dynamic");
+  // Defaults written out in full (as to_yaml does) are fine for every precision.
+  const std::string spelled =
+      "  loss_scale: {mode: dynamic, initial: 65536, growth: 2, backoff: 0.5, growth_interval: "
+      "1000, hysteresis: 2, min: 1}\n";
+  CHECK_NOTHROW(parse("train:\n" + spelled, "x.yaml"));
+  CHECK_NOTHROW(parse("train:\n  device: cuda\n  precision: bf16\n" + spelled, "x.yaml"));
+}
+
+TEST_CASE("train.loss_scale errors name the key", "[config][precision]") {
+  const std::string f16 = "train:\n  device: cuda\n  precision: f16\n  loss_scale:\n";
+  struct Case {
+    std::string yaml;
+    const char* message;
+  };
+  const Case cases[] = {
+      {f16 + "    mode: adaptive\n",
+       "key 'train.loss_scale.mode': must be one of dynamic, static, got 'adaptive'"},
+      {f16 + "    initial: 0\n",
+       "key 'train.loss_scale.initial': must be > 0 and within f32's range, got 0"},
+      {f16 + "    initial: 1e39\n",
+       "key 'train.loss_scale.initial': must be > 0 and within f32's range, got 1e+39"},
+      {f16 + "    growth: 1\n",
+       "key 'train.loss_scale.growth': must be > 1 and within f32's range, got 1"},
+      {f16 + "    backoff: 1\n", "key 'train.loss_scale.backoff': must be in (0, 1), got 1"},
+      {f16 + "    backoff: 0\n", "key 'train.loss_scale.backoff': must be in (0, 1), got 0"},
+      {f16 + "    growth_interval: 0\n",
+       "key 'train.loss_scale.growth_interval': must be >= 1, got 0"},
+      {f16 + "    hysteresis: 0\n", "key 'train.loss_scale.hysteresis': must be >= 1, got 0"},
+      {f16 + "    min: 0\n",
+       "key 'train.loss_scale.min': must be > 0 and within f32's range, got 0"},
+      {f16 + "    initial: 512\n    min: 1024\n",
+       "key 'train.loss_scale.min': must be <= train.loss_scale.initial 512, got 1024"},
+      // Static mode keeps `initial`: the dynamic rules' keys would be ignored.
+      {f16 + "    mode: static\n    growth_interval: 10\n",
+       "key 'train.loss_scale.growth_interval': is for train.loss_scale.mode: dynamic only "
+       "(static keeps train.loss_scale.initial)"},
+      // Only f16 is scaled: a value set under f32 or bf16 would do nothing.
+      {"train:\n  loss_scale:\n    initial: 1024\n",
+       "key 'train.loss_scale.initial': sets f16 loss scaling, but train.precision is f32 (only "
+       "f16 needs a loss scale)"},
+      {"train:\n  device: cuda\n  precision: bf16\n  loss_scale:\n    mode: static\n",
+       "key 'train.loss_scale.mode': sets f16 loss scaling, but train.precision is bf16 (only "
+       "f16 needs a loss scale)"},
+      {"train:\n  device: cuda\n  precision: bf16\n  loss_scale: {hysteresis: 4}\n",
+       "key 'train.loss_scale.hysteresis': sets f16 loss scaling, but train.precision is bf16 "
+       "(only f16 needs a loss scale)"},
+      // Reading the group.
+      {f16 + "    intial: 1024\n",
+       "key 'train.loss_scale.intial': unknown key (did you mean 'train.loss_scale.initial'?)"},
+      {"train:\n  los_scale:\n    initial: 1024\n",
+       "key 'train.los_scale': unknown key (did you mean 'train.loss_scale'?)"},
+      {"train:\n  loss_scale: dynamic\n",
+       "key 'train.loss_scale': expected a map of keys (mode, initial, growth, backoff, "
+       "growth_interval, hysteresis, min), got 'dynamic'"},
+      {f16 + "    initial: big\n", "key 'train.loss_scale.initial': expected a number, got 'big'"},
+      {f16 + "    initial: 1\n    initial: 2\n",
+       "key 'train.loss_scale.initial': given twice (lines 5 and 6)"},
+      {f16 + "    initial: 1\n  loss_scale:\n    min: 1\n",
+       "key 'train.loss_scale': given twice (lines 4 and 6)"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.yaml);
+    CHECK(error_of(c.yaml) == std::string("x.yaml: ") + c.message);
+  }
+  CHECK(error_of("", {"train.loss_scale=dynamic"}) ==
+        "x.yaml: --set train.loss_scale: names a group of keys; set one of them, like "
+        "train.loss_scale.mode");
+  CHECK(error_of("", {"train.loss_scale.initial=2048"}) ==
+        "x.yaml: --set train.loss_scale.initial: sets f16 loss scaling, but train.precision is "
+        "f32 (only f16 needs a loss scale)");
+  CHECK(error_of("", {"train.loss_scale.intial=2"}) ==
+        "x.yaml: --set train.loss_scale.intial: unknown key (did you mean "
+        "'train.loss_scale.initial'?)");
 }

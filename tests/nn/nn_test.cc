@@ -179,3 +179,31 @@ TEST_CASE("BERT: MLM + NSP loss at init, padding masked, names", "[nn][bert]") {
   CHECK(std::vector<float>(v0.begin() + row, v0.end()) ==
         std::vector<float>(v1.begin() + row, v1.end()));
 }
+
+TEST_CASE("to() moves parameters as new leaves in another dtype, names and values kept", "[nn]") {
+  auto model = models::make_model(tiny_gpt());
+  model->materialize(7);
+  const auto before = model->parameters();
+  model->to(Device::cpu(), DType::F64);
+  const auto after = model->parameters();
+  REQUIRE(after.size() == before.size());
+  for (size_t i = 0; i < after.size(); ++i) {
+    const Tensor& v = after[i].value;
+    CHECK(v.dtype() == DType::F64);
+    CHECK(v.requires_grad());
+    CHECK(v.name() == before[i].name);
+    CHECK(v.shape() == before[i].value.shape());
+    const std::vector<float> f = before[i].value.to_vector<float>();
+    const std::vector<double> d = v.to_vector<double>();
+    REQUIRE(d.size() == f.size());
+    for (size_t k = 0; k < d.size(); ++k) REQUIRE(d[k] == double(f[k]));
+  }
+  // The model computes with the moved parameters: gradients land on them.
+  const Tensor loss = model->loss(lm_batch(2, 8, 64));
+  autograd::backward(loss);
+  CHECK(model->parameters()[0].value.grad().defined());
+  CHECK_FALSE(before[0].value.grad().defined());
+
+  auto meta = models::make_model(tiny_gpt());
+  CHECK_THROWS_WITH(meta->to(Device::cpu()), Catch::Contains("not materialised"));
+}

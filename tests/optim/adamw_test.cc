@@ -203,3 +203,16 @@ TEST_CASE("AdamW reproduces torch.optim.AdamW (1.13) bit for bit", "[optim]") {
         std::vector<float>{0x1.f7455cp-2f, -0x1.3ce5a8p+0f, 0x1.fac748p+0f, 0x1.d8f576p-4f});
   CHECK(b.to_vector<float>() == std::vector<float>{0x1.239a7cp-2f, -0x1.607c7ep-1f});
 }
+
+TEST_CASE("AdamW on a device without optimizer kernels fails at construction, naming it",
+          "[optim]") {
+  // The CPU build registers no device optimizer; a Meta parameter has no data at all.
+  CHECK_THROWS_WITH(AdamW(make_params({{"w", Tensor::zeros({2, 2}, DType::F32, Device::meta())}}),
+                          AdamWOptions{}),
+                    Catch::Contains("'w'"));
+  CHECK_THROWS_WITH(optim::device_optimizer(DeviceType::CUDA, "AdamW"),
+                    Catch::Contains("no optimizer kernels for cuda"));
+  DeviceOptimizer partial;
+  CHECK_THROWS_WITH(register_device_optimizer(DeviceType::CUDA, partial),
+                    Catch::Contains("every kernel"));
+}

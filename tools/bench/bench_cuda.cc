@@ -19,17 +19,6 @@ namespace {
 
 using namespace merak;
 
-// Dense bf16/f16 tensor-core FLOP per SM per clock: Ampere (sm_80) 2048, Hopper (sm_90) 4096.
-double flop_per_sm_clock(int major) { return major >= 9 ? 4096 : major == 8 ? 2048 : 1024; }
-
-double peak_tflops(int device) {
-  int sms = 0, khz = 0, major = 0;
-  cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
-  cuda::check(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device), "clock rate");
-  cuda::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "arch");
-  return double(sms) * double(khz) * 1e3 * flop_per_sm_clock(major) / 1e12;
-}
-
 Tensor random_bf16(const Shape& shape, uint64_t seed) {
   Tensor t = Tensor::empty(shape);
   fill_normal(t, seed, 0.0, 1.0);
@@ -62,7 +51,7 @@ int main(int argc, char** argv) {
   if (cuda::device_count(&why) == 0) cli::fail("bench_cuda", 1, "no GPU (" + why + ")");
   cudaDeviceProp prop{};
   cuda::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-  const double peak = peak_tflops(0);
+  const double peak = cuda::dense_peak_tflops(0);
   std::printf("# %s: bf16 dense tensor-core peak %.0f TFLOP/s (SMs x clock x FLOP/SM/clock)\n",
               prop.name, peak);
   std::printf("%-28s %8s %8s %8s %10s %9s %8s\n", "product y = x W^T (bf16)", "M", "N", "K",

@@ -21,6 +21,7 @@
 
 #include "merak/comm/mpi_env.h"
 #include "merak/core/parallel.h"
+#include "merak/cuda/runtime.h"
 #include "tools/common/fma_peak.h"
 #include "tools/train/parallel.h"
 #include "tools/train/progress.h"
@@ -134,17 +135,26 @@ int main(int argc, char** argv) {
       }
     }
     const int threads = num_threads();
-    const double peak_core = bench::measured_fma_peak_gflops();
-    const double peak = peak_core * threads;
     const auto& t = cfg.train;
+    // "Of peak" is model FLOPs over the device's peak: on a GPU its dense 16-bit tensor-core
+    // rate (so the share is MFU), on the CPU the f32 FMA rate measured now on these threads.
+    const bool gpu = t.device == "cuda";
+    const double peak_core = gpu ? 0 : bench::measured_fma_peak_gflops();
+    const double peak = gpu ? 1e3 * cuda::dense_peak_tflops(0) : peak_core * threads;
     std::printf("merak_train: %s | %s, %lld layers, hidden %lld, %lld heads | %.2fM parameters\n",
                 cfg.path.c_str(), cfg.model.family.c_str(), (long long)cfg.model.layers,
                 (long long)cfg.model.hidden, (long long)cfg.model.heads,
                 double(trainer->model().num_parameters()) / 1e6);
-    std::printf("  batch %lld x seq %lld, %lld steps, %d threads, peak %.0f GFLOP/s "
-                "(%.0f a core, measured)\n",
-                (long long)t.batch, (long long)t.seq_len, (long long)t.steps, threads, peak,
-                peak_core);
+    if (gpu)
+      std::printf("  batch %lld x seq %lld, %lld steps, cuda:0 in %s, peak %.0f TFLOP/s (dense "
+                  "16-bit tensor cores)\n",
+                  (long long)t.batch, (long long)t.seq_len, (long long)t.steps,
+                  t.precision.c_str(), peak / 1e3);
+    else
+      std::printf("  batch %lld x seq %lld, %lld steps, %d threads, peak %.0f GFLOP/s "
+                  "(%.0f a core, measured)\n",
+                  (long long)t.batch, (long long)t.seq_len, (long long)t.steps, threads, peak,
+                  peak_core);
     std::fflush(stdout);
 
     const bool tty = isatty(fileno(stdout));
@@ -167,6 +177,11 @@ int main(int argc, char** argv) {
       if (log) {
         if (tty) std::printf("\r\033[K");
         std::printf("%s\n", train::log_line(r, t.steps).c_str());
+      }
+      // Loss-scale changes and skipped steps are always shown (f16).
+      if (!s.event.empty()) {
+        if (tty) std::printf("\r\033[K");
+        std::printf("step %5lld: %s\n", (long long)s.step, s.event.c_str());
       }
       if (tty) train::draw_progress(stdout, s.step, t.steps, s.loss);
       std::fflush(stdout);

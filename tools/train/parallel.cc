@@ -132,6 +132,10 @@ runtime::MicroBatchFn micro_batch_source(const BatchSource& source, int64_t micr
 int run_parallel(const config::Config& c, const ParallelRun& run) {
   const config::ParallelConfig& p = c.parallel;
   const auto& t = c.train;
+  // Said before anything starts, rather than training on the CPU when a GPU was asked for.
+  if (t.device != "cpu")
+    throw SetupError(c.path + ": key 'train.device': " + t.device + ": the 3D engine runs its " +
+                     "ranks on the CPU in this build (one-process training runs on cuda)");
   if (t.threads > 0) set_num_threads(t.threads);
   comm::Grid grid({int(p.dp), int(p.pp), int(p.tp)});
   const bool root = grid.rank() == 0;

@@ -5,6 +5,7 @@
 #include "merak/autograd/engine.h"
 #include "merak/core/parallel.h"
 #include "merak/core/philox.h"
+#include "merak/cuda/caching_allocator.h"
 #include "merak/cuda/runtime.h"
 #include "merak/ops/functional.h"
 
@@ -42,16 +43,31 @@ Trainer::Trainer(const config::Config& config) : config_(config) {
     std::string why;
     if (cuda::device_count(&why) == 0)
       config_error(config_, "train.device", "cuda, but no CUDA device was found (" + why + ")");
-    config_error(config_, "train.device", "cuda: the CUDA kernels are built, but training on the "
-                 "GPU is not wired into merak_train yet (use cpu)");
-  }
-  if (t.device != "cpu")
+    device_ = Device::cuda(0);
+  } else if (t.device != "cpu") {
     config_error(config_, "train.device", "'" + t.device + "' is not available in this build");
+  }
 
   data_ = std::make_unique<BatchSource>(config_);
 
   model_ = models::make_model(model_options(config_.model));
+  // Drawn on the CPU and then moved: every device starts from the same weights.
   model_->materialize(t.seed);
+  if (t.precision != "f32") {
+    // Config validation allows 16-bit compute on cuda only.
+    optim::LossScalerOptions scaling;
+    scaling.dynamic = t.loss_scale.mode == "dynamic";
+    scaling.initial = float(t.loss_scale.initial);
+    scaling.growth = float(t.loss_scale.growth);
+    scaling.backoff = float(t.loss_scale.backoff);
+    scaling.growth_interval = t.loss_scale.growth_interval;
+    scaling.hysteresis = t.loss_scale.hysteresis;
+    scaling.min = float(t.loss_scale.min);
+    mixed_ = std::make_unique<MixedPrecision>(*model_, device_, dtype_from_name(t.precision),
+                                              scaling);
+  } else if (!device_.is_cpu()) {
+    model_->to(device_);
+  }
   model_->train(true);
 
   optim::AdamWOptions o;
@@ -60,7 +76,8 @@ Trainer::Trainer(const config::Config& config) : config_(config) {
   o.beta2 = config_.optimizer.beta2;
   o.eps = config_.optimizer.eps;
   o.weight_decay = config_.optimizer.weight_decay;
-  optimizer_ = std::make_unique<optim::AdamW>(optim::make_params(model_->named_parameters()), o);
+  optimizer_ = std::make_unique<optim::AdamW>(
+      mixed_ ? mixed_->master_params() : optim::make_params(model_->named_parameters()), o);
   norms_ = std::make_unique<optim::GradNormTracker>(optimizer_->params());
 }
 
@@ -70,10 +87,19 @@ models::Batch Trainer::batch(int64_t step, int64_t r0, int64_t r1) const {
   return data_->batch(step, r0, r1);
 }
 
+models::Batch Trainer::device_batch(int64_t step, int64_t r0, int64_t r1) const {
+  models::Batch b = batch(step, r0, r1);
+  if (device_.is_cpu()) return b;
+  for (Tensor* t : {&b.tokens, &b.targets, &b.segment_ids, &b.attention_mask, &b.mlm_targets,
+                    &b.nsp_labels})
+    if (t->defined()) *t = t->to(device_);
+  return b;
+}
+
 StepStats Trainer::step() {
   const auto& t = config_.train;
   const auto start = std::chrono::steady_clock::now();
-  const int64_t step = optimizer_->steps_taken();
+  const int64_t step = steps_;
   // The parallel job's micro-batch size, so both compute the same per-micro-batch means.
   const int64_t micro = config::micro_batch_size(config_);
   const int64_t n_micro = t.batch / micro;
@@ -82,25 +108,38 @@ StepStats Trainer::step() {
   s.lr = optim::scheduled_lr(step, t.steps, config_.optimizer.lr, config_.schedule.warmup_steps,
                              config_.schedule.decay, config_.schedule.min_lr);
   optimizer_->zero_grad();
+  if (mixed_) mixed_->zero_grad();
+  // Under f16 the loss is scaled for backward; this step's gradients carry this factor.
+  const double loss_scale = mixed_ ? mixed_->loss_scale() : 1.0;
   for (int64_t m = 0; m < n_micro; ++m) {
     set_rng_stream(uint64_t(step * n_micro + m));  // fresh dropout masks per micro-batch
-    const Tensor loss = model_->loss(batch(step, m * micro, (m + 1) * micro));
+    const Tensor loss = model_->loss(device_batch(step, m * micro, (m + 1) * micro));
     s.loss += loss.item() / double(n_micro);
-    const Tensor scaled = ops::mul_scalar(loss, 1.0 / double(n_micro));
+    const Tensor scaled = ops::mul_scalar(loss, loss_scale / double(n_micro));
     // The last backward completes each gradient: its norm is taken then, while in cache.
     const Tensor seed = Tensor::ones(scaled.shape(), scaled.dtype(), scaled.device());
     autograd::backward({scaled}, {seed},
                        m + 1 == n_micro ? norms_->on_leaf_ready() : autograd::LeafReadyFn());
   }
-  // Clipping rides in the optimizer's pass over the gradients.
-  s.grad_norm = norms_->norm();
-  optimizer_->step(s.lr, optim::clip_coefficient(s.grad_norm, config_.optimizer.grad_clip));
+  const bool apply = mixed_ ? mixed_->gradients_to_masters(&s.event) : true;
+  // Clipping (and unscaling) rides in the optimizer's pass over the gradients.
+  s.grad_norm = norms_->norm() / loss_scale;
+  if (apply) {
+    const float clip = optim::clip_coefficient(s.grad_norm, config_.optimizer.grad_clip);
+    optimizer_->step(s.lr, float(double(clip) / loss_scale));
+    if (mixed_) mixed_->masters_to_model();
+  }
+  s.skipped = !apply;
+  ++steps_;
 
-  s.step = optimizer_->steps_taken();
+  // The device runs behind the host: the step ends when its work does.
+  if (device_.is_cuda()) cuda::synchronize(device_.index);
+  s.step = steps_;
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   s.tokens = double(t.batch) * double(t.seq_len);
   s.model_flops = model_->flops_per_token(t.seq_len) * s.tokens;
-  s.peak_mem_bytes = cpu_memory_stats().peak_bytes;
+  s.peak_mem_bytes = device_.is_cpu() ? cpu_memory_stats().peak_bytes
+                                       : cuda::caching_allocator().stats().peak_bytes;
   return s;
 }
 

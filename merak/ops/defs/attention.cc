@@ -1,5 +1,6 @@
-// Scaled dot-product attention (flash-style: the forward saves a log-sum-exp per query row and
-// the backward recomputes probabilities from it, so no Tq x Tk matrix outlives a kernel call).
+// Scaled dot-product attention (flash-style: the forward saves a log-sum-exp per query row, in
+// stat_dtype so f32 for 16-bit q, and the backward recomputes probabilities from it, so no
+// Tq x Tk matrix outlives a kernel call).
 #include <cmath>
 
 #include "merak/ops/functional.h"
@@ -71,7 +72,7 @@ MERAK_REGISTER_OP(sdpa) {
     const TensorMeta* mask = in.size() > 3 ? &in[3] : nullptr;
     const Shape out = attention_out_shape(in[0], in[1], in[2], mask);
     const Shape lse(in[0].shape.begin(), in[0].shape.end() - 1);
-    return std::vector<TensorMeta>{{out, in[0].dtype}, {lse, in[0].dtype}};
+    return std::vector<TensorMeta>{{out, in[0].dtype}, {lse, stat_dtype(in[0].dtype)}};
   };
   d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out,
               const Attrs& at) {
@@ -133,9 +134,10 @@ MERAK_REGISTER_OP(sdpa_grad) {
                 dtype_name(q.dtype), shape_str(out_shape), ", got ", dtype_name(out.dtype),
                 shape_str(out.shape));
     const Shape lse_shape(q.shape.begin(), q.shape.end() - 1);
-    MERAK_CHECK(lse.shape == lse_shape && lse.dtype == q.dtype, "lse must be ",
-                dtype_name(q.dtype), shape_str(lse_shape), ", got ", dtype_name(lse.dtype),
-                shape_str(lse.shape));
+    const DType lse_dtype = stat_dtype(q.dtype);
+    MERAK_CHECK(lse.shape == lse_shape && lse.dtype == lse_dtype, "lse must be ",
+                dtype_name(lse_dtype), shape_str(lse_shape), " (sdpa's for ", dtype_name(q.dtype),
+                " q), got ", dtype_name(lse.dtype), shape_str(lse.shape));
     return std::vector<TensorMeta>{{q.shape, q.dtype}, {k.shape, k.dtype}, {v.shape, v.dtype}};
   };
   d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out,

@@ -150,7 +150,7 @@ Tensor log_softmax_grad(const Tensor& dy, const Tensor& y, int64_t dim) {
 }
 
 // ---- layer_norm over the last dim. Outputs mean and rstd [...] are kept for the backward, which
-// is the one fused layer_norm_grad kernel.
+// is the one fused layer_norm_grad kernel; they are in stat_dtype (f32 for 16-bit x).
 
 MERAK_REGISTER_OP(layer_norm) {
   OpDef d;
@@ -167,7 +167,7 @@ MERAK_REGISTER_OP(layer_norm) {
     expect_param(in, 1, x, "weight");
     expect_param(in, 2, x, "bias");
     MERAK_CHECK(a.f("eps") >= 0, "eps must be >= 0, got ", a.f("eps"));
-    const TensorMeta stat{without_last(x.shape), x.dtype};
+    const TensorMeta stat{without_last(x.shape), stat_dtype(x.dtype)};
     return std::vector<TensorMeta>{x, stat, stat};
   };
   d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out,
@@ -208,9 +208,9 @@ MERAK_REGISTER_OP(layer_norm_grad) {
     MERAK_CHECK(x.shape.back() >= 1, "x ", shape_str(x.shape), " has an empty last dim");
     expect_same(in[0], "dy", x, "x");
     expect_param(in, 2, x, "weight");
-    const TensorMeta stat{without_last(x.shape), x.dtype};
-    expect_same(in[3], "mean", stat, "x's rows");
-    expect_same(in[4], "rstd", stat, "x's rows");
+    const TensorMeta stat{without_last(x.shape), stat_dtype(x.dtype)};
+    expect_same(in[3], "mean", stat, "layer_norm's mean of x");
+    expect_same(in[4], "rstd", stat, "layer_norm's rstd of x");
     const TensorMeta param{{x.shape.back()}, x.dtype};
     return std::vector<TensorMeta>{x, param, param};
   };
@@ -290,7 +290,8 @@ Tensor embedding_grad(const Tensor& dy, const Tensor& ids, int64_t num_embedding
 }
 
 // ---- cross_entropy, fused: the forward keeps only each row's log-sum-exp (aux output lse),
-// never a log-softmax tensor; the backward rebuilds softmax from it.
+// never a log-softmax tensor; the backward rebuilds softmax from it. loss and lse are in
+// stat_dtype (f32 for 16-bit logits, so a scaled loss cannot overflow f16).
 
 MERAK_REGISTER_OP(cross_entropy) {
   OpDef d;
@@ -301,7 +302,8 @@ MERAK_REGISTER_OP(cross_entropy) {
   d.attrs = {{"ignore_index", AttrKind::Int, int64_t(-100)}};
   d.infer = [](const std::vector<TensorMeta>& in, const Attrs&) {
     expect_logits_targets(in[0], in[1]);
-    return std::vector<TensorMeta>{{{}, in[0].dtype}, {in[1].shape, in[0].dtype}};
+    const DType stat = stat_dtype(in[0].dtype);
+    return std::vector<TensorMeta>{{{}, stat}, {in[1].shape, stat}};
   };
   d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out,
               const Attrs&) {
@@ -332,10 +334,13 @@ MERAK_REGISTER_OP(cross_entropy_grad) {
   d.infer = [](const std::vector<TensorMeta>& in, const Attrs&) {
     const TensorMeta &dloss = in[0], &logits = in[1], &targets = in[2], &lse = in[3];
     expect_logits_targets(logits, targets);
-    MERAK_CHECK(dloss.numel() == 1 && dloss.dtype == logits.dtype, "dloss ",
-                dtype_name(dloss.dtype), shape_str(dloss.shape), " must be a ",
-                dtype_name(logits.dtype), " scalar");
-    expect_same(lse, "lse", {targets.shape, logits.dtype}, "targets' shape in logits' dtype");
+    // dloss is the loss's gradient and lse the forward's, both in the forward's stat dtype;
+    // dlogits is in the logits' own.
+    const DType stat = stat_dtype(logits.dtype);
+    MERAK_CHECK(dloss.numel() == 1 && dloss.dtype == stat, "dloss ", dtype_name(dloss.dtype),
+                shape_str(dloss.shape), " must be a ", dtype_name(stat),
+                " scalar (the loss's dtype for ", dtype_name(logits.dtype), " logits)");
+    expect_same(lse, "lse", {targets.shape, stat}, "cross_entropy's lse");
     return std::vector<TensorMeta>{logits};
   };
   d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out,
