@@ -9,7 +9,7 @@ set -eu
 cd "$(dirname "$0")/.."
 out="${1:-.gpu_bundle}"
 checks=(tools/train/merak_train tests/cuda/cuda_test tests/cuda/nn_kernels_test
-        tests/cuda/optim_kernels_test
+        tests/cuda/optim_kernels_test tests/cuda/tp_kernels_test
         tests/op_harness_test tests/comm/comm_suite_nccl tools/bench/bench_cuda)
 targets=()
 for t in "${checks[@]}"; do targets+=("//$(dirname "$t"):$(basename "$t")"); done

@@ -28,7 +28,7 @@ if [ -n "$bundle" ]; then
   export LD_LIBRARY_PATH="$libs:${LD_LIBRARY_PATH:-}"
 else
   checks=(tools/train/merak_train tests/cuda/cuda_test tests/cuda/nn_kernels_test
-          tests/cuda/optim_kernels_test
+          tests/cuda/optim_kernels_test tests/cuda/tp_kernels_test
           tests/op_harness_test tests/comm/comm_suite_nccl tools/bench/bench_cuda)
   targets=()
   for t in "${checks[@]}"; do targets+=("//$(dirname "$t"):$(basename "$t")"); done
@@ -43,13 +43,19 @@ status=0
 row() { printf '%-34s %s\n' "$1" "$2"; }
 summary=()
 
-echo "== CUDA runtime tests"
-runtime=$("$bin/cuda_test" 2>&1); rc=$?
-echo "$runtime"
-if [ "$rc" -ne 0 ]; then summary+=("$(row 'CUDA runtime tests' FAIL)"); status=1
-elif grep -q 'SKIPPED (no GPU' <<< "$runtime"; then
-  summary+=("$(row 'CUDA runtime tests' 'SKIPPED: no GPU')"); status=1
-else summary+=("$(row 'CUDA runtime tests' pass)"); fi
+# A device test binary: pass, FAIL, or (without a GPU) SKIPPED, which is not a pass.
+device_test() {  # title binary
+  echo "== $1"
+  local out rc
+  out=$("$bin/$2" 2>&1); rc=$?
+  echo "$out" | tail -20
+  if [ "$rc" -ne 0 ]; then summary+=("$(row "$1" FAIL)"); status=1
+  elif grep -q 'SKIPPED (no GPU' <<< "$out"; then
+    summary+=("$(row "$1" 'SKIPPED: no GPU')"); status=1
+  else summary+=("$(row "$1" pass)"); fi
+}
+
+device_test 'CUDA runtime tests' cuda_test
 
 echo "== op harness (CPU and CUDA)"
 harness=$("$bin/op_harness_test" 2>&1); rc=$?
@@ -62,21 +68,9 @@ else
   status=1
 fi
 
-echo "== CUDA nn kernels"
-nn=$("$bin/nn_kernels_test" 2>&1); rc=$?
-echo "$nn" | tail -20
-if [ "$rc" -ne 0 ]; then summary+=("$(row 'CUDA nn kernels' FAIL)"); status=1
-elif grep -q 'SKIPPED (no GPU' <<< "$nn"; then
-  summary+=("$(row 'CUDA nn kernels' 'SKIPPED: no GPU')"); status=1
-else summary+=("$(row 'CUDA nn kernels' pass)"); fi
-
-echo "== CUDA optimizer kernels"
-opt=$("$bin/optim_kernels_test" 2>&1); rc=$?
-echo "$opt" | tail -20
-if [ "$rc" -ne 0 ]; then summary+=("$(row 'CUDA optimizer kernels' FAIL)"); status=1
-elif grep -q 'SKIPPED (no GPU' <<< "$opt"; then
-  summary+=("$(row 'CUDA optimizer kernels' 'SKIPPED: no GPU')"); status=1
-else summary+=("$(row 'CUDA optimizer kernels' pass)"); fi
+device_test 'CUDA nn kernels' nn_kernels_test
+device_test 'CUDA optimizer kernels' optim_kernels_test
+device_test 'CUDA tensor-parallel kernels' tp_kernels_test
 
 echo "== NCCL communicator suite"
 if command -v mpirun > /dev/null; then

@@ -78,7 +78,10 @@ struct ParallelConfig {
   int64_t dp = 1;                  // data-parallel replicas (train.batch is split over them)
   int64_t pp = 1;                  // pipeline stages
   int64_t tp = 1;                  // tensor-parallel ranks per stage
-  std::string schedule = "1f1b";   // gpipe | 1f1b | shifted (Merak's shifted critical path)
+  // gpipe | 1f1b | shifted (Merak's shifted critical path) | interleaved (Megatron's 1F1B over
+  // virtual_stages model chunks a rank)
+  std::string schedule = "1f1b";
+  int64_t virtual_stages = 1;      // model chunks per pipeline rank; > 1 only with interleaved
   int64_t micro_batches = 0;       // per replica and step; 0 = from train.micro_batch
   std::string recompute = "none";  // none | full | ratio (Merak's rule from recompute_ratio)
   double recompute_ratio = 1.0;    // first stage's share under `ratio`, in [0, 1]

@@ -61,6 +61,7 @@ std::vector<Field> fields_of(Config& c) {
       {"parallel", "pp", &p.pp},
       {"parallel", "tp", &p.tp},
       {"parallel", "schedule", &p.schedule},
+      {"parallel", "virtual_stages", &p.virtual_stages},
       {"parallel", "micro_batches", &p.micro_batches},
       {"parallel", "recompute", &p.recompute},
       {"parallel", "recompute_ratio", &p.recompute_ratio},

@@ -175,8 +175,22 @@ std::optional<Problem> first_problem(const Config& c) {
   k.at_least(p.dp, 1, "parallel.dp");
   k.at_least(p.pp, 1, "parallel.pp");
   k.at_least(p.tp, 1, "parallel.tp");
-  // Interleaved 1F1B needs several model stages per rank, which plans do not describe.
-  k.one_of(p.schedule, {"gpipe", "1f1b", "shifted"}, "parallel.schedule");
+  k.one_of(p.schedule, {"gpipe", "1f1b", "shifted", "interleaved"}, "parallel.schedule");
+  k.at_least(p.virtual_stages, 1, "parallel.virtual_stages");
+  // Interleaving cuts the model into pp x virtual_stages chunks, a rank holding every pp-th.
+  if (p.schedule == "interleaved") {
+    k.require(p.virtual_stages >= 2, "parallel.virtual_stages",
+              "the interleaved schedule runs several model chunks a rank: needs >= 2, got " +
+                  str(p.virtual_stages));
+    k.require(p.pp >= 2, "parallel.schedule",
+              "interleaved pipelines over ranks: needs parallel.pp >= 2, got " + str(p.pp));
+    k.require(!p.tp_subpipeline, "parallel.tp_subpipeline",
+              "is not combined with the interleaved schedule");
+  } else {
+    k.require(p.virtual_stages == 1, "parallel.virtual_stages",
+              "only the interleaved schedule has virtual stages (schedule is " + p.schedule +
+                  "), got " + str(p.virtual_stages));
+  }
   k.at_least(p.micro_batches, 0, "parallel.micro_batches");
   k.one_of(p.recompute, {"none", "full", "ratio"}, "parallel.recompute");
   k.require(p.bucket_mb > 0 && p.bucket_mb <= 4096, "parallel.bucket_mb",
@@ -210,6 +224,16 @@ std::optional<Problem> first_problem(const Config& c) {
                 "train.micro_batch " + str(t.micro_batch) + " does not divide the " +
                     str(replica) + " sequences each of the " + str(p.dp) +
                     " data-parallel replicas takes");
+    }
+    // Interleaving sends micro-batches through the ranks in groups of pp.
+    if (p.schedule == "interleaved" && p.pp >= 2 && t.batch % p.dp == 0) {
+      const int64_t size = p.micro_batches > 0 ? replica / std::max<int64_t>(1, p.micro_batches)
+                           : t.micro_batch > 0 ? t.micro_batch
+                                               : replica;
+      const int64_t count = size > 0 ? replica / size : 0;
+      k.require(count % p.pp == 0, "parallel.schedule",
+                "interleaved needs the micro-batches per replica (" + str(count) +
+                    ") to be a multiple of parallel.pp " + str(p.pp));
     }
     // The sub-pipelined mode runs each micro-batch as two halves.
     if (p.tp_subpipeline && t.batch % p.dp == 0) {

@@ -35,10 +35,14 @@ double seconds(Clock::time_point a, Clock::time_point b) {
 // Boundary values travel in a dtype the communicators carry; bool masks go as i32.
 DType wire_dtype(DType t) { return t == DType::Bool ? DType::I32 : t; }
 
-// Tags of the pipeline messages: (micro-batch, direction, boundary value). Sender and receiver
-// list a cut's values in the same order (ascending value index), so the k-th matches.
-constexpr int kMaxPorts = 64;
-int tag_of(int mb, bool grad, size_t k) { return (mb * 2 + (grad ? 1 : 0)) * kMaxPorts + int(k); }
+// Tags of the pipeline messages: (cut, micro-batch, direction, boundary value). Sender and
+// receiver list a cut's values in the same order (ascending value index), so the k-th matches.
+// Two ranks meet at one cut per chunk (interleaved: rank r's chunk c feeds rank r + 1's chunk
+// c), so the cut is told apart by its chunk: the lower model stage's chunk.
+constexpr int kMaxPorts = 32;
+int tag_of(int cut_chunk, int micro_batches, int mb, bool grad, size_t k) {
+  return ((cut_chunk * micro_batches + mb) * 2 + (grad ? 1 : 0)) * kMaxPorts + int(k);
+}
 
 }  // namespace
 
@@ -49,6 +53,7 @@ struct Engine::Impl {
     Shape shape;
     DType dtype = DType::F32;
     int peer = 0;        // rank in the pipeline group
+    int cut_chunk = 0;   // chunk of the lower model stage of the cut (tags)
     bool grad = false;   // its gradient travels back
     int output = -1;     // SEND ports: index among the graph's outputs
   };
@@ -60,30 +65,40 @@ struct Engine::Impl {
     std::vector<Tensor> out_grads;         // per SEND port: received gradients
     std::vector<Tensor> in_grads;          // per RECV port: gradients to send back
   };
+  // One model stage this rank runs: the only one, or (interleaved) chunk c is model stage
+  // c * stages + the rank's pipeline coordinate.
+  struct Chunk {
+    int index = 0;
+    int model_stage = 0;
+    partition::RankProgram prog;
+    std::unique_ptr<graph::Executor> exec;
+    std::vector<Port> recv_ports, send_ports;
+    int loss_output = -1;
+    bool recompute = false;   // the schedule has this chunk recompute its forward
+    int last_backward = -1;   // micro-batch of the chunk's last backward in the step
+    std::map<int, Micro> micro;
+  };
 
   comm::Grid& grid;
-  partition::RankProgram prog;
   EngineOptions options;
   int stage = 0, stages = 1, replica = 0, replicas = 1;
+  int virtual_stages = 1;           // chunks a rank; model stages = stages * virtual_stages
+  comm::GridShape model_shape;      // the plan's grid: dp, model stages, tp
   // The plan's micro-batches per replica and step, and how many of them one schedule slot runs
   // together: 1, or 2 in the sub-pipelined mode (the halves, interleaved). The schedule has
   // micro_batches = plan_micro_batches / parts slots.
   int plan_micro_batches = 1, parts = 1, micro_batches = 1;
   Program program;
-  bool recompute = false;
-  std::unique_ptr<graph::Executor> exec;
-  std::vector<optim::Param> params;
+  bool recompute = false;                   // some chunk recomputes
+  std::vector<Chunk> chunks;
+  std::vector<optim::Param> params;         // every chunk's, in chunk order
   std::vector<const partition::ParamShard*> shards;  // per params entry
   std::unique_ptr<optim::AdamW> adamw;      // unsharded
   std::unique_ptr<ShardedAdamW> zero;       // ZeRO-1 (dp > 1)
   std::unique_ptr<GradBuckets> buckets;     // data-parallel sums overlapping backward (dp > 1)
   std::map<const TensorImpl*, size_t> param_index;  // params entry of each parameter tensor
-  int last_backward = -1;                   // micro-batch of the step's last backward
-  std::vector<Port> recv_ports, send_ports;
-  int loss_output = -1;
   std::unique_ptr<TpCollectiveScope> tp_scope;
 
-  std::map<int, Micro> micro;
   std::vector<comm::Work> pending_sends;
   double loss_sum = 0;
   float clip_scale = 1;  // clipping's factor, from reduce_grads for the optimizer step
@@ -92,34 +107,42 @@ struct Engine::Impl {
 
   Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptions& o);
   void check_plan(const partition::Plan& plan) const;
-  void make_ports();
+  void make_ports(Chunk& c);
+  // The job's rank that runs the plan's rank `plan_rank` (a model stage's rank).
+  int world_rank_of(int64_t plan_rank) const;
   double tp_seconds() const { return tp_scope ? tp_scope->seconds() : 0; }
+  int tag(const Port& p, int mb, bool grad, size_t k) const {
+    return tag_of(p.cut_chunk, micro_batches, mb, grad, k);
+  }
   int64_t stream(int64_t step, int mb) const {
     return step * int64_t(plan_micro_batches) * replicas + int64_t(replica) * plan_micro_batches +
            mb;
   }
 
   void run(const Instruction& in, int64_t step, double lr, const MicroBatchFn& batches);
-  std::vector<Tensor> run_graph(const std::map<std::string, Tensor>& inputs, int64_t step, int mb);
-  void forward(int mb, int64_t step, const MicroBatchFn& batches);
-  void rerun(int mb, int64_t step);
-  void backward(int mb);
-  void send_activations(int mb);
-  void recv_activations(int mb);
-  void send_grads(int mb);
-  void recv_grads(int mb);
+  std::vector<Tensor> run_graph(Chunk& c, const std::map<std::string, Tensor>& inputs,
+                                int64_t step, int mb);
+  void forward(Chunk& c, int mb, int64_t step, const MicroBatchFn& batches);
+  void rerun(Chunk& c, int mb, int64_t step);
+  void backward(Chunk& c, int mb);
+  void send_activations(Chunk& c, int mb);
+  void recv_activations(Chunk& c, int mb);
+  void send_grads(Chunk& c, int mb);
+  void recv_grads(Chunk& c, int mb);
   void reduce_grads(EngineStepResult& r);
   void wait_sends();
 };
 
 Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptions& o)
     : grid(g), options(o), log(Clock::now()) {
-  check_plan(plan);
-  prog = plan.ranks(grid.rank());
   stage = grid.coord().pp;
   stages = grid.shape().pp;
   replica = grid.coord().dp;
   replicas = grid.shape().dp;
+  virtual_stages = std::max(1, options.virtual_stages);
+  model_shape = grid.shape();
+  model_shape.pp = stages * virtual_stages;
+  check_plan(plan);
   plan_micro_batches = int(plan.micro_batches());
   parts = options.tp_subpipeline ? 2 : 1;
   MERAK_CHECK(plan_micro_batches % parts == 0, "sub-pipelined tensor parallelism runs the plan's ",
@@ -128,14 +151,31 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
 
   ScheduleOptions so;
   so.recompute = options.recompute;
+  so.virtual_stages = virtual_stages;
   program = make_schedule(options.schedule, stage, stages, micro_batches, so);
-  for (const Instruction& in : program) recompute = recompute || in.op == Op::Recompute;
 
-  exec = std::make_unique<graph::Executor>(stage_model(prog, options.seed), options.seed);
-  std::map<std::string, const partition::ParamShard*> by_name;
-  for (const partition::ParamShard& s : prog.params()) by_name[s.name()] = &s;
-  params = optim::make_params(exec->parameters());
-  for (const optim::Param& p : params) shards.push_back(by_name.at(p.name));
+  chunks.resize(size_t(virtual_stages));
+  for (int c = 0; c < virtual_stages; ++c) {
+    Chunk& chunk = chunks[size_t(c)];
+    chunk.index = c;
+    chunk.model_stage = c * stages + stage;
+    const comm::GridCoord& me = grid.coord();
+    chunk.prog = plan.ranks(comm::grid_rank(model_shape, {me.dp, chunk.model_stage, me.tp}));
+    chunk.exec = std::make_unique<graph::Executor>(stage_model(chunk.prog, options.seed),
+                                                   options.seed);
+    std::map<std::string, const partition::ParamShard*> by_name;
+    for (const partition::ParamShard& s : chunk.prog.params()) by_name[s.name()] = &s;
+    for (const optim::Param& p : optim::make_params(chunk.exec->parameters())) {
+      params.push_back(p);
+      shards.push_back(by_name.at(p.name));
+    }
+  }
+  for (const Instruction& in : program) {
+    MERAK_CHECK(in.chunk >= 0 && in.chunk < virtual_stages, "rank ", grid.rank(), ": ",
+                to_string(in), " names chunk ", in.chunk, " of ", virtual_stages);
+    if (in.op == Op::Recompute) chunks[size_t(in.chunk)].recompute = recompute = true;
+    if (in.op == Op::Backward) chunks[size_t(in.chunk)].last_backward = in.micro_batch;
+  }
   if (options.zero1 && replicas > 1)
     zero = std::make_unique<ShardedAdamW>(grid.dp(), params, options.adamw);
   else
@@ -143,13 +183,15 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
   if (replicas > 1 && !zero)
     buckets = std::make_unique<GradBuckets>(grid.dp(), params, options.bucket_bytes);
   for (size_t i = 0; i < params.size(); ++i) param_index[&params[i].value.impl()] = i;
-  for (const Instruction& in : program)
-    if (in.op == Op::Backward) last_backward = in.micro_batch;
-  make_ports();
+  for (Chunk& c : chunks) make_ports(c);
 
-  if (grid.shape().tp > 1)
-    tp_scope = std::make_unique<TpCollectiveScope>(
-        grid.tp(), partition::tp_group_name(grid.coord().pp, grid.coord().dp));
+  if (grid.shape().tp > 1) {
+    // The plan names a tp group per model stage; this rank's chunks all use its one tp group.
+    std::vector<std::string> names;
+    for (const Chunk& c : chunks)
+      names.push_back(partition::tp_group_name(c.model_stage, grid.coord().dp));
+    tp_scope = std::make_unique<TpCollectiveScope>(grid.tp(), names);
+  }
   // Spans are measured from one instant on every rank.
   grid.world().barrier();
   log = SpanLog(Clock::now());
@@ -158,29 +200,50 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
 void Engine::Impl::check_plan(const partition::Plan& plan) const {
   const comm::GridShape& s = grid.shape();
   const partition::Layout& l = plan.layout();
-  MERAK_CHECK(l.dp() == s.dp && l.pp() == s.pp && l.tp() == s.tp, "the plan is for dp ", l.dp(),
-              ", pp ", l.pp(), ", tp ", l.tp(), " but the job's grid is ", s.str());
-  MERAK_CHECK(plan.ranks_size() == s.size(), "the plan has ", plan.ranks_size(),
-              " rank programs for a grid of ", s.size(), " ranks");
-  const partition::RankProgram& p = plan.ranks(grid.rank());
+  // Interleaved: the plan cuts the model into stages * virtual_stages model stages, laid out as
+  // if each had its own ranks; rank (d, r, t) runs model stages r, r + stages, ...
+  MERAK_CHECK(l.dp() == s.dp && l.pp() == model_shape.pp && l.tp() == s.tp, "the plan is for dp ",
+              l.dp(), ", pp ", l.pp(), ", tp ", l.tp(), " but the job's grid is ", s.str(),
+              virtual_stages > 1 ? " with " + std::to_string(virtual_stages) + " virtual stages"
+                                 : std::string());
+  MERAK_CHECK(plan.ranks_size() == model_shape.size(), "the plan has ", plan.ranks_size(),
+              " rank programs for ", model_shape.size(), " model-stage ranks");
   const comm::GridCoord& c = grid.coord();
-  MERAK_CHECK(p.rank() == grid.rank() && p.dp() == c.dp && p.pp() == c.pp && p.tp() == c.tp,
-              "plan entry ", grid.rank(), " is rank ", p.rank(), " (dp ", p.dp(), ", pp ", p.pp(),
-              ", tp ", p.tp(), "), not this rank (dp ", c.dp, ", pp ", c.pp, ", tp ", c.tp, ")");
+  for (int k = 0; k < virtual_stages; ++k) {
+    const int model_stage = k * stages + c.pp;
+    const int at = comm::grid_rank(model_shape, {c.dp, model_stage, c.tp});
+    const partition::RankProgram& p = plan.ranks(at);
+    MERAK_CHECK(p.rank() == at && p.dp() == c.dp && p.pp() == model_stage && p.tp() == c.tp,
+                "plan entry ", at, " is rank ", p.rank(), " (dp ", p.dp(), ", pp ", p.pp(),
+                ", tp ", p.tp(), "), not this rank's chunk ", k, " (dp ", c.dp, ", pp ",
+                model_stage, ", tp ", c.tp, ")");
+  }
   MERAK_CHECK(plan.micro_batches() >= 1, "the plan has ", plan.micro_batches(), " micro-batches");
   // MPI guarantees tags up to 32767.
-  MERAK_CHECK(tag_of(int(plan.micro_batches()) - 1, true, kMaxPorts - 1) <= 32767, "the engine ",
-              "tags pipeline messages for at most ", 32768 / (2 * kMaxPorts),
-              " micro-batches a step, the plan has ", plan.micro_batches());
+  const int mbs = int(plan.micro_batches());
+  MERAK_CHECK(tag_of(virtual_stages - 1, mbs, mbs - 1, true, kMaxPorts - 1) <= 32767,
+              "the engine tags pipeline messages for at most ", 32768 / (2 * kMaxPorts),
+              " micro-batches x virtual stages a step, the plan has ", mbs, " x ",
+              virtual_stages);
   MERAK_CHECK(!options.tp_subpipeline || grid.shape().tp > 1, "sub-pipelined tensor "
               "parallelism overlaps the tp all-reduces: it needs tp > 1, the grid has tp ",
               grid.shape().tp);
-  MERAK_CHECK(options.schedule != ScheduleKind::Interleaved1F1B,
-              "the interleaved schedule needs several model stages per rank, which a plan does "
-              "not describe (use gpipe, 1f1b or shifted)");
+  MERAK_CHECK((options.schedule == ScheduleKind::Interleaved1F1B) == (virtual_stages > 1),
+              "the interleaved schedule and virtual stages go together: schedule ",
+              to_string(options.schedule), " with ", virtual_stages, " virtual stages");
+  MERAK_CHECK(virtual_stages == 1 || !options.tp_subpipeline,
+              "sub-pipelined tensor parallelism is not combined with virtual stages");
 }
 
-void Engine::Impl::make_ports() {
+int Engine::Impl::world_rank_of(int64_t plan_rank) const {
+  MERAK_CHECK(plan_rank >= 0 && plan_rank < model_shape.size(), "rank ", grid.rank(),
+              ": the plan names rank ", plan_rank, " outside its ", model_shape.size());
+  const comm::GridCoord m = comm::grid_coord(model_shape, int(plan_rank));
+  return comm::grid_rank(grid.shape(), {m.dp, m.pp % stages, m.tp});
+}
+
+void Engine::Impl::make_ports(Chunk& c) {
+  const partition::RankProgram& prog = c.prog;
   const std::vector<int>& members = grid.pp().world_ranks();
   auto pp_rank = [&](int64_t world) {
     auto it = std::find(members.begin(), members.end(), int(world));
@@ -192,7 +255,14 @@ void Engine::Impl::make_ports() {
   for (int i = 0; i < prog.graph().outputs_size(); ++i)
     output_index[prog.graph().outputs(i).name()] = i;
   for (const partition::Boundary& b : prog.boundaries()) {
+    const int peer_stage = comm::grid_coord(model_shape, int(b.peer())).pp;
+    // Tags tell two ranks' cuts apart by chunk, which holds when cuts join neighbouring model
+    // stages (all the partitioner makes); interleaving relies on it.
+    MERAK_CHECK(virtual_stages == 1 || std::abs(peer_stage - c.model_stage) == 1, "rank ",
+                grid.rank(), ": boundary value '", b.value(), "' joins model stages ",
+                c.model_stage, " and ", peer_stage, ", not neighbours");
     Port p;
+    p.cut_chunk = std::min(peer_stage, c.model_stage) / stages;
     p.value = b.value();
     p.shape = graph::fixed_shape(b.type(), "boundary value '" + b.value() + "'");
     // A slot of the sub-pipelined mode carries its plan micro-batches side by side.
@@ -201,37 +271,39 @@ void Engine::Impl::make_ports() {
                 "crossing a pipeline cut to have the micro-batch as dim 0");
     if (parts > 1) p.shape[0] *= parts;
     p.dtype = graph::from_proto(b.type().dtype());
-    p.peer = pp_rank(b.peer());
+    p.peer = pp_rank(world_rank_of(b.peer()));
     p.grad = b.has_grad();
     if (b.direction() == partition::Boundary::SEND) {
       MERAK_CHECK(output_index.count(b.value()), "rank ", grid.rank(), ": sent value '",
                   b.value(), "' is not an output of the stage graph");
       p.output = output_index.at(b.value());
-      send_ports.push_back(p);
+      c.send_ports.push_back(p);
     } else {
-      recv_ports.push_back(p);
+      c.recv_ports.push_back(p);
     }
   }
-  MERAK_CHECK(send_ports.size() <= kMaxPorts && recv_ports.size() <= kMaxPorts, "rank ",
+  MERAK_CHECK(c.send_ports.size() <= kMaxPorts && c.recv_ports.size() <= kMaxPorts, "rank ",
               grid.rank(), ": more than ", kMaxPorts, " values cross a pipeline cut");
   std::set<std::string> sent;
-  for (const Port& p : send_ports) sent.insert(p.value);
+  for (const Port& p : c.send_ports) sent.insert(p.value);
   for (int i = 0; i < prog.graph().outputs_size(); ++i)
     if (!sent.count(prog.graph().outputs(i).name())) {
-      MERAK_CHECK(loss_output < 0, "rank ", grid.rank(), ": the stage graph has more than one ",
-                  "output that is not sent on ('", prog.graph().outputs(loss_output).name(),
+      MERAK_CHECK(c.loss_output < 0, "rank ", grid.rank(), ": the stage graph has more than one ",
+                  "output that is not sent on ('", prog.graph().outputs(c.loss_output).name(),
                   "', '", prog.graph().outputs(i).name(), "')");
-      loss_output = i;
+      c.loss_output = i;
     }
-  MERAK_CHECK((loss_output >= 0) == (stage == stages - 1), "rank ", grid.rank(), " (stage ",
-              stage, " of ", stages, ") ", loss_output >= 0 ? "computes" : "does not compute",
-              " the loss");
+  const int last = model_shape.pp - 1;
+  MERAK_CHECK((c.loss_output >= 0) == (c.model_stage == last), "rank ", grid.rank(),
+              " (model stage ", c.model_stage, " of ", last + 1, ") ",
+              c.loss_output >= 0 ? "computes" : "does not compute", " the loss");
 }
 
-void Engine::Impl::forward(int mb, int64_t step, const MicroBatchFn& batches) {
-  Micro& m = micro[mb];
-  if (prog.data_inputs_size() > 0) {
-    const std::vector<std::string> names(prog.data_inputs().begin(), prog.data_inputs().end());
+void Engine::Impl::forward(Chunk& c, int mb, int64_t step, const MicroBatchFn& batches) {
+  Micro& m = c.micro[mb];
+  if (c.prog.data_inputs_size() > 0) {
+    const std::vector<std::string> names(c.prog.data_inputs().begin(),
+                                         c.prog.data_inputs().end());
     // The slot's plan micro-batches, side by side along the batch (run_graph cuts them apart).
     std::map<std::string, std::vector<Tensor>> pieces;
     for (int k = 0; k < parts; ++k) {
@@ -246,61 +318,62 @@ void Engine::Impl::forward(int mb, int64_t step, const MicroBatchFn& batches) {
     }
     for (auto& [name, p] : pieces) m.inputs[name] = parts == 1 ? p[0] : ops::concat(p, 0);
   }
-  if (recompute) {
+  if (c.recompute) {
     autograd::NoGradGuard no_grad;
-    m.outputs = run_graph(m.inputs, step, mb);
+    m.outputs = run_graph(c, m.inputs, step, mb);
     m.recorded = false;
   } else {
-    m.outputs = run_graph(m.inputs, step, mb);
+    m.outputs = run_graph(c, m.inputs, step, mb);
     m.recorded = true;
   }
-  if (loss_output >= 0) loss_sum += m.outputs[size_t(loss_output)].item();
+  if (c.loss_output >= 0) loss_sum += m.outputs[size_t(c.loss_output)].item();
 }
 
-void Engine::Impl::rerun(int mb, int64_t step) {
-  Micro& m = micro.at(mb);
-  m.outputs = run_graph(m.inputs, step, mb);  // the same dropout masks as the forward
+void Engine::Impl::rerun(Chunk& c, int mb, int64_t step) {
+  Micro& m = c.micro.at(mb);
+  m.outputs = run_graph(c, m.inputs, step, mb);  // the same dropout masks as the forward
   m.recorded = true;
 }
 
-std::vector<Tensor> Engine::Impl::run_graph(const std::map<std::string, Tensor>& inputs,
+std::vector<Tensor> Engine::Impl::run_graph(Chunk& c, const std::map<std::string, Tensor>& inputs,
                                             int64_t step, int mb) {
   if (parts == 1) {
     set_rng_stream(uint64_t(stream(step, mb)));
-    return exec->run(inputs);
+    return c.exec->run(inputs);
   }
   // Each half is one of the plan's micro-batches, with its own dropout stream.
   cpu::TpDeferScope defer;
   const std::vector<std::vector<Tensor>> halves =
-      exec->run_parts(split_halves(inputs, grid.rank()), [&](size_t k) {
+      c.exec->run_parts(split_halves(inputs, grid.rank()), [&](size_t k) {
         set_rng_stream(uint64_t(stream(step, mb * parts + int(k))));
       });
-  return join_halves(halves, loss_output);
+  return join_halves(halves, c.loss_output);
 }
 
-void Engine::Impl::backward(int mb) {
-  auto it = micro.find(mb);
-  MERAK_CHECK(it != micro.end() && it->second.recorded, "rank ", grid.rank(),
-              ": backward of micro-batch ", mb, " without its recorded forward");
+void Engine::Impl::backward(Chunk& c, int mb) {
+  auto it = c.micro.find(mb);
+  MERAK_CHECK(it != c.micro.end() && it->second.recorded, "rank ", grid.rank(),
+              ": backward of micro-batch ", mb, " (chunk ", c.index, ") without its recorded ",
+              "forward");
   Micro& m = it->second;
   std::vector<Tensor> roots, grads;
-  if (loss_output >= 0) {
-    const Tensor& loss = m.outputs[size_t(loss_output)];
+  if (c.loss_output >= 0) {
+    const Tensor& loss = m.outputs[size_t(c.loss_output)];
     roots.push_back(loss);
     grads.push_back(Tensor::full(loss.shape(), 1.0 / double(plan_micro_batches * replicas),
                                  loss.dtype()));
   }
-  for (size_t k = 0; k < send_ports.size(); ++k) {
-    const Tensor& out = m.outputs[size_t(send_ports[k].output)];
-    if (!send_ports[k].grad || !autograd::needs_grad(out)) continue;
+  for (size_t k = 0; k < c.send_ports.size(); ++k) {
+    const Tensor& out = m.outputs[size_t(c.send_ports[k].output)];
+    if (!c.send_ports[k].grad || !autograd::needs_grad(out)) continue;
     roots.push_back(out);
     grads.push_back(m.out_grads.at(k));
   }
   std::optional<cpu::TpDeferScope> defer;  // the halves' backward all-reduces, posted
   if (options.tp_subpipeline) defer.emplace();
-  if (!roots.empty() && buckets && mb == last_backward) {
-    // The step's last backward: each parameter's gradient is final once backward has passed
-    // it, so its bucket can start its all-reduce while the earlier layers compute.
+  if (!roots.empty() && buckets && mb == c.last_backward) {
+    // The chunk's last backward of the step: each of its parameters' gradients is final once
+    // backward has passed it, so its bucket can start its all-reduce while the rest computes.
     autograd::backward(roots, grads, [this](const Tensor& leaf) {
       auto it = param_index.find(&leaf.impl());
       if (it != param_index.end()) buckets->ready(it->second);
@@ -310,7 +383,7 @@ void Engine::Impl::backward(int mb) {
   }
   wait_all_pending();
   m.in_grads.clear();
-  for (const Port& p : recv_ports) {
+  for (const Port& p : c.recv_ports) {
     if (!p.grad) {
       m.in_grads.emplace_back();
       continue;
@@ -321,35 +394,35 @@ void Engine::Impl::backward(int mb) {
   m.outputs.clear();
   m.out_grads.clear();
   m.inputs.clear();
-  if (recv_ports.empty()) micro.erase(it);
+  if (c.recv_ports.empty()) c.micro.erase(it);
 }
 
-void Engine::Impl::send_activations(int mb) {
-  Micro& m = micro.at(mb);
-  for (size_t k = 0; k < send_ports.size(); ++k) {
-    const Port& p = send_ports[k];
+void Engine::Impl::send_activations(Chunk& c, int mb) {
+  Micro& m = c.micro.at(mb);
+  for (size_t k = 0; k < c.send_ports.size(); ++k) {
+    const Port& p = c.send_ports[k];
     Tensor t = m.outputs[size_t(p.output)].detach();
     if (t.dtype() != wire_dtype(t.dtype())) {
       autograd::NoGradGuard no_grad;
       t = ops::cast(t, wire_dtype(t.dtype()));
     }
-    pending_sends.push_back(grid.pp().isend(t.contiguous(), p.peer, tag_of(mb, false, k)));
+    pending_sends.push_back(grid.pp().isend(t.contiguous(), p.peer, tag(p, mb, false, k)));
   }
   if (!m.recorded) m.outputs.clear();  // a recomputing stage keeps only its inputs
 }
 
-void Engine::Impl::recv_activations(int mb) {
-  Micro& m = micro[mb];
+void Engine::Impl::recv_activations(Chunk& c, int mb) {
+  Micro& m = c.micro[mb];
   std::vector<comm::P2P> ops;
   std::vector<Tensor> bufs;
-  for (size_t k = 0; k < recv_ports.size(); ++k) {
-    const Port& p = recv_ports[k];
+  for (size_t k = 0; k < c.recv_ports.size(); ++k) {
+    const Port& p = c.recv_ports[k];
     bufs.push_back(Tensor::empty(p.shape, wire_dtype(p.dtype)));
-    ops.push_back({comm::P2P::Recv, bufs.back(), p.peer, tag_of(mb, false, k)});
+    ops.push_back({comm::P2P::Recv, bufs.back(), p.peer, tag(p, mb, false, k)});
   }
   if (!ops.empty()) grid.pp().batch(ops);
-  for (size_t k = 0; k < recv_ports.size(); ++k) {
-    const Port& p = recv_ports[k];
+  for (size_t k = 0; k < c.recv_ports.size(); ++k) {
+    const Port& p = c.recv_ports[k];
     Tensor t = bufs[k];
     if (t.dtype() != p.dtype) t = ops::cast(t, p.dtype);
     if (p.grad) t.set_requires_grad(true);  // a leaf: its .grad is what goes back
@@ -357,26 +430,27 @@ void Engine::Impl::recv_activations(int mb) {
   }
 }
 
-void Engine::Impl::send_grads(int mb) {
-  auto it = micro.find(mb);
-  MERAK_CHECK(it != micro.end() && it->second.in_grads.size() == recv_ports.size(), "rank ",
-              grid.rank(), ": gradients of micro-batch ", mb, " sent before its backward");
-  for (size_t k = 0; k < recv_ports.size(); ++k)
-    if (recv_ports[k].grad)
-      pending_sends.push_back(
-          grid.pp().isend(it->second.in_grads[k], recv_ports[k].peer, tag_of(mb, true, k)));
-  micro.erase(it);  // the pending sends keep the gradients alive
+void Engine::Impl::send_grads(Chunk& c, int mb) {
+  auto it = c.micro.find(mb);
+  MERAK_CHECK(it != c.micro.end() && it->second.in_grads.size() == c.recv_ports.size(), "rank ",
+              grid.rank(), ": gradients of micro-batch ", mb, " (chunk ", c.index,
+              ") sent before its backward");
+  for (size_t k = 0; k < c.recv_ports.size(); ++k)
+    if (c.recv_ports[k].grad)
+      pending_sends.push_back(grid.pp().isend(it->second.in_grads[k], c.recv_ports[k].peer,
+                                              tag(c.recv_ports[k], mb, true, k)));
+  c.micro.erase(it);  // the pending sends keep the gradients alive
 }
 
-void Engine::Impl::recv_grads(int mb) {
-  Micro& m = micro.at(mb);
+void Engine::Impl::recv_grads(Chunk& c, int mb) {
+  Micro& m = c.micro.at(mb);
   std::vector<comm::P2P> ops;
-  m.out_grads.assign(send_ports.size(), Tensor());
-  for (size_t k = 0; k < send_ports.size(); ++k) {
-    const Port& p = send_ports[k];
+  m.out_grads.assign(c.send_ports.size(), Tensor());
+  for (size_t k = 0; k < c.send_ports.size(); ++k) {
+    const Port& p = c.send_ports[k];
     if (!p.grad) continue;
     m.out_grads[k] = Tensor::empty(p.shape, p.dtype);
-    ops.push_back({comm::P2P::Recv, m.out_grads[k], p.peer, tag_of(mb, true, k)});
+    ops.push_back({comm::P2P::Recv, m.out_grads[k], p.peer, tag(p, mb, true, k)});
   }
   if (!ops.empty()) grid.pp().batch(ops);
 }
@@ -404,9 +478,10 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
   if (!tied.empty()) {
     comm::Communicator* group = grid.tied();
     for (size_t i = 0; i < params.size(); ++i)
-      for (int64_t peer : shards[i]->tied_ranks()) {
+      for (int64_t plan_peer : shards[i]->tied_ranks()) {
+        const int peer = world_rank_of(plan_peer);
         const std::vector<int>& members = group ? group->world_ranks() : std::vector<int>{};
-        MERAK_CHECK(std::count(members.begin(), members.end(), int(peer)) == 1, "rank ",
+        MERAK_CHECK(std::count(members.begin(), members.end(), peer) == 1, "rank ",
                     grid.rank(), ": parameter '", params[i].name, "' is tied with rank ", peer,
                     ", outside this rank's tied group (first and last stage)");
       }
@@ -421,7 +496,7 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
     const partition::ParamShard& s = *shards[i];
     if (s.split() == "replicated" && grid.coord().tp != 0) return false;
     for (int64_t peer : s.tied_ranks())
-      if (peer < grid.rank()) return false;
+      if (world_rank_of(peer) < grid.rank()) return false;
     return true;
   };
   double sq = 0;
@@ -431,7 +506,7 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
     for (size_t i = 0; i < params.size(); ++i)
       if (counted(i) && int(i % size_t(replicas)) == replica) sq += optim::sum_of_squares(grads[i]);
   }
-  const bool reports_loss = loss_output >= 0 && grid.coord().tp == 0;
+  const bool reports_loss = chunks.back().loss_output >= 0 && grid.coord().tp == 0;
   const std::vector<double> all =
       all_gather_doubles(grid.world(), {reports_loss ? loss_sum : 0.0, sq});
   double loss = 0, total_sq = 0;
@@ -448,28 +523,29 @@ void Engine::Impl::run(const Instruction& in, int64_t step, double lr,
                        const MicroBatchFn& batches) {
   const auto start = Clock::now();
   const double tp_before = tp_seconds();
+  Chunk& chunk = chunks[size_t(in.chunk)];
   const char* category = "compute";
   switch (in.op) {
-    case Op::Forward: forward(in.micro_batch, step, batches); break;
+    case Op::Forward: forward(chunk, in.micro_batch, step, batches); break;
     case Op::Recompute:
-      rerun(in.micro_batch, step);
+      rerun(chunk, in.micro_batch, step);
       category = "recompute";
       break;
-    case Op::Backward: backward(in.micro_batch); break;
+    case Op::Backward: backward(chunk, in.micro_batch); break;
     case Op::SendActivation:
-      send_activations(in.micro_batch);
+      send_activations(chunk, in.micro_batch);
       category = "p2p";
       break;
     case Op::RecvActivation:
-      recv_activations(in.micro_batch);
+      recv_activations(chunk, in.micro_batch);
       category = "wait";
       break;
     case Op::SendGrad:
-      send_grads(in.micro_batch);
+      send_grads(chunk, in.micro_batch);
       category = "p2p";
       break;
     case Op::RecvGrad:
-      recv_grads(in.micro_batch);
+      recv_grads(chunk, in.micro_batch);
       category = "wait";
       break;
     case Op::ReduceGrads: category = "collective"; break;  // done by step(): it fills the result
@@ -516,9 +592,10 @@ EngineStepResult Engine::step(int64_t step, double lr, const MicroBatchFn& batch
     }
     e.run(in, step, lr, batches);
   }
-  MERAK_CHECK(e.micro.empty(), "rank ", e.grid.rank(), ": ", e.micro.size(),
-              " micro-batches still held at the end of the step (a schedule without their "
-              "backward?)");
+  for (const Impl::Chunk& c : e.chunks)
+    MERAK_CHECK(c.micro.empty(), "rank ", e.grid.rank(), ": ", c.micro.size(),
+                " micro-batches still held by chunk ", c.index, " at the end of the step (a "
+                "schedule without their backward?)");
   const auto t0 = Clock::now();
   e.wait_sends();
   e.times.p2p_wait += seconds(t0, Clock::now());
@@ -529,7 +606,18 @@ EngineStepResult Engine::step(int64_t step, double lr, const MicroBatchFn& batch
   return r;
 }
 
-const partition::RankProgram& Engine::program() const { return impl_->prog; }
+const partition::RankProgram& Engine::program(int chunk) const {
+  MERAK_CHECK(chunk >= 0 && chunk < int(impl_->chunks.size()), "engine: no chunk ", chunk, " of ",
+              impl_->chunks.size());
+  return impl_->chunks[size_t(chunk)].prog;
+}
+int Engine::chunks() const { return int(impl_->chunks.size()); }
+std::vector<std::string> Engine::data_inputs() const {
+  std::set<std::string> names;
+  for (const Impl::Chunk& c : impl_->chunks)
+    names.insert(c.prog.data_inputs().begin(), c.prog.data_inputs().end());
+  return {names.begin(), names.end()};
+}
 const Program& Engine::instructions() const { return impl_->program; }
 bool Engine::recomputes() const { return impl_->recompute; }
 int Engine::micro_batches() const { return impl_->micro_batches; }

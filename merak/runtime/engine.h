@@ -44,8 +44,11 @@ using MicroBatchFn = std::function<std::map<std::string, Tensor>(
     int64_t step, int64_t micro_batch, const std::vector<std::string>& names)>;
 
 struct EngineOptions {
-  ScheduleKind schedule = ScheduleKind::OneFOneB;  // interleaved needs virtual stages: rejected
-  // Recomputation per pipeline stage (ScheduleOptions::recompute): a stage with a ratio > 0
+  ScheduleKind schedule = ScheduleKind::OneFOneB;
+  // Model chunks per rank, > 1 with the interleaved schedule only: the plan then has
+  // pp * virtual_stages model stages and rank (d, r, t) runs stages r, r + pp, ...
+  int virtual_stages = 1;
+  // Recomputation per model stage (ScheduleOptions::recompute): a stage with a ratio > 0
   // recomputes its whole forward where its schedule says so. Empty: none.
   std::vector<double> recompute;
   uint64_t seed = 42;               // parameter initialisation (the trainer's train.seed)
@@ -83,9 +86,12 @@ class Engine {
   // One training step with learning rate `lr` (collective; every rank the same step and lr).
   EngineStepResult step(int64_t step, double lr, const MicroBatchFn& batches);
 
-  const partition::RankProgram& program() const;
+  // The plan's program of this rank's chunk (model stage chunk * pp + the rank's stage).
+  const partition::RankProgram& program(int chunk = 0) const;
+  int chunks() const;                     // model chunks this rank runs (virtual stages)
+  std::vector<std::string> data_inputs() const;  // every chunk's, sorted
   const Program& instructions() const;  // this rank's schedule for one step
-  bool recomputes() const;              // whether the schedule has this stage recompute
+  bool recomputes() const;              // whether the schedule has one of its chunks recompute
   int micro_batches() const;            // per replica and step
   // This rank's parameters (local shards) by global name.
   std::vector<std::pair<std::string, Tensor>> parameters() const;

@@ -16,6 +16,9 @@ namespace merak::runtime {
 // taking the slowest of the stage's dp x tp ranks; ReduceGrads as the quickest one seen per stage
 // (a longer one was waiting for other ranks, which the simulation produces itself); p2p as the
 // quickest receive.
-SimCosts measured_costs(const std::vector<TraceSpan>& spans, const comm::GridShape& shape);
+// Interleaved runs (virtual_stages > 1) are costed per model stage: chunk c of pipeline rank r
+// is model stage c * pp + r, its spans named "F3.1" for chunk 1.
+SimCosts measured_costs(const std::vector<TraceSpan>& spans, const comm::GridShape& shape,
+                        int virtual_stages = 1);
 
 }  // namespace merak::runtime

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "merak/comm/communicator.h"
 
@@ -11,9 +12,10 @@ namespace merak::runtime {
 
 class TpCollectiveScope {
  public:
-  // `group` is the plan's name for this rank's tp group ("tp.pp1.dp0"); a tp op naming another
-  // group, or a size other than the communicator's, is an error naming both.
-  TpCollectiveScope(comm::Communicator& tp, std::string group);
+  // `groups` are the plan's names for this rank's tp group ("tp.pp1.dp0"; one per model stage
+  // the rank runs: several when interleaved); a tp op naming another group, or a size other
+  // than the communicator's, is an error naming both.
+  TpCollectiveScope(comm::Communicator& tp, std::vector<std::string> groups);
   ~TpCollectiveScope();  // restores the default (groups of one only)
   TpCollectiveScope(const TpCollectiveScope&) = delete;
   TpCollectiveScope& operator=(const TpCollectiveScope&) = delete;

@@ -106,6 +106,7 @@ const std::map<std::string, Shape>& shipped() {
       {"gpt-tiny.yaml", {"gpt", 0, 0, 4, 64, 256}},  // layers/hidden: a range, checked below
       {"gpt-small.yaml", {"gpt", 12, 768, 12, 1024, 50257}},
       {"gpt1.5b.yaml", {"gpt", 48, 1600, 25, 1024, 50257}},
+      {"gpt1.3b.yaml", {"gpt", 24, 2048, 16, 2048, 50257}},
       {"gpt2.5b.yaml", {"gpt", 54, 1920, 20, 1024, 50257}},
       {"gpt8.3b.yaml", {"gpt", 72, 3072, 32, 2048, 50257}},
       {"gpt20b.yaml", {"gpt", 44, 6144, 64, 2048, 50257}},
@@ -321,6 +322,18 @@ TEST_CASE("values out of range name the key and the rule", "[config]") {
       {"train:\n  device: metal", "key 'train.device': must be one of cpu, cuda, got 'metal'"},
       {"train:\n  device: cdua",
        "key 'train.device': must be one of cpu, cuda, got 'cdua' (did you mean 'cuda'?)"},
+      {"parallel:\n  pp: 2\n  schedule: interleaved",
+       "key 'parallel.virtual_stages': the interleaved schedule runs several model chunks a "
+       "rank: needs >= 2, got 1"},
+      {"parallel:\n  schedule: interleaved\n  virtual_stages: 2",
+       "key 'parallel.schedule': interleaved pipelines over ranks: needs parallel.pp >= 2, got 1"},
+      {"parallel:\n  pp: 2\n  virtual_stages: 2",
+       "key 'parallel.virtual_stages': only the interleaved schedule has virtual stages "
+       "(schedule is 1f1b), got 2"},
+      {"train:\n  batch: 6\n  micro_batch: 2\nparallel:\n  pp: 2\n  schedule: interleaved\n"
+       "  virtual_stages: 2",
+       "key 'parallel.schedule': interleaved needs the micro-batches per replica (3) to be a "
+       "multiple of parallel.pp 2"},
   };
   for (const Case& c : cases) {
     INFO(c.yaml);
@@ -471,7 +484,7 @@ TEST_CASE("to_yaml writes every key and reads back to the same config", "[config
         "precision", "loss_scale"}},
       {"parallel",
        {"dp", "pp", "tp", "schedule", "micro_batches", "recompute", "recompute_ratio", "zero1",
-        "bucket_mb", "tp_subpipeline", "hardware"}},
+        "bucket_mb", "tp_subpipeline", "hardware", "virtual_stages"}},
   };
   YAML::Node root = YAML::Load(text);
   REQUIRE(root.IsMap());

@@ -62,8 +62,8 @@ TEST_CASE("parallel values out of range name the key", "[config][parallel]") {
   CHECK(error_of("parallel:\n  pp: -2\n") == "p.yaml: key 'parallel.pp': must be >= 1, got -2");
   CHECK(error_of("parallel:\n  tp: 0\n") == "p.yaml: key 'parallel.tp': must be >= 1, got 0");
   CHECK(error_of("parallel:\n  schedule: 1f1c\n") ==
-        "p.yaml: key 'parallel.schedule': must be one of gpipe, 1f1b, shifted, got '1f1c' "
-        "(did you mean '1f1b'?)");
+        "p.yaml: key 'parallel.schedule': must be one of gpipe, 1f1b, shifted, interleaved, got "
+        "'1f1c' (did you mean '1f1b'?)");
   CHECK(error_of("parallel:\n  recompute: fulll\n") ==
         "p.yaml: key 'parallel.recompute': must be one of none, full, ratio, got 'fulll' "
         "(did you mean 'full'?)");
@@ -106,7 +106,7 @@ TEST_CASE("the parallel section round-trips through to_yaml", "[config][parallel
   Config c;
   c.path = "p.yaml";
   c.train.batch = 32;
-  c.parallel = {2, 4, 2, "shifted", 4, "ratio", 0.25, true, 0.5, true, "h200"};
+  c.parallel = {2, 4, 2, "shifted", 1, 4, "ratio", 0.25, true, 0.5, true, "h200"};
   const std::string text = to_yaml(c);
   INFO(text);
   const Config back = parse(text, "p.yaml");
@@ -122,4 +122,9 @@ TEST_CASE("the parallel section round-trips through to_yaml", "[config][parallel
   CHECK(back.parallel.tp_subpipeline);
   CHECK(back.parallel.hardware == "h200");
   CHECK(to_yaml(back) == text);
+  // Interleaved, with its virtual stages.
+  c.parallel = {2, 4, 2, "interleaved", 3, 4, "none", 1.0, false, 1.0, false, "cpu-local"};
+  const Config inter = parse(to_yaml(c), "p.yaml");
+  CHECK(inter.parallel.schedule == "interleaved");
+  CHECK(inter.parallel.virtual_stages == 3);
 }

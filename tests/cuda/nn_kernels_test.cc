@@ -1,9 +1,13 @@
 // Checks of the CUDA nn kernels. Everywhere: each op has a CUDA kernel registered. With a GPU:
 //   - f32: every op through the dispatcher on CUDA against the CPU kernel on the same inputs;
-//   - bf16 and f16: the CUDA kernels called directly (the op defs' inference takes f32 / f64
-//     only) against the CPU's f32 results on the same, rounded, inputs;
-//   - determinism: the gradients that sum over rows give the same bits twice.
+//   - bf16 and f16: every op through the dispatcher on CUDA against the CPU's f32 results on
+//     the same, rounded, inputs; the statistics and the loss (layer_norm's mean and rstd,
+//     cross_entropy's loss and lse, sdpa's lse, and dloss) are f32 there (op_util.h's
+//     stat_dtype), fed to the backwards unrounded and compared at f32 precision;
+//   - determinism: the gradients that sum over rows give the same bits twice;
+//   - a kernel called around the op's inference with 16-bit stats refuses them by name.
 // Without a GPU the device checks are reported as skipped. Exit status 1 on any failure.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -266,19 +270,33 @@ std::vector<Case> cases() {
 
 std::vector<Tensor> run_cpu(const Case& c) { return ops::call(c.op, c.inputs, c.attrs); }
 
-// The CUDA kernel called directly on inputs whose floating ones are stored as `dtype`, outputs
-// shaped like `like` (the CPU's).
-std::vector<Tensor> run_cuda_direct(const Case& c, DType dtype, const std::vector<Tensor>& like) {
-  std::vector<Tensor> in;
-  for (const Tensor& t : c.inputs)
-    in.push_back(!t.defined() ? t : (floating(t) ? convert(t, dtype) : t).to(Device::cuda()));
-  std::vector<Tensor> out;
-  for (const Tensor& t : like)
-    out.push_back(Tensor::empty(t.shape(), floating(t) ? dtype : t.dtype(), Device::cuda()));
-  const ops::OpDef& def = ops::Registry::get().at(c.op);
-  (*ops::Registry::get().kernel(c.op, DeviceType::CUDA))(in, out,
-                                                         ops::complete_attrs(def, c.attrs));
-  return out;
+// The inputs and outputs of an op that are statistics or a loss: f32 when the other floating
+// ones are bf16 or f16 (op_util.h's stat_dtype).
+struct Stats {
+  std::vector<size_t> inputs, outputs;
+};
+Stats stats_of(const std::string& op) {
+  if (op == "layer_norm") return {{}, {1, 2}};          // mean, rstd
+  if (op == "layer_norm_grad") return {{3, 4}, {}};     // mean, rstd
+  if (op == "cross_entropy") return {{}, {0, 1}};       // loss, lse
+  if (op == "cross_entropy_grad") return {{0, 3}, {}};  // dloss, lse
+  if (op == "sdpa") return {{}, {1}};                   // lse
+  if (op == "sdpa_grad") return {{6}, {}};              // lse
+  return {};
+}
+bool has(const std::vector<size_t>& v, size_t i) {
+  return std::find(v.begin(), v.end(), i) != v.end();
+}
+
+// The case's inputs with the floating ones, stats aside, stored as `dtype` (bf16 or f16) and
+// converted back to f32 when `back` (the CPU reference's inputs).
+std::vector<Tensor> narrowed(const Case& c, DType dtype, bool back) {
+  const Stats st = stats_of(c.op);
+  std::vector<Tensor> in = c.inputs;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (floating(in[i]) && !has(st.inputs, i))
+      in[i] = back ? convert(convert(in[i], dtype), DType::F32) : convert(in[i], dtype);
+  return in;
 }
 
 double tolerance(const Case& c, DType dtype) {
@@ -304,16 +322,24 @@ void check_case(const Case& c) {
           fail(name + ": not deterministic");
       }
     }
+    const Stats st = stats_of(c.op);
     for (DType dtype : {DType::BF16, DType::F16}) {
-      // The reference: the CPU in f32 on the rounded inputs.
-      Case rounded = c;
-      for (Tensor& t : rounded.inputs)
-        if (floating(t)) t = convert(convert(t, dtype), DType::F32);
-      const std::vector<Tensor> want16 = run_cpu(rounded);
-      const std::vector<Tensor> got16 = run_cuda_direct(c, dtype, want16);
-      for (size_t i = 0; i < want16.size(); ++i)
-        compare(name + " " + dtype_name(dtype) + " output " + std::to_string(i), want16[i],
-                got16[i], tolerance(c, dtype));
+      // The reference: the CPU in f32 on the rounded inputs (the f32 stats as they are).
+      const std::vector<Tensor> want16 = ops::call(c.op, narrowed(c, dtype, true), c.attrs);
+      const std::vector<Tensor> got16 =
+          ops::call(c.op, to_device(narrowed(c, dtype, false), Device::cuda()), c.attrs);
+      for (size_t i = 0; i < want16.size(); ++i) {
+        const std::string label = name + " " + dtype_name(dtype) + " output " + std::to_string(i);
+        const bool stat = has(st.outputs, i);
+        const DType expect = !floating(want16[i]) ? want16[i].dtype() : stat ? DType::F32 : dtype;
+        if (got16[i].dtype() != expect) {
+          fail(label + ": dtype " + dtype_name(got16[i].dtype()) + ", expected " +
+               dtype_name(expect));
+          continue;
+        }
+        // Stats and the loss are computed and kept in f32: as close as the f32 run's.
+        compare(label, want16[i], got16[i], stat ? c.tol : tolerance(c, dtype));
+      }
     }
   } catch (const std::exception& e) {
     fail(name + ": " + e.what());
@@ -342,6 +368,24 @@ int run() {
     } catch (const std::exception& e) {
       if (std::string(e.what()).find("softmax") == std::string::npos)
         fail(std::string("f64 error does not name the op: ") + e.what());
+    }
+    // A kernel called around the op's inference with its stats in the input's 16-bit dtype
+    // refuses them, naming the op and the input, before misreading them as f32.
+    try {
+      const Device gpu = Device::cuda();
+      const Tensor x = Tensor::empty({4, 8}, DType::BF16, gpu);
+      const Tensor stat = Tensor::empty({4}, DType::BF16, gpu);
+      const std::vector<Tensor> out = {Tensor::empty({4, 8}, DType::BF16, gpu),
+                                       Tensor::empty({8}, DType::BF16, gpu),
+                                       Tensor::empty({8}, DType::BF16, gpu)};
+      (*ops::Registry::get().kernel("layer_norm_grad", DeviceType::CUDA))(
+          {x, x, Tensor(), stat, stat}, out, Attrs());
+      fail("layer_norm_grad's CUDA kernel accepted a bf16 mean");
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      if (what.find("layer_norm_grad") == std::string::npos ||
+          what.find("mean") == std::string::npos)
+        fail("a bf16 mean's error does not name the op and input: " + what);
     }
   }
   std::printf("nn_kernels_test: %s (%d failures)\n", failures ? "FAILED" : "passed", failures);

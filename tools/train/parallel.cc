@@ -36,9 +36,10 @@ void print_replay(const std::vector<runtime::TraceSpan>& spans, const comm::Grid
   if (step_seconds.empty()) return;
   runtime::ScheduleOptions so;
   so.recompute = options.recompute;
+  so.virtual_stages = options.virtual_stages;
   const runtime::SimResult sim = runtime::simulate(
       runtime::make_schedules(options.schedule, shape.pp, micro_batches, so),
-      runtime::measured_costs(spans, shape));
+      runtime::measured_costs(spans, shape, options.virtual_stages));
   std::sort(step_seconds.begin(), step_seconds.end());
   const double measured = step_seconds[step_seconds.size() / 2];
   std::printf("simulator with the measured costs: step %.1f ms, bubble %.0f%% | measured: %.1f ms "
@@ -53,7 +54,9 @@ partition::Plan make_plan(const config::Config& c) {
   const config::ParallelConfig& p = c.parallel;
   partition::Request req;
   req.dp = p.dp;
-  req.pp = p.pp;
+  // Interleaved: pp * virtual_stages model stages, each rank running every pp-th (the engine
+  // maps them). The memory estimate then counts one chunk a rank, a fraction of what it holds.
+  req.pp = p.pp * p.virtual_stages;
   req.tp = p.tp;
   try {
     req.hardware = partition::load_hardware(partition::find_hardware(p.hardware));
@@ -106,7 +109,8 @@ partition::Plan shared_plan(comm::Communicator& world, const config::Config& c) 
 runtime::EngineOptions engine_options(const config::Config& c) {
   runtime::EngineOptions o;
   o.schedule = runtime::parse_schedule_kind(c.parallel.schedule);
-  const int stages = int(c.parallel.pp);
+  o.virtual_stages = int(c.parallel.virtual_stages);
+  const int stages = int(c.parallel.pp * c.parallel.virtual_stages);  // model stages
   if (c.parallel.recompute == "full") o.recompute.assign(size_t(stages), 1.0);
   if (c.parallel.recompute == "ratio")
     o.recompute = runtime::ratio_rule_recompute(stages, c.parallel.recompute_ratio);
@@ -145,7 +149,7 @@ int run_parallel(const config::Config& c, const ParallelRun& run) {
   options.trace = !run.trace.empty();
   runtime::Engine engine(grid, plan, options);
   std::unique_ptr<BatchSource> source;
-  if (engine.program().data_inputs_size() > 0) source = std::make_unique<BatchSource>(c);
+  if (!engine.data_inputs().empty()) source = std::make_unique<BatchSource>(c);
   const runtime::MicroBatchFn batches =
       source ? micro_batch_source(*source, config::model_micro_batch_size(c))
              : runtime::MicroBatchFn();

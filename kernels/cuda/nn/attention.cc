@@ -51,7 +51,7 @@ const uint8_t* mask_data(const std::vector<Tensor>& in, size_t i) {
 
 }  // namespace
 
-// in: q, k, v, key_padding_mask?; out: out, lse
+// in: q, k, v, key_padding_mask?; out: out, lse (f32)
 MERAK_REGISTER_KERNEL(sdpa, CUDA, [](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
                                      const Attrs& a) {
   const Tensor &q = in[0], &k = in[1], &v = in[2];
@@ -60,11 +60,11 @@ MERAK_REGISTER_KERNEL(sdpa, CUDA, [](const std::vector<Tensor>& in, const std::v
   const cudaStream_t stream = stream_of(q);
   check_smem(sdpa_forward_smem_bytes(p), q, v, "sdpa");
   launch_sdpa_forward(p, q.device_data(), k.device_data(), v.device_data(), mask_data(in, 3),
-                      out[0].device_data(), out[1].device_data(), int(elem), stream);
+                      out[0].device_data(), stat_data(out[1], "sdpa", "lse"), int(elem), stream);
   check_launch("sdpa");
 });
 
-// in: dout, q, k, v, key_padding_mask?, out, lse; out: dq, dk, dv
+// in: dout, q, k, v, key_padding_mask?, out, lse (f32); out: dq, dk, dv
 MERAK_REGISTER_KERNEL(sdpa_grad, CUDA, [](const std::vector<Tensor>& in,
                                           const std::vector<Tensor>& out, const Attrs& a) {
   const Tensor &q = in[1], &k = in[2], &v = in[3];
@@ -74,7 +74,7 @@ MERAK_REGISTER_KERNEL(sdpa_grad, CUDA, [](const std::vector<Tensor>& in,
   check_smem(sdpa_backward_smem_bytes(p), q, v, "sdpa_grad");
   const Tensor delta = scratch(sdpa_backward_scratch_bytes(p), q.device());
   launch_sdpa_backward(p, in[0].device_data(), q.device_data(), k.device_data(), v.device_data(),
-                       mask_data(in, 4), in[5].device_data(), in[6].device_data(),
+                       mask_data(in, 4), in[5].device_data(), stat_data(in[6], "sdpa_grad", "lse"),
                        out[0].device_data(), out[1].device_data(), out[2].device_data(),
                        delta.device_data(), int(elem), stream);
   check_launch("sdpa_grad");

@@ -10,7 +10,9 @@
 //   dQ = scale dS K, by a block per query tile walking the key tiles.
 // Each gradient element is summed by one thread in a fixed order: no atomics, deterministic.
 //
-// Everything is computed in f32 on CUDA cores (tiles are stored in shared memory as f32). A
+// Everything is computed in f32 on CUDA cores (tiles are stored in shared memory as f32), and
+// lse is stored in f32 whatever the element type (op_util.h's stat_dtype), as flash attention
+// keeps it: the backward exponentiates scores against it. A
 // block is 256 threads in a 16 x 16 grid (ty, tx); in every tile, of scores or of outputs,
 // thread (ty, tx) owns rows ty * R + u and columns tx + 16 c.
 // Shared rows are padded to an odd length so that the column walks are free of bank conflicts.
@@ -176,7 +178,7 @@ __device__ void probs_and_grads(const AttnShape& p, const uint8_t* keep, int64_t
 template <typename S, int kMaxDim>
 __global__ void __launch_bounds__(kAttnThreads)
     sdpa_forward_kernel(AttnShape p, const S* q, const S* k, const S* v, const uint8_t* mask,
-                        S* out, S* lse) {
+                        S* out, float* lse) {
   constexpr int T = forward_tile<kMaxDim>();
   constexpr int R = T / 16, CD = kMaxDim / 16;
   constexpr int kRowThreads = kAttnThreads / T;  // threads sharing a row in the softmax step
@@ -277,8 +279,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     const float inv = empty ? 0.f : 1.f / sL[il];
 #pragma unroll
     for (int c = 0; c < CD; ++c) o[u][c] *= inv;
-    if (tx == 0)
-      lse[bh * p.Tq + i] = Storage<S>::store(empty ? -INFINITY : sM[il] + logf(sL[il]));
+    if (tx == 0) lse[bh * p.Tq + i] = empty ? -INFINITY : sM[il] + logf(sL[il]);
   }
   store_tile(out + bh * p.Tq * p.Dv, o, i0, p.Tq, p.Dv, 1.f, ty, tx);
 }
@@ -300,14 +301,14 @@ __global__ void sdpa_delta(const S* dout, const S* out, float* delta, int64_t ro
 
 // Loads query rows i0 + [0, T) of one head: Q and dO tiles, lse (-inf past the end) and delta.
 template <typename S, int T>
-__device__ void load_query_tile(const AttnShape& p, const S* qh, const S* doh, const S* lseh,
+__device__ void load_query_tile(const AttnShape& p, const S* qh, const S* doh, const float* lseh,
                                 const float* deltah, int64_t i0, float* sQ, float* sdO,
                                 float* sLse, float* sDelta) {
   load_tile(sQ, padded(p.D), qh, i0, T, p.Tq, p.D);
   load_tile(sdO, padded(p.Dv), doh, i0, T, p.Tq, p.Dv);
   for (int r = threadIdx.x; r < T; r += blockDim.x) {
     const int64_t i = i0 + r;
-    sLse[r] = i < p.Tq ? Storage<S>::load(lseh[i]) : -INFINITY;
+    sLse[r] = i < p.Tq ? lseh[i] : -INFINITY;
     sDelta[r] = i < p.Tq ? deltah[i] : 0.f;
   }
 }
@@ -316,7 +317,7 @@ __device__ void load_query_tile(const AttnShape& p, const S* qh, const S* doh, c
 template <typename S, int kMaxDim>
 __global__ void __launch_bounds__(kAttnThreads)
     sdpa_dkdv_kernel(AttnShape p, const S* q, const S* k, const S* v, const uint8_t* mask,
-                     const S* dout, const S* lse, const float* delta, S* dk, S* dv) {
+                     const S* dout, const float* lse, const float* delta, S* dk, S* dv) {
   constexpr int T = backward_tile<kMaxDim>();
   constexpr int R = T / 16, CD = kMaxDim / 16;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
@@ -336,7 +337,7 @@ __global__ void __launch_bounds__(kAttnThreads)
 
   const S* qh = q + bh * p.Tq * p.D;
   const S* doh = dout + bh * p.Tq * p.Dv;
-  const S* lseh = lse + bh * p.Tq;
+  const float* lseh = lse + bh * p.Tq;
   const float* deltah = delta + bh * p.Tq;
   const uint8_t* keep = mask ? mask + (bh / p.H) * p.Tk : nullptr;
 
@@ -373,7 +374,7 @@ __global__ void __launch_bounds__(kAttnThreads)
 template <typename S, int kMaxDim>
 __global__ void __launch_bounds__(kAttnThreads)
     sdpa_dq_kernel(AttnShape p, const S* q, const S* k, const S* v, const uint8_t* mask,
-                   const S* dout, const S* lse, const float* delta, S* dq) {
+                   const S* dout, const float* lse, const float* delta, S* dq) {
   constexpr int T = backward_tile<kMaxDim>();
   constexpr int R = T / 16, CD = kMaxDim / 16;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
@@ -449,7 +450,7 @@ int64_t sdpa_backward_scratch_bytes(const AttnShape& p) {
 }
 
 void launch_sdpa_forward(const AttnShape& p, const void* q, const void* k, const void* v,
-                         const uint8_t* mask, void* out, void* lse, int elem,
+                         const uint8_t* mask, void* out, float* lse, int elem,
                          cudaStream_t stream) {
   if (p.B * p.H * p.Tq == 0) return;
   const int64_t smem = sdpa_forward_smem_bytes(p);
@@ -458,13 +459,13 @@ void launch_sdpa_forward(const AttnShape& p, const void* q, const void* k, const
       constexpr int T = forward_tile<kMaxDim>();
       launch_attn(sdpa_forward_kernel<S, kMaxDim>, p.B * p.H * ((p.Tq + T - 1) / T), smem, stream,
                   p, static_cast<const S*>(q), static_cast<const S*>(k), static_cast<const S*>(v),
-                  mask, static_cast<S*>(out), static_cast<S*>(lse));
+                  mask, static_cast<S*>(out), lse);
     });
   });
 }
 
 void launch_sdpa_backward(const AttnShape& p, const void* dout, const void* q, const void* k,
-                          const void* v, const uint8_t* mask, const void* out, const void* lse,
+                          const void* v, const uint8_t* mask, const void* out, const float* lse,
                           void* dq, void* dk, void* dv, void* scratch, int elem,
                           cudaStream_t stream) {
   if (p.B * p.H == 0) return;
@@ -475,7 +476,6 @@ void launch_sdpa_backward(const AttnShape& p, const void* dout, const void* q, c
     const S* ks = static_cast<const S*>(k);
     const S* vs = static_cast<const S*>(v);
     const S* dos = static_cast<const S*>(dout);
-    const S* lses = static_cast<const S*>(lse);
     const int64_t rows = p.B * p.H * p.Tq;
     if (rows > 0)
       sdpa_delta<S><<<RowGroup<32>::grid(rows), kThreads, 0, stream>>>(
@@ -486,11 +486,11 @@ void launch_sdpa_backward(const AttnShape& p, const void* dout, const void* q, c
       // dQ is, which the query-tile kernel writes.
       if (p.Tk > 0)
         launch_attn(sdpa_dkdv_kernel<S, kMaxDim>, p.B * p.H * ((p.Tk + T - 1) / T), smem, stream,
-                    p, qs, ks, vs, mask, dos, lses, static_cast<const float*>(delta),
+                    p, qs, ks, vs, mask, dos, lse, static_cast<const float*>(delta),
                     static_cast<S*>(dk), static_cast<S*>(dv));
       if (p.Tq > 0)
         launch_attn(sdpa_dq_kernel<S, kMaxDim>, p.B * p.H * ((p.Tq + T - 1) / T), smem, stream, p,
-                    qs, ks, vs, mask, dos, lses, static_cast<const float*>(delta),
+                    qs, ks, vs, mask, dos, lse, static_cast<const float*>(delta),
                     static_cast<S*>(dq));
     });
   });

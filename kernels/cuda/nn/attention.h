@@ -1,6 +1,7 @@
 // Launchers of the scaled dot-product attention kernels (attention.cu). Layouts as the op:
 // q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, Dv], out [B, H, Tq, Dv], lse [B, H, Tq],
-// mask [B, Tk] of bytes (non-zero: the key may be attended) or null. elem: common.h's Elem code.
+// mask [B, Tk] of bytes (non-zero: the key may be attended) or null. elem: common.h's Elem code
+// of q, k, v, out, dout and the gradients; lse is f32 for every elem (op_util.h's stat_dtype).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,12 +28,12 @@ int64_t sdpa_backward_scratch_bytes(const AttnShape& p);
 // out = softmax(scale q k^T, masked) v and lse = the rows' log-sum-exp; a row with no key to
 // attend gets out 0 and lse -inf.
 void launch_sdpa_forward(const AttnShape& p, const void* q, const void* k, const void* v,
-                         const uint8_t* mask, void* out, void* lse, int elem,
+                         const uint8_t* mask, void* out, float* lse, int elem,
                          cudaStream_t stream);
 
 // dq, dk, dv from dout, recomputing the probabilities tile by tile from lse.
 void launch_sdpa_backward(const AttnShape& p, const void* dout, const void* q, const void* k,
-                          const void* v, const uint8_t* mask, const void* out, const void* lse,
+                          const void* v, const uint8_t* mask, const void* out, const float* lse,
                           void* dq, void* dk, void* dv, void* scratch, int elem,
                           cudaStream_t stream);
 

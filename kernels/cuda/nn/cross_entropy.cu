@@ -2,6 +2,8 @@
 // log-sum-exp in one online pass (a warp or block per row), keeps the row losses in double, and
 // one block averages them in a fixed order; the backward rebuilds softmax from the saved lse.
 // The number of counted rows is found on the device, so nothing waits for the host.
+// loss, lse and dloss are f32 whatever the logits' element type (op_util.h's stat_dtype): a
+// 16-bit loss would overflow f16 once scaled, and a rounded lse would skew the softmax.
 #include "kernels/cuda/nn/cross_entropy.h"
 
 #include "kernels/cuda/nn/reduce.cuh"
@@ -10,8 +12,8 @@ namespace merak::cuda_kernels::nn {
 namespace {
 
 template <typename S, typename I, int G>
-__global__ void cross_entropy_rows(const S* x, const I* t, S* lse, double* row_loss, int64_t rows,
-                                   int64_t V, int64_t ignore) {
+__global__ void cross_entropy_rows(const S* x, const I* t, float* lse, double* row_loss,
+                                   int64_t rows, int64_t V, int64_t ignore) {
   using R = RowGroup<G>;
   using St = Storage<S>;
   for (int64_t r = R::first_row(); r < rows; r += R::row_step()) {
@@ -21,7 +23,7 @@ __global__ void cross_entropy_rows(const S* x, const I* t, S* lse, double* row_l
     st = R::reduce(st, MergeMaxSum());
     if (R::lane() == 0) {
       const float l = st.m + logf(st.s);
-      lse[r] = St::store(l);
+      lse[r] = l;
       const int64_t target = int64_t(t[r]);
       double loss = 0.0;  // an ignored row adds nothing
       if (target != ignore)
@@ -40,27 +42,28 @@ __device__ long long count_targets(const I* t, int64_t rows, int64_t ignore) {
 }
 
 // One block: loss = sum(row_loss) / count.
-template <typename S, typename I>
-__global__ void cross_entropy_mean(const double* row_loss, const I* t, S* loss, int64_t rows,
+template <typename I>
+__global__ void cross_entropy_mean(const double* row_loss, const I* t, float* loss, int64_t rows,
                                    int64_t ignore) {
   double s = 0.0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) s += row_loss[r];
   s = block_reduce(s, Add());
   const long long count = count_targets(t, rows, ignore);
-  if (threadIdx.x == 0) *loss = Storage<S>::store(count ? float(s / double(count)) : 0.f);
+  if (threadIdx.x == 0) *loss = count ? float(s / double(count)) : 0.f;
 }
 
 // One block: scale = dloss / count (0 when every row is ignored).
-template <typename S, typename I>
-__global__ void cross_entropy_scale(const S* dloss, const I* t, float* scale, int64_t rows,
+template <typename I>
+__global__ void cross_entropy_scale(const float* dloss, const I* t, float* scale, int64_t rows,
                                     int64_t ignore) {
   const long long count = count_targets(t, rows, ignore);
-  if (threadIdx.x == 0) *scale = count ? Storage<S>::load(*dloss) / float(count) : 0.f;
+  if (threadIdx.x == 0) *scale = count ? *dloss / float(count) : 0.f;
 }
 
 template <typename S, typename I, int G>
-__global__ void cross_entropy_grad_rows(const S* x, const I* t, const S* lse, const float* scale,
-                                        S* dx, int64_t rows, int64_t V, int64_t ignore) {
+__global__ void cross_entropy_grad_rows(const S* x, const I* t, const float* lse,
+                                        const float* scale, S* dx, int64_t rows, int64_t V,
+                                        int64_t ignore) {
   using R = RowGroup<G>;
   using St = Storage<S>;
   const float sc = *scale;
@@ -73,7 +76,7 @@ __global__ void cross_entropy_grad_rows(const S* x, const I* t, const S* lse, co
     } else if (target < 0 || target >= V) {
       for (int64_t i = R::lane(); i < V; i += G) dxr[i] = St::store(NAN);
     } else {
-      const float l = St::load(lse[r]);
+      const float l = lse[r];
       for (int64_t i = R::lane(); i < V; i += G) {
         float v = expf(St::load(xr[i]) - l) * sc;
         if (i == target) v -= sc;
@@ -87,7 +90,7 @@ __global__ void cross_entropy_grad_rows(const S* x, const I* t, const S* lse, co
 
 int64_t cross_entropy_scratch_bytes(int64_t rows) { return rows * int64_t(sizeof(double)); }
 
-void launch_cross_entropy(const void* logits, const void* targets, void* loss, void* lse,
+void launch_cross_entropy(const void* logits, const void* targets, float* loss, float* lse,
                           int64_t rows, int64_t V, int64_t ignore_index, void* scratch, int elem,
                           int index, cudaStream_t stream) {
   double* row_loss = static_cast<double*>(scratch);
@@ -97,20 +100,18 @@ void launch_cross_entropy(const void* logits, const void* targets, void* loss, v
       if (rows > 0) {
         with_row_group(V, [&]<int G>() {
           cross_entropy_rows<S, I, G><<<RowGroup<G>::grid(rows), kThreads, 0, stream>>>(
-              static_cast<const S*>(logits), t, static_cast<S*>(lse), row_loss, rows, V,
-              ignore_index);
+              static_cast<const S*>(logits), t, lse, row_loss, rows, V, ignore_index);
         });
       }
-      cross_entropy_mean<S, I><<<1, kThreads, 0, stream>>>(row_loss, t, static_cast<S*>(loss),
-                                                           rows, ignore_index);
+      cross_entropy_mean<I><<<1, kThreads, 0, stream>>>(row_loss, t, loss, rows, ignore_index);
     });
   });
 }
 
 int64_t cross_entropy_grad_scratch_bytes() { return int64_t(sizeof(float)); }
 
-void launch_cross_entropy_grad(const void* dloss, const void* logits, const void* targets,
-                               const void* lse, void* dlogits, int64_t rows, int64_t V,
+void launch_cross_entropy_grad(const float* dloss, const void* logits, const void* targets,
+                               const float* lse, void* dlogits, int64_t rows, int64_t V,
                                int64_t ignore_index, void* scratch, int elem, int index,
                                cudaStream_t stream) {
   if (rows == 0) return;
@@ -118,12 +119,11 @@ void launch_cross_entropy_grad(const void* dloss, const void* logits, const void
   with_storage(elem, [&]<typename S>() {
     with_index(index, [&]<typename I>() {
       const I* t = static_cast<const I*>(targets);
-      cross_entropy_scale<S, I><<<1, kThreads, 0, stream>>>(static_cast<const S*>(dloss), t,
-                                                            scale, rows, ignore_index);
+      cross_entropy_scale<I><<<1, kThreads, 0, stream>>>(dloss, t, scale, rows, ignore_index);
       with_row_group(V, [&]<int G>() {
         cross_entropy_grad_rows<S, I, G><<<RowGroup<G>::grid(rows), kThreads, 0, stream>>>(
-            static_cast<const S*>(logits), t, static_cast<const S*>(lse), scale,
-            static_cast<S*>(dlogits), rows, V, ignore_index);
+            static_cast<const S*>(logits), t, lse, scale, static_cast<S*>(dlogits), rows, V,
+            ignore_index);
       });
     });
   });

@@ -15,19 +15,19 @@ const void* optional_data(const std::vector<Tensor>& in, size_t i) {
 
 }  // namespace
 
-// in: x, weight?, bias?; out: y, mean, rstd
+// in: x, weight?, bias?; out: y, mean (f32), rstd (f32)
 MERAK_REGISTER_KERNEL(layer_norm, CUDA, [](const std::vector<Tensor>& in,
                                            const std::vector<Tensor>& out, const Attrs& a) {
   const Tensor& x = in[0];
   const Elem elem = elem_of(x, "layer_norm");
   const int64_t D = x.size(-1), rows = x.numel() / D;
   launch_layer_norm(x.device_data(), optional_data(in, 1), optional_data(in, 2), float(a.f("eps")),
-                    out[0].device_data(), out[1].device_data(), out[2].device_data(), rows, D,
-                    int(elem), stream_of(x));
+                    out[0].device_data(), stat_data(out[1], "layer_norm", "mean"),
+                    stat_data(out[2], "layer_norm", "rstd"), rows, D, int(elem), stream_of(x));
   check_launch("layer_norm");
 });
 
-// in: dy, x, weight?, mean, rstd; out: dx, dweight, dbias
+// in: dy, x, weight?, mean (f32), rstd (f32); out: dx, dweight, dbias
 MERAK_REGISTER_KERNEL(layer_norm_grad, CUDA, [](const std::vector<Tensor>& in,
                                                 const std::vector<Tensor>& out, const Attrs&) {
   const Tensor& x = in[1];
@@ -37,7 +37,8 @@ MERAK_REGISTER_KERNEL(layer_norm_grad, CUDA, [](const std::vector<Tensor>& in,
               " has more features than the CUDA kernel's grid covers (2M)");
   const Tensor partial = scratch(layer_norm_grad_scratch_bytes(rows, D), x.device());
   launch_layer_norm_grad(in[0].device_data(), x.device_data(), optional_data(in, 2),
-                         in[3].device_data(), in[4].device_data(), out[0].device_data(),
+                         stat_data(in[3], "layer_norm_grad", "mean"),
+                         stat_data(in[4], "layer_norm_grad", "rstd"), out[0].device_data(),
                          out[1].device_data(), out[2].device_data(), rows, D,
                          partial.device_data(), int(elem), stream_of(x));
   check_launch("layer_norm_grad");

@@ -3,6 +3,8 @@
 // Backward: dx per row likewise; dweight and dbias are column sums over all rows, taken per
 // fixed chunk of rows (partials in f32 scratch) and then over the chunks in order - the same
 // order on every run and every GPU, without atomics.
+// mean and rstd are f32 whatever the element type (op_util.h's stat_dtype: f32 for f32, bf16
+// and f16, the types these kernels take), so the backward reads them unrounded.
 #include "kernels/cuda/nn/layer_norm.h"
 
 #include "kernels/cuda/nn/reduce.cuh"
@@ -11,8 +13,8 @@ namespace merak::cuda_kernels::nn {
 namespace {
 
 template <typename S, int G>
-__global__ void layer_norm_rows(const S* x, const S* w, const S* b, float eps, S* y, S* mean,
-                                S* rstd, int64_t rows, int64_t D) {
+__global__ void layer_norm_rows(const S* x, const S* w, const S* b, float eps, S* y,
+                                float* mean, float* rstd, int64_t rows, int64_t D) {
   using R = RowGroup<G>;
   using St = Storage<S>;
   for (int64_t r = R::first_row(); r < rows; r += R::row_step()) {
@@ -28,8 +30,8 @@ __global__ void layer_norm_rows(const S* x, const S* w, const S* b, float eps, S
     }
     const float rs = 1.f / sqrtf(R::reduce(q, Add()) / float(D) + eps);
     if (R::lane() == 0) {
-      mean[r] = St::store(m);
-      rstd[r] = St::store(rs);
+      mean[r] = m;
+      rstd[r] = rs;
     }
     for (int64_t i = R::lane(); i < D; i += G) {
       float v = (St::load(xr[i]) - m) * rs;
@@ -43,13 +45,13 @@ __global__ void layer_norm_rows(const S* x, const S* w, const S* b, float eps, S
 // With xhat = (x - mean) * rstd and g = dy * weight:
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
 template <typename S, int G>
-__global__ void layer_norm_grad_rows(const S* dy, const S* x, const S* w, const S* mean,
-                                     const S* rstd, S* dx, int64_t rows, int64_t D) {
+__global__ void layer_norm_grad_rows(const S* dy, const S* x, const S* w, const float* mean,
+                                     const float* rstd, S* dx, int64_t rows, int64_t D) {
   using R = RowGroup<G>;
   using St = Storage<S>;
   for (int64_t r = R::first_row(); r < rows; r += R::row_step()) {
     const int64_t base = r * D;
-    const float m = St::load(mean[r]), rs = St::load(rstd[r]);
+    const float m = mean[r], rs = rstd[r];
     float2 acc = {0.f, 0.f};  // sum g, sum g * xhat
     for (int64_t i = R::lane(); i < D; i += G) {
       const float xhat = (St::load(x[base + i]) - m) * rs;
@@ -73,8 +75,9 @@ constexpr int64_t kChunkRows = 64;
 constexpr int kTileCols = 32, kTileRows = 8;
 
 template <typename S>
-__global__ void layer_norm_param_partials(const S* dy, const S* x, const S* mean, const S* rstd,
-                                          float* partial, int64_t rows, int64_t D) {
+__global__ void layer_norm_param_partials(const S* dy, const S* x, const float* mean,
+                                          const float* rstd, float* partial, int64_t rows,
+                                          int64_t D) {
   using St = Storage<S>;
   const int tx = threadIdx.x % kTileCols, ty = threadIdx.x / kTileCols;
   const int64_t chunk = blockIdx.x;
@@ -84,7 +87,7 @@ __global__ void layer_norm_param_partials(const S* dy, const S* x, const S* mean
   if (c < D) {
     for (int64_t r = chunk * kChunkRows + ty; r < r_end; r += kTileRows) {
       const float g = St::load(dy[r * D + c]);
-      dw += g * ((St::load(x[r * D + c]) - St::load(mean[r])) * St::load(rstd[r]));
+      dw += g * ((St::load(x[r * D + c]) - mean[r]) * rstd[r]);
       db += g;
     }
   }
@@ -122,14 +125,14 @@ int64_t chunks_of(int64_t rows) { return (rows + kChunkRows - 1) / kChunkRows; }
 }  // namespace
 
 void launch_layer_norm(const void* x, const void* weight, const void* bias, float eps, void* y,
-                       void* mean, void* rstd, int64_t rows, int64_t D, int elem,
+                       float* mean, float* rstd, int64_t rows, int64_t D, int elem,
                        cudaStream_t stream) {
   if (rows * D == 0) return;
   with_storage(elem, [&]<typename S>() {
     with_row_group(D, [&]<int G>() {
       layer_norm_rows<S, G><<<RowGroup<G>::grid(rows), kThreads, 0, stream>>>(
           static_cast<const S*>(x), static_cast<const S*>(weight), static_cast<const S*>(bias),
-          eps, static_cast<S*>(y), static_cast<S*>(mean), static_cast<S*>(rstd), rows, D);
+          eps, static_cast<S*>(y), mean, rstd, rows, D);
     });
   });
 }
@@ -138,25 +141,23 @@ int64_t layer_norm_grad_scratch_bytes(int64_t rows, int64_t D) {
   return chunks_of(rows) * 2 * D * int64_t(sizeof(float));
 }
 
-void launch_layer_norm_grad(const void* dy, const void* x, const void* weight, const void* mean,
-                            const void* rstd, void* dx, void* dweight, void* dbias, int64_t rows,
+void launch_layer_norm_grad(const void* dy, const void* x, const void* weight, const float* mean,
+                            const float* rstd, void* dx, void* dweight, void* dbias, int64_t rows,
                             int64_t D, void* scratch, int elem, cudaStream_t stream) {
   if (D == 0) return;
   with_storage(elem, [&]<typename S>() {
     const S* dys = static_cast<const S*>(dy);
     const S* xs = static_cast<const S*>(x);
-    const S* ms = static_cast<const S*>(mean);
-    const S* rs = static_cast<const S*>(rstd);
     float* partial = static_cast<float*>(scratch);
     const int64_t chunks = chunks_of(rows);
     if (rows > 0) {
       with_row_group(D, [&]<int G>() {
         layer_norm_grad_rows<S, G><<<RowGroup<G>::grid(rows), kThreads, 0, stream>>>(
-            dys, xs, static_cast<const S*>(weight), ms, rs, static_cast<S*>(dx), rows, D);
+            dys, xs, static_cast<const S*>(weight), mean, rstd, static_cast<S*>(dx), rows, D);
       });
       const dim3 grid(unsigned(chunks), unsigned((D + kTileCols - 1) / kTileCols));
-      layer_norm_param_partials<S><<<grid, kTileCols * kTileRows, 0, stream>>>(dys, xs, ms, rs,
-                                                                             partial, rows, D);
+      layer_norm_param_partials<S><<<grid, kTileCols * kTileRows, 0, stream>>>(
+          dys, xs, mean, rstd, partial, rows, D);
     }
     // With no rows there are no chunks, and the sums are zeros.
     layer_norm_param_sums<S><<<blocks_for(D), kThreads, 0, stream>>>(

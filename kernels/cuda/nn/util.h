@@ -1,5 +1,6 @@
 // What the registration code of the nn kernels (.cc files) shares: index dtype codes for the
-// launchers, scratch memory, and the [outer, len, inner] view of a tensor around one dim.
+// launchers, f32 statistics, scratch memory, and the [outer, len, inner] view of a tensor
+// around one dim.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,16 @@ inline int index_of(const Tensor& t, const char* op, const char* what) {
     case DType::I64: return 1;
     default: MERAK_FAIL(op, ": ", what, " must be i32 or i64, got ", t.str());
   }
+}
+
+// The data of a statistic an op keeps for its backward (layer_norm's mean and rstd, an lse) or
+// of a loss: f32 for every dtype the CUDA kernels take (op_util.h's stat_dtype). The ops'
+// inference sees to it; the check catches a kernel called around it with stats in the input's
+// 16-bit dtype, which the kernel would otherwise misread.
+inline float* stat_data(const Tensor& t, const char* op, const char* what) {
+  MERAK_CHECK(t.dtype() == DType::F32, op, ": ", what, " must be f32 (the stat dtype), got ",
+              t.str());
+  return static_cast<float*>(t.device_data());
 }
 
 // `bytes` of device memory for one call, from the caching allocator. Freeing it as soon as the

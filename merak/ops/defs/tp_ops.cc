@@ -206,7 +206,9 @@ MERAK_REGISTER_OP(tp_cross_entropy) {
                 " without its last dim");
     MERAK_CHECK(a.i("start") >= 0, "start must be >= 0, got ", a.i("start"));
     check_size(a);
-    return std::vector<TensorMeta>{{{}, logits.dtype}, {targets.shape, logits.dtype}};
+    // As cross_entropy: loss and lse in f32 for 16-bit logits.
+    const DType stat = stat_dtype(logits.dtype);
+    return std::vector<TensorMeta>{{{}, stat}, {targets.shape, stat}};
   };
   d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out,
               const Attrs&) {
@@ -241,11 +243,14 @@ MERAK_REGISTER_OP(tp_cross_entropy_grad) {
     expect_floating(logits, "logits");
     expect_index_dtype(targets, "targets");
     const Shape rows(logits.shape.begin(), logits.shape.end() - 1);
-    MERAK_CHECK(targets.shape == rows && lse.shape == rows && lse.dtype == logits.dtype,
-                "targets ", shape_str(targets.shape), " and lse ", shape_str(lse.shape),
-                " must be logits ", shape_str(logits.shape), " without its last dim");
-    MERAK_CHECK(dloss.numel() == 1 && dloss.dtype == logits.dtype, "dloss must be a ",
-                dtype_name(logits.dtype), " scalar");
+    const DType stat = stat_dtype(logits.dtype);
+    MERAK_CHECK(targets.shape == rows && lse.shape == rows, "targets ",
+                shape_str(targets.shape), " and lse ", shape_str(lse.shape), " must be logits ",
+                shape_str(logits.shape), " without its last dim");
+    MERAK_CHECK(lse.dtype == stat, "lse must be ", dtype_name(stat), " for ",
+                dtype_name(logits.dtype), " logits, got ", dtype_name(lse.dtype));
+    MERAK_CHECK(dloss.numel() == 1 && dloss.dtype == stat, "dloss must be a ", dtype_name(stat),
+                " scalar");
     return std::vector<TensorMeta>{logits};
   };
   d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out,

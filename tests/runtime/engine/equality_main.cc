@@ -121,11 +121,16 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     const char* recompute;
     bool zero1;
     bool subpipeline;
+    int virtual_stages = 1;
   };
   std::vector<Combo> combos;
   for (const char* schedule : {"gpipe", "1f1b", "shifted"})
     for (const char* recompute : {"none", "full"})
       combos.push_back({schedule, recompute, false, false});
+  // Interleaved: two model chunks a rank (the plan cut into 2 pp model stages).
+  if (pp > 1)
+    for (const char* recompute : {"none", "full"})
+      combos.push_back({"interleaved", recompute, false, false, 2});
   if (dp > 1) combos.push_back({"1f1b", "full", true, false});
   // Those are compared with the single process at half the micro-batch: the halves are the
   // micro-batches (BERT's loss averages over each one's masked tokens).
@@ -141,6 +146,7 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     cfg.parallel.recompute = recompute;
     cfg.parallel.zero1 = combo.zero1;
     cfg.parallel.tp_subpipeline = combo.subpipeline;
+    cfg.parallel.virtual_stages = combo.virtual_stages;
     const partition::Plan plan = train::shared_plan(grid.world(), cfg);
     const runtime::MicroBatchFn batches =
         train::micro_batch_source(source, config::model_micro_batch_size(cfg));
@@ -167,16 +173,20 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     int recomputing = 0;
     for (double r : runtime::all_gather_doubles(grid.world(), {engine.recomputes() ? 1.0 : 0.0}))
       recomputing += int(r);
+    // Counted in ranks: every rank recomputes some chunk under interleaved "full".
     const bool last_skips = std::string(schedule) == "shifted";
     const int want_recomputing = std::string(recompute) == "none" ? 0
                                  : last_skips ? dp * (pp - 1) * tp
                                               : dp * pp * tp;
     // Only the first stage reads tokens and only the last reads targets.
     bool reads_right = true;
-    for (const std::string& in : engine.program().data_inputs()) {
-      const bool target = in == "targets" || in == "mlm_targets" || in == "nsp_labels";
-      if ((target && grid.coord().pp != pp - 1) || (in == "tokens" && grid.coord().pp != 0))
-        reads_right = false;
+    for (int k = 0; k < engine.chunks(); ++k) {
+      const int model_stage = k * pp + grid.coord().pp, last = pp * engine.chunks() - 1;
+      for (const std::string& in : engine.program(k).data_inputs()) {
+        const bool target = in == "targets" || in == "mlm_targets" || in == "nsp_labels";
+        if ((target && model_stage != last) || (in == "tokens" && model_stage != 0))
+          reads_right = false;
+      }
     }
     int wrong_readers = 0;
     for (double r : runtime::all_gather_doubles(grid.world(), {reads_right ? 0.0 : 1.0}))

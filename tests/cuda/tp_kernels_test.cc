@@ -1,0 +1,502 @@
+// Checks of the CUDA kernels of the tensor-parallel ops (kernels/cuda/tp). Everywhere: each op
+// has a CUDA kernel registered, and the device collective's refusals (none installed, one over
+// CPU memory) name the op and the group. With a GPU:
+//   - f32, a group of one: every op through the dispatcher on CUDA against the CPU kernel;
+//   - bf16 and f16: the vocabulary-parallel kernels called directly against the CPU's f32
+//     results on the same, rounded, inputs (the loss's statistics in the logits' dtype or f32);
+//   - a group of two, simulated by two threads and an in-process device collective: the members'
+//     loss, lse, gradients, embeddings and gathers against the whole-vocabulary CPU ops;
+//   - determinism: tp_embedding_grad gives the same bits twice.
+// Without a GPU the device checks are reported as skipped. Exit status 1 on any failure.
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/cuda/tp/collective.h"
+#include "merak/core/tensor.h"
+#include "merak/cuda/runtime.h"
+#include "merak/ops/dispatch.h"
+#include "merak/ops/registry.h"
+
+namespace merak {
+namespace {
+
+using cpu::TpReduce;
+using cuda_kernels::TpDeviceCollective;
+using ops::Attrs;
+
+int failures = 0;
+std::mutex fail_mu;  // the two members of a group report from their own threads
+
+void fail(const std::string& what) {
+  std::lock_guard<std::mutex> lock(fail_mu);
+  std::printf("FAIL %s\n", what.c_str());
+  ++failures;
+}
+
+// Runs f, which must throw an error whose message contains every one of `parts`.
+template <typename F>
+void expect_error(const std::string& label, F f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    fail(label + ": no error");
+  } catch (const std::exception& e) {
+    const std::string msg = e.what();
+    for (const std::string& p : parts)
+      if (msg.find(p) == std::string::npos) fail(label + ": error lacks '" + p + "': " + msg);
+  }
+}
+
+// ---- tensors on the host ------------------------------------------------------------------
+
+uint64_t next_random(uint64_t& state) {
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  return state >> 33;
+}
+
+Tensor rand_f32(const Shape& shape, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  Tensor t = Tensor::empty(shape, DType::F32);
+  float* p = t.data<float>();
+  uint64_t s = seed * 7919 + 17;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    p[i] = lo + (hi - lo) * float(next_random(s) % 1000003) / 1000003.f;
+  return t;
+}
+
+// Integers in [lo, hi); every `ignore_every`-th one -100 when that is not 0.
+Tensor rand_ids(const Shape& shape, uint64_t seed, int64_t lo, int64_t hi, DType dtype,
+                int ignore_every = 0) {
+  Tensor t = Tensor::empty(shape, dtype);
+  uint64_t s = seed * 104729 + 3;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    int64_t v = lo + int64_t(next_random(s) % uint64_t(hi - lo));
+    if (ignore_every && i % ignore_every == 1) v = -100;
+    if (dtype == DType::I32) t.data<int32_t>()[i] = int32_t(v);
+    else t.data<int64_t>()[i] = v;
+  }
+  return t;
+}
+
+// Any tensor's values as doubles (copied to the host when needed).
+std::vector<double> values(const Tensor& t) {
+  const Tensor c = t.device().is_cpu() ? t.contiguous() : t.to(Device::cpu());
+  std::vector<double> v(size_t(c.numel()));
+  const void* p = c.numel() ? c.raw_data() : nullptr;
+  for (size_t i = 0; i < v.size(); ++i) {
+    switch (c.dtype()) {
+      case DType::F32: v[i] = static_cast<const float*>(p)[i]; break;
+      case DType::F64: v[i] = static_cast<const double*>(p)[i]; break;
+      case DType::BF16: v[i] = bf16_to_f32(static_cast<const uint16_t*>(p)[i]); break;
+      case DType::F16: v[i] = f16_to_f32(static_cast<const uint16_t*>(p)[i]); break;
+      case DType::I32: v[i] = static_cast<const int32_t*>(p)[i]; break;
+      case DType::I64: v[i] = double(static_cast<const int64_t*>(p)[i]); break;
+      case DType::Bool: v[i] = static_cast<const bool*>(p)[i]; break;
+    }
+  }
+  return v;
+}
+
+// A host f32 tensor stored as bf16 or f16 (rounded to nearest even), or back to f32.
+Tensor convert(const Tensor& t, DType to) {
+  const std::vector<double> v = values(t);
+  Tensor out = Tensor::empty(t.shape(), to);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float f = float(v[i]);
+    if (to == DType::BF16) static_cast<uint16_t*>(out.raw_data())[i] = f32_to_bf16(f);
+    else if (to == DType::F16) static_cast<uint16_t*>(out.raw_data())[i] = f32_to_f16(f);
+    else out.data<float>()[i] = f;
+  }
+  return out;
+}
+
+bool floating(const Tensor& t) { return t.defined() && is_floating(t.dtype()); }
+
+std::vector<Tensor> to_device(const std::vector<Tensor>& in, Device d) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : in) out.push_back(t.defined() ? t.to(d) : t);
+  return out;
+}
+
+// Columns [start, start + len) of the last dim, contiguous (a member's part of the vocabulary).
+Tensor cols(const Tensor& t, int64_t start, int64_t len) {
+  return t.narrow(t.dim() - 1, start, len).contiguous();
+}
+
+// Whether got matches want within tol * (1 + |want|) everywhere (NaN and inf must match).
+void compare(const std::string& label, const Tensor& want, const Tensor& got, double tol) {
+  if (want.shape() != got.shape()) {
+    fail(label + ": shape " + shape_str(got.shape()) + ", expected " + shape_str(want.shape()));
+    return;
+  }
+  const std::vector<double> w = values(want), g = values(got);
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    double err;
+    if (std::isnan(w[i]) || std::isnan(g[i])) err = std::isnan(w[i]) && std::isnan(g[i]) ? 0 : 1e30;
+    else if (std::isinf(w[i]) || std::isinf(g[i])) err = w[i] == g[i] ? 0 : 1e30;
+    else err = std::fabs(w[i] - g[i]) / (1 + std::fabs(w[i]));
+    if (err > worst) {
+      worst = err;
+      at = i;
+    }
+  }
+  if (worst > tol) {
+    char buf[256];
+    std::snprintf(buf, sizeof(buf), ": error %.3g at %zu (got %.8g, expected %.8g), tolerance %.3g",
+                  worst, at, g[at], w[at], tol);
+    fail(label + buf);
+  }
+}
+
+// ---- a group of two in one process --------------------------------------------------------
+
+// Each member's thread says which it is; reduce() waits for both, combines their tensors on the
+// host, and writes the result back to each member's device tensor. A member that never comes
+// is a failure after a minute, not a hang.
+class TwoMembers {
+ public:
+  static thread_local int member;
+
+  void reduce(const Tensor& t, TpReduce op) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int64_t gen = generation_;
+    parts_[member] = values(t);
+    if (++arrived_ == 2) {
+      const std::vector<double>& a = parts_[0];
+      const std::vector<double>& b = parts_[1];
+      if (a.size() != b.size()) throw Error("TwoMembers: the members' tensors differ in size");
+      result_.resize(a.size());
+      for (size_t i = 0; i < a.size(); ++i)
+        result_[i] = op == TpReduce::Sum ? double(float(a[i]) + float(b[i])) : std::max(a[i], b[i]);
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+    } else if (!cv_.wait_for(lock, std::chrono::seconds(60), [&] { return generation_ != gen; })) {
+      throw Error("TwoMembers: the other member never joined the reduction");
+    }
+    Tensor host = Tensor::empty(t.shape(), DType::F32);
+    for (size_t i = 0; i < result_.size(); ++i) host.data<float>()[i] = float(result_[i]);
+    if (t.dtype() != DType::F32) throw Error("TwoMembers: f32 tensors only");
+    cuda::check(cudaMemcpy(t.device_data(), host.raw_data(), size_t(host.nbytes()),
+                           cudaMemcpyHostToDevice),
+                "TwoMembers: cudaMemcpy");
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  int64_t generation_ = 0;
+  std::vector<double> parts_[2], result_;
+};
+thread_local int TwoMembers::member = 0;
+
+const char* kGroup = "tp.pp0.dp0";
+
+// Member k of a group of two holding classes [start[k], start[k] + len[k]) of the vocabulary.
+void check_member(int k, const int64_t start[2], const int64_t len[2]) {
+  TwoMembers::member = k;
+  const Device gpu = Device::cuda();
+  const std::string who = "member " + std::to_string(k) + ": ";
+  const int64_t V = start[1] + len[1];
+
+  // Loss and lse over the whole vocabulary, the gradient of this member's classes.
+  const Tensor logits = rand_f32({3, 5, V}, 11, -4, 4);
+  const Tensor targets = rand_ids({3, 5}, 12, 0, V, DType::I64, /*ignore_every=*/4);
+  const std::vector<Tensor> whole = ops::call("cross_entropy", {logits, targets});
+  const Attrs ce = Attrs().set("group", kGroup).set("size", int64_t(2)).set("start", start[k]);
+  const std::vector<Tensor> part =
+      ops::call("tp_cross_entropy", {cols(logits, start[k], len[k]).to(gpu), targets.to(gpu)}, ce);
+  compare(who + "tp_cross_entropy loss", whole[0], part[0], 1e-5);
+  compare(who + "tp_cross_entropy lse", whole[1], part[1], 1e-5);
+  const Tensor dloss = Tensor::full({}, 1.3);
+  const Tensor dwhole = ops::call("cross_entropy_grad", {dloss, logits, targets, whole[1]})[0];
+  const Tensor dpart =
+      ops::call("tp_cross_entropy_grad",
+                {dloss.to(gpu), cols(logits, start[k], len[k]).to(gpu), targets.to(gpu), part[1]},
+                Attrs().set("start", start[k]))[0];
+  compare(who + "tp_cross_entropy_grad", cols(dwhole, start[k], len[k]), dpart, 1e-5);
+
+  // The embedding: each member's rows, summed over the group, are the whole table's.
+  const Tensor table = rand_f32({V, 9}, 13);
+  const Tensor ids = rand_ids({4, 6}, 14, 0, V, DType::I32);
+  const Tensor y = ops::call("tp_embedding",
+                             {table.narrow(0, start[k], len[k]).contiguous().to(gpu), ids.to(gpu)},
+                             Attrs().set("start", start[k]))[0];
+  const Tensor summed =
+      ops::call("tp_all_reduce", {y}, Attrs().set("group", kGroup).set("size", int64_t(2)))[0];
+  compare(who + "tp_embedding + tp_all_reduce", ops::call("embedding", {table, ids})[0], summed,
+          0);
+  const Tensor dy = rand_f32({4, 6, 9}, 15);
+  const Tensor dtable = ops::call("embedding_grad", {dy, ids}, Attrs().set("num_embeddings", V))[0];
+  const Tensor dmine = ops::call("tp_embedding_grad", {dy.to(gpu), ids.to(gpu)},
+                                 Attrs().set("start", start[k]).set("num_embeddings", len[k]))[0];
+  compare(who + "tp_embedding_grad", dtable.narrow(0, start[k], len[k]).contiguous(), dmine,
+          1e-6);
+
+  // The gather: the members' column blocks side by side.
+  const Tensor full = rand_f32({2, 3, V}, 16);
+  const Tensor gathered =
+      ops::call("tp_all_gather", {cols(full, start[k], len[k]).to(gpu)},
+                Attrs().set("group", kGroup).set("size", int64_t(2)).set("index", int64_t(k))
+                    .set("sizes", std::vector<int64_t>{len[0], len[1]}).set("dim", int64_t(-1)))[0];
+  compare(who + "tp_all_gather", full, gathered, 0);
+  const Tensor rows = rand_f32({V, 2}, 17);  // along dim 0: one block per member
+  const Tensor stacked =
+      ops::call("tp_all_gather", {rows.narrow(0, start[k], len[k]).contiguous().to(gpu)},
+                Attrs().set("group", kGroup).set("size", int64_t(2)).set("index", int64_t(k))
+                    .set("sizes", std::vector<int64_t>{len[0], len[1]}).set("dim", int64_t(0)))[0];
+  compare(who + "tp_all_gather dim 0", rows, stacked, 0);
+}
+
+void check_group_of_two() {
+  TwoMembers group;
+  TpDeviceCollective c;
+  c.reduce = [&group](const Tensor& t, TpReduce op, const std::string& name, int64_t size) {
+    if (name != kGroup || size != 2) throw Error("TwoMembers: unexpected group " + name);
+    group.reduce(t, op);
+  };
+  cuda_kernels::set_tp_device_collective(c);
+  // Short rows (a warp per row) and long ones (a block per row) on either side.
+  const int64_t splits[][2][2] = {{{0, 6}, {6, 5}}, {{0, 1100}, {1100, 1000}}};
+  for (const auto& s : splits) {
+    const int64_t start[2] = {s[0][0], s[1][0]}, len[2] = {s[0][1], s[1][1]};
+    std::thread other([&] {
+      try {
+        check_member(1, start, len);
+      } catch (const std::exception& e) {
+        fail(std::string("member 1: ") + e.what());
+      }
+    });
+    try {
+      check_member(0, start, len);
+    } catch (const std::exception& e) {
+      fail(std::string("member 0: ") + e.what());
+    }
+    other.join();
+  }
+  cuda_kernels::set_tp_device_collective({});
+}
+
+// ---- a group of one: f32 through the dispatcher, bf16 and f16 directly ----------------------
+
+struct Case {
+  std::string op, label;
+  std::vector<Tensor> inputs;  // host; floating ones f32
+  Attrs attrs;
+  double tol = 1e-5;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  uint64_t seed = 100;
+  auto r = [&](const Shape& s) { return rand_f32(s, seed++); };
+  const Attrs one = Attrs().set("group", "tp").set("size", int64_t(1));
+  c.push_back({"tp_all_reduce", "[3, 4]", {r({3, 4})}, one, 0});
+  c.push_back({"tp_all_gather", "dim 0", {r({3, 2})},
+               Attrs(one).set("index", int64_t(0)).set("sizes", std::vector<int64_t>{3})
+                   .set("dim", int64_t(0)), 0});
+
+  c.push_back({"tp_embedding", "middle part, i64",
+               {r({5, 7}), rand_ids({3, 4}, seed++, 0, 12, DType::I64)},
+               Attrs().set("start", int64_t(4)), 0});
+  c.push_back({"tp_embedding", "last part, i32, long rows",
+               {r({3, 1300}), rand_ids({6}, seed++, 0, 9, DType::I32)},
+               Attrs().set("start", int64_t(6)), 0});
+  c.push_back({"tp_embedding_grad", "repeats, some outside",
+               {r({3, 4, 7}), rand_ids({3, 4}, seed++, 0, 9, DType::I64)},
+               Attrs().set("start", int64_t(3)).set("num_embeddings", int64_t(4)), 1e-6});
+  c.push_back({"tp_embedding_grad", "i32, long rows",
+               {r({40, 300}), rand_ids({40}, seed++, 0, 6, DType::I32)},
+               Attrs().set("start", int64_t(2)).set("num_embeddings", int64_t(3)), 1e-6});
+
+  struct Ce {
+    const char* label;
+    Shape shape;
+    int64_t start, vocab;  // targets in [0, vocab)
+    DType index;
+  };
+  const Ce ce[] = {{"offset part, ignored rows", {9, 13}, 5, 30, DType::I64},
+                   {"first part, 3-D, i32", {2, 3, 8}, 0, 20, DType::I32},
+                   {"long rows", {4, 1500}, 1000, 3000, DType::I64}};
+  for (const Ce& e : ce) {
+    const Tensor x = rand_f32(e.shape, seed++, -4, 4);
+    const Tensor t = rand_ids(Shape(e.shape.begin(), e.shape.end() - 1), seed++, 0, e.vocab,
+                              e.index, /*ignore_every=*/3);
+    const Attrs a = Attrs(one).set("start", e.start);
+    c.push_back({"tp_cross_entropy", e.label, {x, t}, a, 1e-5});
+    // lse of a larger vocabulary than this part: the other members' classes add to it.
+    Tensor lse = ops::call("tp_cross_entropy", {x, t}, a)[1];
+    float* p = lse.data<float>();
+    for (int64_t i = 0; i < lse.numel(); ++i) p[i] += 0.4f;
+    c.push_back({"tp_cross_entropy_grad", e.label, {Tensor::full({}, 0.7), x, t, lse},
+                 Attrs().set("start", e.start), 1e-5});
+  }
+  c.push_back({"tp_cross_entropy", "all ignored",
+               {r({2, 3}), Tensor::full({2}, -1.0, DType::I64)},
+               Attrs(one).set("start", int64_t(0)).set("ignore_index", int64_t(-1)), 1e-6});
+  return c;
+}
+
+std::vector<Tensor> run_cpu(const Case& c) { return ops::call(c.op, c.inputs, c.attrs); }
+
+// The loss's statistics (loss, dloss, lse): in the logits' dtype as the tp op defs give them,
+// or in f32 (op_util.h's stat_dtype, as the nn ops keep them); the kernels take both.
+bool stat_input(const Case& c, size_t i) {
+  return c.op == "tp_cross_entropy_grad" && (i == 0 || i == 3);
+}
+bool stat_output(const Case& c) { return c.op == "tp_cross_entropy"; }
+
+// The CUDA kernel called directly on inputs whose floating ones are stored as `dtype` (f32 for
+// the statistics when f32_stats), outputs shaped like `like` (the CPU's).
+std::vector<Tensor> run_cuda_direct(const Case& c, DType dtype, const std::vector<Tensor>& like,
+                                    bool f32_stats) {
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const Tensor& t = c.inputs[i];
+    const bool narrow = floating(t) && !(f32_stats && stat_input(c, i));
+    in.push_back(!t.defined() ? t : (narrow ? convert(t, dtype) : t).to(Device::cuda()));
+  }
+  std::vector<Tensor> out;
+  for (const Tensor& t : like) {
+    const bool narrow = floating(t) && !(f32_stats && stat_output(c));
+    out.push_back(Tensor::empty(t.shape(), narrow ? dtype : t.dtype(), Device::cuda()));
+  }
+  const ops::OpDef& def = ops::Registry::get().at(c.op);
+  (*ops::Registry::get().kernel(c.op, DeviceType::CUDA))(in, out,
+                                                         ops::complete_attrs(def, c.attrs));
+  return out;
+}
+
+double tolerance(const Case& c, DType dtype) {
+  const bool grad = c.op.find("grad") != std::string::npos;
+  if (dtype == DType::BF16) return grad ? 6e-2 : 2e-2;
+  if (dtype == DType::F16) return grad ? 1e-2 : 4e-3;
+  return c.tol;
+}
+
+void check_case(const Case& c) {
+  const std::string name = c.op + " (" + c.label + ")";
+  try {
+    const std::vector<Tensor> want = run_cpu(c);
+    const std::vector<Tensor> got = ops::call(c.op, to_device(c.inputs, Device::cuda()), c.attrs);
+    for (size_t i = 0; i < want.size(); ++i)
+      compare(name + " f32 output " + std::to_string(i), want[i], got[i], c.tol);
+    if (c.op == "tp_embedding_grad") {
+      const Tensor a = got[0].to(Device::cpu());
+      const Tensor b =
+          ops::call(c.op, to_device(c.inputs, Device::cuda()), c.attrs)[0].to(Device::cpu());
+      if (a.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), size_t(a.nbytes())) != 0)
+        fail(name + ": not deterministic");
+    }
+    if (c.op == "tp_all_reduce" || c.op == "tp_all_gather") return;  // no arithmetic
+    const bool has_stats = c.op == "tp_cross_entropy" || c.op == "tp_cross_entropy_grad";
+    for (DType dtype : {DType::BF16, DType::F16}) {
+      for (bool f32_stats : {false, true}) {
+        if (f32_stats && !has_stats) continue;
+        Case rounded = c;
+        for (size_t i = 0; i < rounded.inputs.size(); ++i) {
+          Tensor& t = rounded.inputs[i];
+          if (floating(t) && !(f32_stats && stat_input(c, i)))
+            t = convert(convert(t, dtype), DType::F32);
+        }
+        const std::vector<Tensor> want16 = run_cpu(rounded);
+        const std::vector<Tensor> got16 = run_cuda_direct(c, dtype, want16, f32_stats);
+        for (size_t i = 0; i < want16.size(); ++i)
+          compare(name + " " + dtype_name(dtype) + (f32_stats ? " (f32 stats)" : "") +
+                      " output " + std::to_string(i),
+                  want16[i], got16[i], tolerance(c, dtype));
+      }
+    }
+  } catch (const std::exception& e) {
+    fail(name + ": " + e.what());
+  }
+}
+
+// ---- the device collective's refusals -------------------------------------------------------
+
+// Checked on a host tensor: the refusals come before the tensor's memory is touched.
+void check_refusals(const Tensor& t) {
+  using cuda_kernels::tp_device_reduce;
+  cuda_kernels::set_tp_device_collective({});
+  expect_error("no device collective",
+               [&] { tp_device_reduce("tp_all_reduce", t, TpReduce::Sum, kGroup, 2); },
+               {"tp_all_reduce", kGroup, "set_tp_device_collective"});
+  TpDeviceCollective mpi;
+  mpi.reduce = [](const Tensor&, TpReduce, const std::string&, int64_t) {
+    throw Error("an MPI collective must never see device memory");
+  };
+  mpi.memory = DeviceType::CPU;
+  mpi.backend = "mpi";
+  cuda_kernels::set_tp_device_collective(mpi);
+  expect_error("collective over CPU memory",
+               [&] { tp_device_reduce("tp_cross_entropy", t, TpReduce::Max, kGroup, 2); },
+               {"tp_cross_entropy", kGroup, "mpi", "CPU memory"});
+  // A group of one reduces nothing, whatever is installed.
+  tp_device_reduce("tp_all_reduce", t, TpReduce::Sum, kGroup, 1);
+  cuda_kernels::set_tp_device_collective({});
+}
+
+int run() {
+  const char* ops_covered[] = {"tp_all_reduce",    "tp_all_gather",    "tp_embedding",
+                               "tp_embedding_grad", "tp_cross_entropy", "tp_cross_entropy_grad"};
+  for (const char* op : ops_covered)
+    if (!ops::Registry::get().kernel(op, DeviceType::CUDA))
+      fail(std::string(op) + ": no CUDA kernel registered");
+  check_refusals(Tensor::zeros({4}));
+  // Built on the host (their lse through the CPU kernel) everywhere; run only with a GPU.
+  std::vector<Case> all;
+  try {
+    all = cases();
+  } catch (const std::exception& e) {
+    fail(std::string("building the cases: ") + e.what());
+  }
+
+  std::string why;
+  if (cuda::device_count(&why) == 0) {
+    std::printf("tp_kernels_test: SKIPPED (no GPU: %s): the CUDA tp kernels against the CPU, "
+                "a simulated group of two, the refusals through the dispatcher\n",
+                why.c_str());
+  } else {
+    for (const Case& c : all) check_case(c);
+    check_group_of_two();
+    // Through the dispatcher, on a CUDA tensor.
+    const Tensor x = Tensor::ones({2, 3}, DType::F32, Device::cuda());
+    const Attrs two = Attrs().set("group", kGroup).set("size", int64_t(2));
+    expect_error("tp_all_reduce without a device collective",
+                 [&] { ops::call("tp_all_reduce", {x}, two); }, {"tp_all_reduce", kGroup});
+    TpDeviceCollective mpi;
+    mpi.reduce = [](const Tensor&, TpReduce, const std::string&, int64_t) {};
+    mpi.memory = DeviceType::CPU;
+    mpi.backend = "mpi";
+    cuda_kernels::set_tp_device_collective(mpi);
+    expect_error("tp_all_gather over an MPI group",
+                 [&] {
+                   ops::call("tp_all_gather", {x},
+                             Attrs(two).set("index", int64_t(1))
+                                 .set("sizes", std::vector<int64_t>{3, 3}));
+                 },
+                 {"tp_all_gather", kGroup, "mpi"});
+    cuda_kernels::set_tp_device_collective({});
+  }
+  // Without a GPU only the registrations and the refusals have run: say so, not "passed".
+  std::printf("tp_kernels_test: %s (%d failures)\n",
+              failures ? "FAILED" : why.empty() ? "passed" : "passed without the device checks",
+              failures);
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace merak
+
+int main() { return merak::run(); }
