@@ -19,117 +19,20 @@
 #include "merak/cuda/runtime.h"
 #include "merak/ops/dispatch.h"
 #include "merak/ops/registry.h"
+#include "tests/cuda/device_check.h"
 
 namespace merak {
 namespace {
 
 using ops::Attrs;
-
-int failures = 0;
-
-void fail(const std::string& what) {
-  std::printf("FAIL %s\n", what.c_str());
-  ++failures;
-}
+using namespace device_check;
 
 // ---- tensors on the host ------------------------------------------------------------------
-
-uint64_t next_random(uint64_t& state) {
-  state = state * 6364136223846793005ull + 1442695040888963407ull;
-  return state >> 33;
-}
-
-Tensor rand_f32(const Shape& shape, uint64_t seed, float lo = -1.f, float hi = 1.f) {
-  Tensor t = Tensor::empty(shape, DType::F32);
-  float* p = t.data<float>();
-  uint64_t s = seed * 7919 + 17;
-  for (int64_t i = 0; i < t.numel(); ++i)
-    p[i] = lo + (hi - lo) * float(next_random(s) % 1000003) / 1000003.f;
-  return t;
-}
-
-Tensor rand_ids(const Shape& shape, uint64_t seed, int64_t n, DType dtype) {
-  Tensor t = Tensor::empty(shape, dtype);
-  uint64_t s = seed * 104729 + 3;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const int64_t v = int64_t(next_random(s) % uint64_t(n));
-    if (dtype == DType::I32) t.data<int32_t>()[i] = int32_t(v);
-    else t.data<int64_t>()[i] = v;
-  }
-  return t;
-}
 
 Tensor bools(const Shape& shape, const std::vector<bool>& v) {
   Tensor t = Tensor::empty(shape, DType::Bool);
   for (size_t i = 0; i < v.size(); ++i) t.data<bool>()[i] = v[i];
   return t;
-}
-
-// Any tensor's values as doubles (copied to the host when needed).
-std::vector<double> values(const Tensor& t) {
-  const Tensor c = t.device().is_cpu() ? t.contiguous() : t.to(Device::cpu());
-  std::vector<double> v(size_t(c.numel()));
-  const void* p = c.numel() ? c.raw_data() : nullptr;
-  for (size_t i = 0; i < v.size(); ++i) {
-    switch (c.dtype()) {
-      case DType::F32: v[i] = static_cast<const float*>(p)[i]; break;
-      case DType::F64: v[i] = static_cast<const double*>(p)[i]; break;
-      case DType::BF16: v[i] = bf16_to_f32(static_cast<const uint16_t*>(p)[i]); break;
-      case DType::F16: v[i] = f16_to_f32(static_cast<const uint16_t*>(p)[i]); break;
-      case DType::I32: v[i] = static_cast<const int32_t*>(p)[i]; break;
-      case DType::I64: v[i] = double(static_cast<const int64_t*>(p)[i]); break;
-      case DType::Bool: v[i] = static_cast<const bool*>(p)[i]; break;
-    }
-  }
-  return v;
-}
-
-// A host f32 tensor stored as bf16 or f16 (rounded to nearest even), or back to f32.
-Tensor convert(const Tensor& t, DType to) {
-  const std::vector<double> v = values(t);
-  Tensor out = Tensor::empty(t.shape(), to);
-  for (size_t i = 0; i < v.size(); ++i) {
-    const float f = float(v[i]);
-    if (to == DType::BF16) static_cast<uint16_t*>(out.raw_data())[i] = f32_to_bf16(f);
-    else if (to == DType::F16) static_cast<uint16_t*>(out.raw_data())[i] = f32_to_f16(f);
-    else out.data<float>()[i] = f;
-  }
-  return out;
-}
-
-bool floating(const Tensor& t) { return t.defined() && is_floating(t.dtype()); }
-
-std::vector<Tensor> to_device(const std::vector<Tensor>& in, Device d) {
-  std::vector<Tensor> out;
-  for (const Tensor& t : in) out.push_back(t.defined() ? t.to(d) : t);
-  return out;
-}
-
-// Whether got matches want within tol * (1 + |want|) everywhere (NaN and inf must match).
-void compare(const std::string& label, const Tensor& want, const Tensor& got, double tol) {
-  if (want.shape() != got.shape()) {
-    fail(label + ": shape " + shape_str(got.shape()) + ", expected " + shape_str(want.shape()));
-    return;
-  }
-  const std::vector<double> w = values(want), g = values(got);
-  double worst = 0;
-  size_t at = 0;
-  for (size_t i = 0; i < w.size(); ++i) {
-    double err;
-    if (std::isnan(w[i]) || std::isnan(g[i])) err = std::isnan(w[i]) && std::isnan(g[i]) ? 0 : 1e30;
-    else if (std::isinf(w[i]) || std::isinf(g[i])) err = w[i] == g[i] ? 0 : 1e30;
-    else err = std::fabs(w[i] - g[i]) / (1 + std::fabs(w[i]));
-    if (err > worst) {
-      worst = err;
-      at = i;
-    }
-  }
-  if (worst > tol) {
-    char buf[256];
-    std::snprintf(buf, sizeof(buf), ": error %.3g at %zu (got %.8g, expected %.8g), tolerance %.3g",
-                  worst, at, g[at], w[at], tol);
-    fail(label + buf);
-  }
 }
 
 // ---- cases --------------------------------------------------------------------------------
@@ -199,18 +102,18 @@ std::vector<Case> cases() {
     c.push_back({"layer_norm_grad", "long rows", {r({4, 1100}), x, w, ln[1], ln[2]}, {}, 1e-5});
   }
 
-  c.push_back({"embedding", "i64", {r({11, 7}), rand_ids({3, 4}, seed++, 11, DType::I64)}, {}, 0});
+  c.push_back({"embedding", "i64", {r({11, 7}), rand_ids({3, 4}, seed++, 0, 11, DType::I64)}, {}, 0});
   c.push_back({"embedding", "i32, long rows",
-               {r({5, 1300}), rand_ids({6}, seed++, 5, DType::I32)}, {}, 0});
+               {r({5, 1300}), rand_ids({6}, seed++, 0, 5, DType::I32)}, {}, 0});
   c.push_back({"embedding_grad", "i64, repeats",
-               {r({3, 4, 7}), rand_ids({3, 4}, seed++, 5, DType::I64)},
+               {r({3, 4, 7}), rand_ids({3, 4}, seed++, 0, 5, DType::I64)},
                Attrs().set("num_embeddings", int64_t(11)), 1e-6});
   c.push_back({"embedding_grad", "i32, long rows",
-               {r({40, 300}), rand_ids({40}, seed++, 3, DType::I32)},
+               {r({40, 300}), rand_ids({40}, seed++, 0, 3, DType::I32)},
                Attrs().set("num_embeddings", int64_t(4)), 1e-6});
 
   {
-    Tensor t = rand_ids({9}, seed++, 13, DType::I64);
+    Tensor t = rand_ids({9}, seed++, 0, 13, DType::I64);
     t.data<int64_t>()[2] = -100;
     t.data<int64_t>()[7] = -100;
     const Tensor x = rand_f32({9, 13}, seed++, -4, 4);
@@ -220,7 +123,7 @@ std::vector<Case> cases() {
                  {Tensor::full({}, 1.7), x, t, lse}, {}, 1e-5});
   }
   {
-    const Tensor t = rand_ids({5}, seed++, 1500, DType::I32);
+    const Tensor t = rand_ids({5}, seed++, 0, 1500, DType::I32);
     const Tensor x = rand_f32({5, 1500}, seed++, -4, 4);
     const Attrs a = Attrs().set("ignore_index", int64_t(t.data<int32_t>()[1]));
     c.push_back({"cross_entropy", "long rows, ignore_index in range", {x, t}, a, 1e-5});
@@ -388,8 +291,9 @@ int run() {
         fail("a bf16 mean's error does not name the op and input: " + what);
     }
   }
-  std::printf("nn_kernels_test: %s (%d failures)\n", failures ? "FAILED" : "passed", failures);
-  return failures ? 1 : 0;
+  std::printf("nn_kernels_test: %s (%d failures)\n", failures() ? "FAILED" : "passed",
+              failures());
+  return failures() ? 1 : 0;
 }
 
 }  // namespace

@@ -21,43 +21,20 @@
 #include "merak/cuda/runtime.h"
 #include "merak/optim/adamw.h"
 #include "merak/optim/device_optim.h"
+#include "tests/cuda/device_check.h"
 
 namespace merak {
 namespace {
 
 using cuda_kernels::optim::kChunkNumel;
 using cuda_kernels::optim::TensorChunk;
-
-int failures = 0;
-
-void fail(const std::string& what) {
-  std::printf("FAIL %s\n", what.c_str());
-  ++failures;
-}
-
-// That f throws, with a message holding every one of `parts`.
-void expect_error(const std::string& label, const std::function<void()>& f,
-                  const std::vector<std::string>& parts) {
-  try {
-    f();
-    fail(label + ": no error");
-  } catch (const std::exception& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts)
-      if (msg.find(p) == std::string::npos) fail(label + ": '" + p + "' not in: " + msg);
-  }
-}
+using namespace device_check;
 
 // ---- tensors on the host ------------------------------------------------------------------
 
-uint64_t next_random(uint64_t& state) {
-  state = state * 6364136223846793005ull + 1442695040888963407ull;
-  return state >> 33;
-}
-
 // Values in [-1, 1), with some exact zeros and, scaled down, some whose squares are subnormal
 // in f32 (the CPU does not flush them; neither may the GPU).
-Tensor rand_f32(const Shape& shape, uint64_t seed) {
+Tensor rand_grad(const Shape& shape, uint64_t seed) {
   Tensor t = Tensor::empty(shape, DType::F32);
   float* p = t.data<float>();
   uint64_t s = seed * 7919 + 17;
@@ -68,27 +45,6 @@ Tensor rand_f32(const Shape& shape, uint64_t seed) {
     p[i] = x;
   }
   return t;
-}
-
-// A host f32 tensor rounded to bf16 or f16 (kept in that dtype), or f32 unchanged.
-Tensor round_to(const Tensor& t, DType to) {
-  if (to == DType::F32) return t.clone();
-  Tensor out = Tensor::empty(t.shape(), to);
-  auto* o = static_cast<uint16_t*>(out.numel() ? out.raw_data() : nullptr);
-  const float* f = t.numel() ? t.data<float>() : nullptr;
-  for (int64_t i = 0; i < t.numel(); ++i)
-    o[i] = to == DType::BF16 ? f32_to_bf16(f[i]) : f32_to_f16(f[i]);
-  return out;
-}
-
-// A host bf16/f16/f32 tensor widened to f32 (exact).
-Tensor widen(const Tensor& t) {
-  if (t.dtype() == DType::F32) return t.clone();
-  Tensor out = Tensor::empty(t.shape(), DType::F32);
-  const auto* h = static_cast<const uint16_t*>(t.numel() ? t.raw_data() : nullptr);
-  for (int64_t i = 0; i < t.numel(); ++i)
-    out.data<float>()[i] = t.dtype() == DType::BF16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
-  return out;
 }
 
 // Whether two f32 tensors (either device) hold the same bits; names the first difference.
@@ -192,7 +148,7 @@ void check_adamw(DType dtype, const char* label) {
   const std::vector<Shape> shapes = test_shapes();
   std::vector<std::pair<std::string, Tensor>> host, device;
   for (size_t i = 0; i < shapes.size(); ++i) {
-    const Tensor init = rand_f32(shapes[i], 100 + i);
+    const Tensor init = rand_grad(shapes[i], 100 + i);
     host.push_back({"p" + std::to_string(i), init.clone()});
     device.push_back({"p" + std::to_string(i), init.to(Device::cuda())});
   }
@@ -204,8 +160,8 @@ void check_adamw(DType dtype, const char* label) {
   for (int step = 0; step < 5; ++step) {
     for (size_t i = 0; i < shapes.size(); ++i) {
       if (step == 0 && i == 1) continue;
-      const Tensor g = round_to(rand_f32(shapes[i], 1000 * step + i), grad_dtype(dtype, i));
-      cpu.params()[i].value.set_grad(widen(g));
+      const Tensor g = convert(rand_grad(shapes[i], 1000 * step + i), grad_dtype(dtype, i));
+      cpu.params()[i].value.set_grad(convert(g, DType::F32));
       gpu.params()[i].value.set_grad(g.to(Device::cuda()));
     }
     cpu.step(lrs[step], scales[step]);
@@ -227,11 +183,11 @@ void check_sum_of_squares(DType dtype, const char* label) {
   std::vector<optim::Param> cpu_params, gpu_params;
   double want = 0;
   for (size_t i = 0; i < shapes.size(); ++i) {
-    const Tensor g = round_to(rand_f32(shapes[i], 7 + i), grad_dtype(dtype, i));
-    want += optim::sum_of_squares(widen(g));
+    const Tensor g = convert(rand_grad(shapes[i], 7 + i), grad_dtype(dtype, i));
+    want += optim::sum_of_squares(convert(g, DType::F32));
     on_gpu.push_back(g.to(Device::cuda()));
     cpu_params.push_back({"p" + std::to_string(i), Tensor::zeros(shapes[i]), true});
-    cpu_params.back().value.set_grad(widen(g));
+    cpu_params.back().value.set_grad(convert(g, DType::F32));
     gpu_params.push_back({"p" + std::to_string(i), Tensor::zeros(shapes[i]), true});
     gpu_params.back().value.set_grad(on_gpu.back());
   }
@@ -249,7 +205,7 @@ void check_sum_of_squares(DType dtype, const char* label) {
          std::to_string(norm_cpu) + " on the CPU");
   // One tensor through optim::sum_of_squares, and a transposed view (read through a copy).
   const Tensor& m = on_gpu[2];
-  const double one_cpu = optim::sum_of_squares(widen(m.to(Device::cpu())));
+  const double one_cpu = optim::sum_of_squares(convert(m, DType::F32));
   if (!(std::fabs(optim::sum_of_squares(m) - one_cpu) <= tol * one_cpu))
     fail(std::string("optim::sum_of_squares of one CUDA tensor ") + label);
   if (!(std::fabs(cuda_kernels::optim::sum_of_squares_cuda({m.transpose(0, 1)}) - one_cpu) <=
@@ -266,7 +222,7 @@ void check_all_finite(DType dtype, const char* label) {
   const std::vector<Shape> shapes = test_shapes();
   std::vector<Tensor> host;
   for (size_t i = 0; i < shapes.size(); ++i)
-    host.push_back(round_to(rand_f32(shapes[i], 31 + i), grad_dtype(dtype, i)));
+    host.push_back(convert(rand_grad(shapes[i], 31 + i), grad_dtype(dtype, i)));
   auto upload = [](const std::vector<Tensor>& ts) {
     std::vector<Tensor> out;
     for (const Tensor& t : ts) out.push_back(t.to(Device::cuda()));
@@ -284,9 +240,9 @@ void check_all_finite(DType dtype, const char* label) {
                           {0, 0, nan}};
   for (const Plant& p : plants) {
     std::vector<Tensor> bad = host;
-    Tensor f = widen(bad[p.tensor]);
+    Tensor f = convert(bad[p.tensor], DType::F32);
     f.data<float>()[p.at] = p.value;
-    bad[p.tensor] = round_to(f, bad[p.tensor].dtype());
+    bad[p.tensor] = convert(f, bad[p.tensor].dtype());
     if (all_finite_cuda(upload(bad)))
       fail(std::string("all finite ") + label + ": missed " + std::to_string(p.value) +
            " in tensor " + std::to_string(p.tensor) + " at " + std::to_string(p.at));
@@ -370,8 +326,9 @@ int run() {
       fail(std::string("device errors: ") + e.what());
     }
   }
-  std::printf("optim_kernels_test: %s (%d failures)\n", failures ? "FAILED" : "passed", failures);
-  return failures ? 1 : 0;
+  std::printf("optim_kernels_test: %s (%d failures)\n", failures() ? "FAILED" : "passed",
+              failures());
+  return failures() ? 1 : 0;
 }
 
 }  // namespace
