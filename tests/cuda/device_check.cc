@@ -126,4 +126,11 @@ void compare(const std::string& label, const Tensor& want, const Tensor& got, do
   }
 }
 
+double tolerance_for(const std::string& op, DType dtype, double f32) {
+  const bool grad = op.find("grad") != std::string::npos;
+  if (dtype == DType::BF16) return grad ? 6e-2 : 2e-2;
+  if (dtype == DType::F16) return grad ? 1e-2 : 4e-3;
+  return f32;
+}
+
 }  // namespace merak::device_check

@@ -38,5 +38,9 @@ std::vector<Tensor> to_device(const std::vector<Tensor>& in, Device d);
 // Fails unless `got` matches `want` within tol * (1 + |want|) everywhere (NaN and inf must
 // match), naming the worst element.
 void compare(const std::string& label, const Tensor& want, const Tensor& got, double tol);
+// compare's tolerance for op `op` computed in `dtype` against the CPU's f32 result on the same
+// rounded inputs: `f32` for f32; for bf16 and f16 a bound set by their 8 and 11 mantissa bits,
+// looser for gradients (they chain more roundings).
+double tolerance_for(const std::string& op, DType dtype, double f32);
 
 }  // namespace merak::device_check

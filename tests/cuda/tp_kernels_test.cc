@@ -263,12 +263,7 @@ std::vector<Tensor> run_cuda_direct(const Case& c, DType dtype, const std::vecto
   return out;
 }
 
-double tolerance(const Case& c, DType dtype) {
-  const bool grad = c.op.find("grad") != std::string::npos;
-  if (dtype == DType::BF16) return grad ? 6e-2 : 2e-2;
-  if (dtype == DType::F16) return grad ? 1e-2 : 4e-3;
-  return c.tol;
-}
+double tolerance(const Case& c, DType dtype) { return tolerance_for(c.op, dtype, c.tol); }
 
 void check_case(const Case& c) {
   const std::string name = c.op + " (" + c.label + ")";
