@@ -5,7 +5,10 @@
 //   2. runs it with floating inputs cast to f32 and compares within `f32_tol` relative;
 //   3. runs it on Meta inputs and compares output shapes and dtypes with the real outputs;
 //   4. if the op has a backward, checks autograd's input gradients against central finite
-//      differences in f64 for a random weighting of the differentiable outputs.
+//      differences in f64 for a random weighting of the differentiable outputs;
+//   5. with a GPU, runs the f32 inputs on CUDA against the CPU's f32 outputs;
+//   6. with a GPU, runs the case's bf16 and f16 variants on CUDA against the CPU's f32 run on the
+//      same rounded inputs (harness16.h: derivation, tolerances, the ops without variants).
 // A registered op without cases fails the suite.
 #pragma once
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -12,6 +13,7 @@
 #include "merak/autograd/grad_mode.h"
 #include "merak/cuda/runtime.h"
 #include "merak/ops/dispatch.h"
+#include "tests/ops/harness16.h"
 #include "tests/ops/harness_registry.h"
 
 namespace merak::test {
@@ -73,7 +75,11 @@ double weighted_sum(const std::vector<Tensor>& outs, const std::vector<Tensor>& 
 
 struct Tally {
   int ops = 0, cases = 0, grad_checks = 0;
-  int cuda_cases = 0, cuda_skipped = 0;  // run on the GPU against the CPU; skipped without one
+  // CUDA cases by dtype (f32, bf16, f16): run on the GPU against the CPU, or skipped without one.
+  std::map<DType, int> cuda_run, cuda_skipped;
+  // 16-bit variants not derived, by dtype and reason (harness16.h), and derived ones per op.
+  std::map<DType, std::map<std::string, int>> not_derived;
+  std::map<DType, int> op_variants;
 };
 
 // Whether the CUDA pass runs: a GPU must be present. Without one, `why` says what the runtime
@@ -90,10 +96,10 @@ bool cuda_available(std::string* why) {
 void run_cuda(const ops::OpDef& op, const OpCase& c, const std::vector<Tensor>& in32,
               const std::vector<Tensor>& cpu_outs, const std::string& where, Tally& tally) {
   if (!cuda_available(nullptr)) {
-    ++tally.cuda_skipped;
+    ++tally.cuda_skipped[DType::F32];
     return;
   }
-  ++tally.cuda_cases;
+  ++tally.cuda_run[DType::F32];
   if (!op.view && !ops::Registry::get().kernel(op.name, DeviceType::CUDA)) {
     FAIL_CHECK(where << "no CUDA kernel");
     return;
@@ -109,6 +115,85 @@ void run_cuda(const ops::OpDef& op, const OpCase& c, const std::vector<Tensor>& 
     }
   } catch (const std::exception& e) {
     FAIL_CHECK(where << "CUDA call threw: " << e.what());
+  }
+}
+
+// "" when every element of `got` (a 16-bit run's output, on the CPU) is within `tol` of `want`
+// (the CPU's f32 output) rounded to `dtype`, the output's dtype in that run.
+std::string compare_half(const Tensor& got, const Tensor& want, DType dtype, const Tolerance& tol) {
+  std::ostringstream err;
+  if (got.shape() != want.shape() || got.dtype() != dtype) {
+    err << "got " << got.str() << ", expected " << dtype_name(dtype) << shape_str(want.shape());
+    return err.str();
+  }
+  const std::vector<double> g = values(got), w = values(want);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double wi = round_to(w[i], dtype);
+    if (!within(g[i], wi, tol)) {
+      err << "element " << i << " = " << g[i] << ", expected " << wi << " (rtol " << tol.rtol
+          << ", atol " << tol.atol << ")";
+      return err.str();
+    }
+  }
+  return "";
+}
+
+// 6. The case's variant in `dtype` (bf16 or f16; harness16.h) on the GPU, against the CPU's f32
+// run on the same rounded values. Deriving the variant and its Meta inference need no GPU and
+// run everywhere: a definition that refuses the variant, or keeps an output in a dtype other
+// than the variant's or f32, fails here too.
+void run_cuda_half(const ops::OpDef& op, const OpCase& c, DType dtype, const std::string& where,
+                   Tally& tally) {
+  if (!half_skip_reason(op.name).empty()) {
+    ++tally.not_derived[dtype]["op in the skip table"];
+    return;
+  }
+  const HalfVariant h = derive_half(op, c, dtype);
+  if (!h.skip.empty()) {
+    ++tally.not_derived[dtype][h.skip];
+    return;
+  }
+  ++tally.op_variants[dtype];
+  const std::string at = where + dtype_name(dtype) + " variant: ";
+  std::vector<Tensor> meta;
+  for (const Tensor& t : h.inputs)
+    meta.push_back(t.defined() ? Tensor::empty(t.shape(), t.dtype(), Device::meta()) : t);
+  std::vector<Tensor> mouts;
+  try {
+    mouts = ops::call(op, meta, c.attrs);
+  } catch (const std::exception& e) {
+    FAIL_CHECK(at << "Meta call threw: " << e.what());
+    return;
+  }
+  for (size_t k = 0; k < mouts.size(); ++k) {
+    const DType d = mouts[k].dtype();
+    if (is_floating(d) && d != dtype && d != DType::F32)
+      FAIL_CHECK(at << "Meta output " << k << " is " << mouts[k].str() << ", expected "
+                    << dtype_name(dtype) << " or f32");
+  }
+  if (!cuda_available(nullptr)) {
+    ++tally.cuda_skipped[dtype];
+    return;
+  }
+  ++tally.cuda_run[dtype];
+  if (!op.view && !ops::Registry::get().kernel(op.name, DeviceType::CUDA)) {
+    FAIL_CHECK(at << "no CUDA kernel");
+    return;
+  }
+  try {
+    const std::vector<Tensor> want = ops::call(op, h.widened, c.attrs);
+    std::vector<Tensor> dev;
+    for (const Tensor& t : h.inputs) dev.push_back(t.defined() ? t.to(Device::cuda()) : t);
+    const std::vector<Tensor> got = ops::call(op, dev, c.attrs);
+    const double work = work_per_output(op, c.inputs, c.attrs);
+    for (size_t k = 0; k < want.size() && k < got.size() && k < mouts.size(); ++k) {
+      const DType d = mouts[k].dtype();
+      const std::string e = compare_half(got[k].to(Device::cpu()), want[k], d,
+                                         half_tolerance(d, work, c.f32_tol));
+      if (!e.empty()) FAIL_CHECK(at << "CUDA output " << k << " vs CPU f32: " << e);
+    }
+  } catch (const std::exception& e) {
+    FAIL_CHECK(at << "CUDA call threw: " << e.what());
   }
 }
 
@@ -152,6 +237,7 @@ void run_case(const ops::OpDef& op, const OpCase& c, Tally& tally) {
       FAIL_CHECK(where << "f32 call threw: " << e.what());
     }
   }
+  for (DType dtype : half_dtypes()) run_cuda_half(op, c, dtype, where, tally);
 
   // 3. Meta inference matches the real outputs and allocates nothing.
   {
@@ -272,6 +358,7 @@ TEST_CASE("op harness: every registered op vs reference, Meta inference and fini
     if (!op.view && !registry.kernel(name, DeviceType::CPU))
       FAIL_CHECK("op '" << name << "' has neither a view function nor a CPU kernel");
     int cases = 0;
+    tally.op_variants.clear();
     for (const CaseFactory& make : it->second) {
       for (const OpCase& c : make()) {
         run_case(op, c, tally);
@@ -279,18 +366,51 @@ TEST_CASE("op harness: every registered op vs reference, Meta inference and fini
       }
     }
     if (cases == 0) FAIL_CHECK("op '" << name << "' has an empty case list");
+    // No op loses its 16-bit check silently: it has variants or a line in the skip table.
+    for (DType dtype : half_dtypes())
+      if (half_skip_reason(name).empty() && tally.op_variants[dtype] == 0)
+        FAIL_CHECK("op '" << name << "' has no " << dtype_name(dtype)
+                          << " variant of any case: add a case or list it in harness16.cc's "
+                          << "skip table with why");
     ++tally.ops;
   }
   std::cout << "op harness: " << tally.ops << " ops checked (of " << registry.names().size()
             << " registered), " << tally.cases << " cases, " << tally.grad_checks
             << " gradient checks against finite differences\n";
+  // One line for tools/gpu_check.sh ('^op harness: CUDA', 'run on the GPU'), counting every
+  // dtype; then the 16-bit variants per dtype and why some were not derived.
   std::string why;
-  if (cuda_available(&why))
-    std::cout << "op harness: CUDA: " << tally.cuda_cases << " cases run on the GPU against the "
-              << "CPU\n";
+  const bool gpu = cuda_available(&why);
+  const std::map<DType, int>& counts = gpu ? tally.cuda_run : tally.cuda_skipped;
+  std::ostringstream by_dtype;
+  int total = 0;
+  for (DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+    const int n = counts.count(dtype) ? counts.at(dtype) : 0;
+    by_dtype << (dtype == DType::F32 ? "" : ", ") << dtype_name(dtype) << " " << n;
+    total += n;
+  }
+  if (gpu)
+    std::cout << "op harness: CUDA: " << total << " cases run on the GPU against the CPU ("
+              << by_dtype.str() << ")\n";
   else
-    std::cout << "op harness: CUDA: " << tally.cuda_skipped << " cases SKIPPED (no GPU: " << why
-              << ")\n";
+    std::cout << "op harness: CUDA: " << total << " cases SKIPPED (no GPU: " << why << ") ("
+              << by_dtype.str() << ")\n";
+  for (DType dtype : half_dtypes()) {
+    const int n = counts.count(dtype) ? counts.at(dtype) : 0;
+    int not_derived = 0;
+    std::ostringstream reasons;
+    for (const auto& [reason, k] : tally.not_derived[dtype]) {
+      reasons << (not_derived ? "; " : "") << reason << ": " << k;
+      not_derived += k;
+    }
+    std::cout << "op harness: " << dtype_name(dtype) << " variants: " << n
+              << (gpu ? " run on the GPU" : " SKIPPED (no GPU)") << ", " << not_derived
+              << " cases without one (" << reasons.str() << ")\n";
+  }
+  std::cout << "op harness: 16-bit skip table:";
+  for (const auto& [name, reason] : half_skip_table())
+    std::cout << " " << name << " (" << reason << ");";
+  std::cout << "\n";
   if (only.empty()) CHECK(tally.ops == int(registry.names().size()));
 }
 
