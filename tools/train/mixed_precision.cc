@@ -28,10 +28,7 @@ MixedPrecision::MixedPrecision(models::Model& model, Device device, DType comput
   for (const auto& [name, value] : model.named_parameters()) model_params_.push_back(value);
   MERAK_CHECK(model_params_.size() == masters_.size(), "mixed precision: the model has ",
               model_params_.size(), " parameters after moving, ", masters_.size(), " before");
-  if (compute == DType::F16) {
-    optim::validate(scaling);
-    scaler_ = std::make_unique<optim::LossScaler>(scaling);
-  }
+  if (compute == DType::F16) scaler_ = std::make_unique<optim::LossScaler>(scaling);  // validates
 }
 
 void MixedPrecision::zero_grad() {
