@@ -95,6 +95,9 @@ struct ParallelConfig {
   // per half.
   bool tp_subpipeline = false;
   std::string hardware = "cpu-local";  // profile the partitioner costs stages with
+  // Replicas on one node sum their gradients through shared memory instead of MPI messages
+  // (less CPU work, no progress engine to drive); false forces MPI's all-reduce.
+  bool dp_shared_memory = true;
 };
 
 struct Config {

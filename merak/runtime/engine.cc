@@ -177,11 +177,13 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
     if (in.op == Op::Backward) chunks[size_t(in.chunk)].last_backward = in.micro_batch;
   }
   if (options.zero1 && replicas > 1)
-    zero = std::make_unique<ShardedAdamW>(grid.dp(), params, options.adamw);
+    zero = std::make_unique<ShardedAdamW>(grid.dp(), params, options.adamw,
+                                          options.dp_shared_memory);
   else
     adamw = std::make_unique<optim::AdamW>(params, options.adamw);
   if (replicas > 1 && !zero)
-    buckets = std::make_unique<GradBuckets>(grid.dp(), params, options.bucket_bytes);
+    buckets = std::make_unique<GradBuckets>(grid.dp(), params, options.bucket_bytes,
+                                            options.dp_shared_memory);
   for (size_t i = 0; i < params.size(); ++i) param_index[&params[i].value.impl()] = i;
   for (Chunk& c : chunks) make_ports(c);
 
@@ -612,6 +614,10 @@ const partition::RankProgram& Engine::program(int chunk) const {
   return impl_->chunks[size_t(chunk)].prog;
 }
 int Engine::chunks() const { return int(impl_->chunks.size()); }
+std::string Engine::dp_transport() const {
+  if (impl_->zero) return "ZeRO-1 over " + impl_->zero->transport();
+  return impl_->buckets ? impl_->buckets->transport() : std::string();
+}
 std::vector<std::string> Engine::data_inputs() const {
   std::set<std::string> names;
   for (const Impl::Chunk& c : impl_->chunks)

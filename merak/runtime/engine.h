@@ -55,6 +55,7 @@ struct EngineOptions {
   optim::AdamWOptions adamw;
   double grad_clip = 1.0;           // global-norm clipping over the whole job; 0 = off
   int64_t bucket_bytes = 1 << 20;   // data-parallel gradient buckets
+  bool dp_shared_memory = true;     // replicas on one node sum through shared memory
   bool zero1 = false;               // optimizer state sharded over dp (engine_zero.h)
   // Sub-pipelined tensor parallelism: each schedule slot runs two of the plan's micro-batches
   // (the halves of a micro-batch twice their size, which the plan must be made for) interleaved,
@@ -90,6 +91,9 @@ class Engine {
   const partition::RankProgram& program(int chunk = 0) const;
   int chunks() const;                     // model chunks this rank runs (virtual stages)
   std::vector<std::string> data_inputs() const;  // every chunk's, sorted
+  // How data-parallel gradient sums travel ("shared memory", "MPI all-reduce (...)", "ZeRO-1
+  // over ..."); empty without dp.
+  std::string dp_transport() const;
   const Program& instructions() const;  // this rank's schedule for one step
   bool recomputes() const;              // whether the schedule has one of its chunks recompute
   int micro_batches() const;            // per replica and step

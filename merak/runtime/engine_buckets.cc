@@ -1,11 +1,15 @@
 #include "merak/runtime/engine_buckets.h"
 
+#include <algorithm>
+#include <cstring>
+
+#include "merak/comm/mpi_communicator.h"
 #include "merak/runtime/engine_comm.h"
 
 namespace merak::runtime {
 
 GradBuckets::GradBuckets(comm::Communicator& group, const std::vector<optim::Param>& params,
-                         int64_t bucket_bytes)
+                         int64_t bucket_bytes, bool shared_memory)
     : group_(group), params_(params), bucket_of_(params.size()), final_(params.size(), false) {
   MERAK_CHECK(bucket_bytes > 0, "gradient buckets need a positive size, got ", bucket_bytes);
   int64_t filled = 0;
@@ -19,9 +23,24 @@ GradBuckets::GradBuckets(comm::Communicator& group, const std::vector<optim::Par
     }
     buckets_.back().members.push_back(k);
     bucket_of_[k] = buckets_.size() - 1;
+    buckets_.back().floats += v.numel();
     filled += v.nbytes();
   }
   for (Bucket& b : buckets_) b.missing = int(b.members.size());
+
+  transport_ = "MPI all-reduce";
+  const auto* mpi = dynamic_cast<const comm::MpiCommunicator*>(&group_);
+  std::string why_not = "asked for";
+  if (shared_memory && !mpi) why_not = std::string("the ") + group_.backend() + " backend";
+  if (shared_memory && mpi) {
+    std::vector<int64_t> floats;
+    for (const Bucket& b : buckets_) floats.push_back(b.floats);
+    node_sum_ = comm::NodeSum::create(*mpi, floats, kMaxSharedBytes, &why_not);
+  }
+  if (node_sum_)
+    transport_ = "shared memory";
+  else
+    transport_ += " (not shared memory: " + why_not + ")";
 }
 
 GradBuckets::~GradBuckets() = default;
@@ -32,7 +51,7 @@ void GradBuckets::ready(size_t index) {
     final_[index] = true;
     Bucket& b = buckets_[bucket_of_[index]];
     if (--b.missing == 0) {
-      post(b);
+      post(bucket_of_[index]);
       ++posted_early_;
     }
   }
@@ -40,6 +59,10 @@ void GradBuckets::ready(size_t index) {
 }
 
 void GradBuckets::poll() {
+  if (node_sum_) {
+    node_sum_->progress();
+    return;
+  }
   // One test progresses every outstanding operation (MPI's progress engine is global), so only
   // the oldest unfinished bucket is asked; testing each one costs a progress pass apiece.
   for (Bucket& b : buckets_) {
@@ -51,7 +74,8 @@ void GradBuckets::poll() {
   }
 }
 
-void GradBuckets::post(Bucket& b) {
+void GradBuckets::post(size_t index) {
+  Bucket& b = buckets_[index];
   std::vector<Tensor> grads;
   for (size_t k : b.members) {
     const Tensor& p = params_[k].value;
@@ -59,18 +83,40 @@ void GradBuckets::post(Bucket& b) {
     MERAK_CHECK(!g.defined() || (g.dtype() == DType::F32 && g.shape() == p.shape()),
                 "gradient of '", params_[k].name, "' is ", g.str(), "; expected f32 ",
                 shape_str(p.shape()));
-    grads.push_back(g.defined() ? g.contiguous() : Tensor::zeros(p.shape(), DType::F32));
+    grads.push_back(g.defined() ? g.contiguous() : Tensor());
   }
-  b.flat = pack_flat(grads);
-  b.work = group_.iall_reduce(b.flat, comm::ReduceOp::Sum);
+  if (node_sum_) {
+    float* at = node_sum_->input(int(index));
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const int64_t n = params_[b.members[i]].value.numel();
+      if (grads[i].defined())
+        std::memcpy(at, grads[i].data<float>(), size_t(n) * sizeof(float));
+      else
+        std::fill(at, at + n, 0.0f);
+      at += n;
+    }
+    node_sum_->post(int(index));
+  } else {
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (!grads[i].defined())
+        grads[i] = Tensor::zeros(params_[b.members[i]].value.shape(), DType::F32);
+    b.flat = pack_flat(grads);
+    b.work = group_.iall_reduce(b.flat, comm::ReduceOp::Sum);
+  }
   b.posted = true;
 }
 
 int GradBuckets::finish() {
-  for (Bucket& b : buckets_)
-    if (!b.posted) post(b);
-  for (Bucket& b : buckets_) {
-    b.work.wait();
+  for (size_t i = 0; i < buckets_.size(); ++i)
+    if (!buckets_[i].posted) post(i);
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = buckets_[i];
+    if (node_sum_) {
+      b.flat = Tensor::empty({b.floats}, DType::F32);
+      node_sum_->collect(int(i), b.flat.data<float>());
+    } else {
+      b.work.wait();
+    }
     // The sums stay where they arrived: each gradient becomes a view of the bucket.
     int64_t at = 0;
     for (size_t k : b.members) {

@@ -3,12 +3,18 @@
 // backward the engine reports each parameter whose gradient is final; once a bucket's members
 // are all final its all-reduce is posted, and posted ones are polled so MPI moves them along
 // while backward computes. finish() posts what is left and waits for everything.
+// When the replicas share one node (CPU processes on one host) the sums go through shared
+// memory (comm::NodeSum) rather than MPI messages: no progress engine to drive, one copy in and
+// one out, half the additions each. Otherwise, or when asked, MPI's non-blocking all-reduce.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "merak/comm/communicator.h"
+#include "merak/comm/node_sum.h"
 #include "merak/optim/adamw.h"
 
 namespace merak::runtime {
@@ -16,8 +22,10 @@ namespace merak::runtime {
 class GradBuckets {
  public:
   // `params` must be the same shapes in the same order on every member of `group`.
+  // `shared_memory`: sum through shared memory when the group allows it (an MPI group on one
+  // node, within kMaxSharedBytes a member).
   GradBuckets(comm::Communicator& group, const std::vector<optim::Param>& params,
-              int64_t bucket_bytes);
+              int64_t bucket_bytes, bool shared_memory);
   ~GradBuckets();
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
@@ -30,20 +38,27 @@ class GradBuckets {
   // returns how many buckets were posted before it (overlapped with backward).
   int finish();
   int buckets() const { return int(buckets_.size()); }
+  // How the sums travel, for the start-up report: "shared memory" or "MPI all-reduce (why)".
+  const std::string& transport() const { return transport_; }
+
+  static constexpr int64_t kMaxSharedBytes = int64_t(1) << 30;
 
  private:
   struct Bucket {
     std::vector<size_t> members;  // parameter indices
+    int64_t floats = 0;
     int missing = 0;              // members not yet final this step
     Tensor flat;
     comm::Work work;
     bool posted = false;
   };
-  void post(Bucket& b);
+  void post(size_t index);
 
   comm::Communicator& group_;
   std::vector<optim::Param> params_;
   std::vector<Bucket> buckets_;
+  std::unique_ptr<comm::NodeSum> node_sum_;  // null: MPI all-reduce
+  std::string transport_;
   std::vector<size_t> bucket_of_;      // per parameter
   std::vector<bool> final_;            // per parameter, this step
   int posted_early_ = 0;

@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "merak/comm/mpi_communicator.h"
 #include "merak/runtime/engine_comm.h"
 
 namespace merak::runtime {
 
 ShardedAdamW::ShardedAdamW(comm::Communicator& dp, const std::vector<optim::Param>& params,
-                           optim::AdamWOptions options)
+                           optim::AdamWOptions options, bool shared_memory)
     : dp_(dp), params_(params) {
   int64_t total = 0;
   for (const optim::Param& p : params_) {
@@ -16,9 +17,22 @@ ShardedAdamW::ShardedAdamW(comm::Communicator& dp, const std::vector<optim::Para
                 p.name, "' is ", p.value.str(), "; expected a contiguous f32 tensor");
     total += p.value.numel();
   }
-  // Even segments, the first total % dp members one element longer.
   const int64_t n = dp_.size();
-  for (int64_t r = 0; r < n; ++r) counts_.push_back(total / n + (r < total % n ? 1 : 0));
+  transport_ = "MPI";
+  std::string why_not = "asked for";
+  const auto* mpi = dynamic_cast<const comm::MpiCommunicator*>(&dp_);
+  if (shared_memory && !mpi) why_not = std::string("the ") + dp_.backend() + " backend";
+  if (shared_memory && mpi)
+    node_sum_ = comm::NodeSum::create(*mpi, {total}, int64_t(1) << 30, &why_not);
+  if (node_sum_) {
+    transport_ = "shared memory";
+    for (int r = 0; r < int(n); ++r)
+      counts_.push_back(node_sum_->segment_begin(0, r + 1) - node_sum_->segment_begin(0, r));
+  } else {
+    transport_ += " (not shared memory: " + why_not + ")";
+    // Even segments, the first total % dp members one element longer.
+    for (int64_t r = 0; r < n; ++r) counts_.push_back(total / n + (r < total % n ? 1 : 0));
+  }
   for (int64_t r = 0; r < dp_.rank(); ++r) begin_ += counts_[size_t(r)];
   const int64_t end = begin_ + segment_size();
 
@@ -43,13 +57,34 @@ ShardedAdamW::~ShardedAdamW() = default;
 void ShardedAdamW::reduce_scatter(const std::vector<Tensor>& grads) {
   MERAK_CHECK(grads.size() == params_.size(), "ZeRO-1: ", grads.size(), " gradients for ",
               params_.size(), " parameters");
-  const Tensor flat = pack_flat(grads);
   segment_grad_ = Tensor::empty({segment_size()}, DType::F32);
-  dp_.reduce_scatter(flat, segment_grad_, comm::ReduceOp::Sum, counts_);
+  if (node_sum_) {
+    float* in = node_sum_->input(0);
+    for (const Tensor& g : grads) {
+      std::memcpy(in, g.contiguous().data<float>(), size_t(g.nbytes()));
+      in += g.numel();
+    }
+    node_sum_->post(0);
+    node_sum_->reduce_scatter(0, segment_grad_.data<float>());
+  } else {
+    dp_.reduce_scatter(pack_flat(grads), segment_grad_, comm::ReduceOp::Sum, counts_);
+  }
   int64_t at = 0;
   for (size_t k = 0; k < pieces_.size(); ++k) {
     piece_values_[k].set_grad(segment_grad_.narrow(0, at, pieces_[k].length));
     at += pieces_[k].length;
+  }
+}
+
+void ShardedAdamW::scatter_flat(int64_t begin, const float* values, int64_t count) {
+  int64_t at = 0;  // flat offset of the current parameter
+  for (const optim::Param& p : params_) {
+    const int64_t numel = p.value.numel();
+    const int64_t lo = std::max(at, begin), hi = std::min(at + numel, begin + count);
+    if (lo < hi)
+      std::memcpy(p.value.data<float>() + (lo - at), values + (lo - begin),
+                  size_t(hi - lo) * sizeof(float));
+    at += numel;
   }
 }
 
@@ -67,6 +102,17 @@ double ShardedAdamW::sum_of_squares(const std::function<bool(size_t)>& count) co
 
 void ShardedAdamW::step(double lr, float grad_scale) {
   adamw_->step(lr, grad_scale);
+  if (node_sum_) {
+    float* mine = node_sum_->own_segment(0);
+    for (const Tensor& piece : piece_values_) {
+      std::memcpy(mine, piece.data<float>(), size_t(piece.nbytes()));
+      mine += piece.numel();
+    }
+    node_sum_->all_gather(0, [&](int64_t begin, const float* values, int64_t count) {
+      if (begin != begin_) scatter_flat(begin, values, count);
+    });
+    return;
+  }
   // Every member's updated segment into everyone's parameters.
   int64_t total = 0;
   for (int64_t c : counts_) total += c;

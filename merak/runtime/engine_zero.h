@@ -3,15 +3,18 @@
 // keeps moments for its segment only (pieces of parameters, as views), receives the sum of
 // everyone's gradients for it (reduce-scatter instead of all-reduce), updates it, and the
 // updated segments are all-gathered back into every member's parameters. AdamW is elementwise,
-// so the result equals the unsharded update.
+// so the result equals the unsharded update. Members on one node exchange through shared
+// memory (comm::NodeSum: the segments are its segments), others through MPI.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "merak/comm/communicator.h"
+#include "merak/comm/node_sum.h"
 #include "merak/optim/adamw.h"
 
 namespace merak::runtime {
@@ -20,7 +23,7 @@ class ShardedAdamW {
  public:
   // `params` must be contiguous f32 tensors, the same shapes in the same order on every member.
   ShardedAdamW(comm::Communicator& dp, const std::vector<optim::Param>& params,
-               optim::AdamWOptions options);
+               optim::AdamWOptions options, bool shared_memory);
   ~ShardedAdamW();
 
   // Sums `grads` (one per parameter, contiguous) over the group and keeps this member's segment
@@ -34,8 +37,13 @@ class ShardedAdamW {
 
   int64_t segment_begin() const { return begin_; }
   int64_t segment_size() const { return counts_[size_t(dp_.rank())]; }
+  // "shared memory" or "MPI (not shared memory: why)", for the start-up report.
+  const std::string& transport() const { return transport_; }
 
  private:
+  // Values [begin, begin + count) of the flattened parameters into the parameters.
+  void scatter_flat(int64_t begin, const float* values, int64_t count);
+
   struct Piece {
     size_t param;             // index into params_
     int64_t offset, length;   // elements of the flattened parameter
@@ -48,6 +56,8 @@ class ShardedAdamW {
   std::vector<Tensor> piece_values_;
   Tensor segment_grad_;
   std::unique_ptr<optim::AdamW> adamw_;
+  std::unique_ptr<comm::NodeSum> node_sum_;  // null: MPI
+  std::string transport_;
 };
 
 }  // namespace merak::runtime

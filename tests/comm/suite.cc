@@ -103,6 +103,7 @@ int run_suite(Kit& kit) {
       {"mpi_tags", case_mpi_tags},
       {"mpi_errors", case_mpi_errors},
       {"mpi_tensors", case_mpi_tensors},
+      {"mpi_node_sum", case_mpi_node_sum},
   };
   Checks checks(rank);
   // A hung case ends the job with its message; generous for 8 ranks on 2 cores.

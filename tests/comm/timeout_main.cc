@@ -2,6 +2,7 @@
 // whole job within its timeout, naming the operation, group and peer.
 //   timeout_main p2p SECONDS         rank 1 never receives rank 0's 4 MiB send
 //   timeout_main collective SECONDS  the last rank skips an all_reduce on the tp group
+//   timeout_main node_sum SECONDS    the last rank never posts its part of a shared-memory sum
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "merak/comm/grid.h"
 #include "merak/comm/mpi_env.h"
+#include "merak/comm/node_sum.h"
 
 using namespace merak;
 using namespace merak::comm;
@@ -16,7 +18,7 @@ using namespace merak::comm;
 int main(int argc, char** argv) {
   MpiSession mpi(&argc, &argv);
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s p2p|collective SECONDS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s p2p|collective|node_sum SECONDS\n", argv[0]);
     return 2;
   }
   const std::string scenario = argv[1];
@@ -38,6 +40,21 @@ int main(int argc, char** argv) {
   } else if (scenario == "collective") {
     if (rank != 0) g.tp().set_timeout(60);  // rank 0 reports; the others would say the same
     if (rank != world - 1) g.tp().all_reduce(buf.slice(0, 1024), ReduceOp::Sum);
+    park();
+  } else if (scenario == "node_sum") {
+    if (rank != 0) g.tp().set_timeout(60);
+    std::string why;
+    auto sum = NodeSum::create(dynamic_cast<MpiCommunicator&>(g.tp()), {1024}, 1 << 20, &why);
+    if (!sum) {
+      std::fprintf(stderr, "no shared-memory sum: %s\n", why.c_str());
+      return 1;
+    }
+    if (rank != world - 1) {
+      sum->input(0)[0] = 1.0f;
+      sum->post(0);
+      std::vector<float> out(1024);
+      sum->collect(0, out.data());
+    }
     park();
   } else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());

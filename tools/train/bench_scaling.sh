@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Scaling of the 3D engine on this machine: tokens/s of 2 ranks with 1 thread each against 1
 # rank with 1 thread, the same model (gpt-tiny), global batch (16 x seq 64) and micro-batch size:
-#   dp 2  micro-batches of 8: one per replica, its gradient sums overlapping its backward
+#   dp 2  micro-batches of 8: one per replica, its gradient sums overlapping its backward; then
+#         again with ZeRO-1 (each replica updates half the parameters)
 #   pp 2  micro-batches of 2: the 8 micro-batches the issue asks the pipeline to fill, under
 #         1F1B and then interleaved (two model chunks a rank: half the fill-and-drain bubble)
 #   tp 2  micro-batches of 16: one, so each layer's all-reduces are few and large; then again
@@ -28,7 +29,7 @@ common=(--config "$cfg" --set train.steps="$steps" --set train.threads=1
 tps() { sed -n 's/^done:.* | \([0-9]*\) tok\/s.*/\1/p'; }
 median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-for layout in "dp 2 1 1 8 1.85" "pp 1 2 1 2 1.7" "pp-il 1 2 1 2 1.7" "tp 1 1 2 16 1.6" \
+for layout in "dp 2 1 1 8 1.85" "dp-zero 2 1 1 8 1.85" "pp 1 2 1 2 1.7" "pp-il 1 2 1 2 1.7" "tp 1 1 2 16 1.6" \
               "tp-sub 1 1 2 16 1.6"; do
   set -- $layout
   extra=()
@@ -36,6 +37,7 @@ for layout in "dp 2 1 1 8 1.85" "pp 1 2 1 2 1.7" "pp-il 1 2 1 2 1.7" "tp 1 1 2 1
   [ "$1" = pp-il ] && extra=(--set parallel.schedule=interleaved --set parallel.virtual_stages=2
                              --trace "${TMPDIR:-/tmp}/bench_scaling_pp2_interleaved.json")
   [ "$1" = tp-sub ] && extra=(--set parallel.tp_subpipeline=true)
+  [ "$1" = dp-zero ] && extra=(--set parallel.zero1=true)
   singles=() rates=()
   for ((r = 0; r < repeats; ++r)); do
     singles+=("$("$train" "${common[@]}" --set train.micro_batch="$5" | tps)")
@@ -46,7 +48,8 @@ for layout in "dp 2 1 1 8 1.85" "pp 1 2 1 2 1.7" "pp-il 1 2 1 2 1.7" "tp 1 1 2 1
   single=$(printf '%s\n' "${singles[@]}" | median)
   rate=$(printf '%s\n' "${rates[@]}" | median)
   awk -v n="$1" -v r="$rate" -v s="$single" -v want="$6" -v mb="$5" 'BEGIN {
-    sub(/-sub/, "2 sub-pipelined", n); sub(/-il/, "2 interleaved", n); if (n !~ / /) n = n "2"
+    sub(/-sub/, "2 sub-pipelined", n); sub(/-il/, "2 interleaved", n); sub(/-zero/, "2 ZeRO-1", n)
+    if (n !~ / /) n = n "2"
     printf "%s: %d tok/s vs 1 rank %d tok/s (medians, micro-batches of %d) = %.2fx (target >= %.2fx)\n",
            n, r, s, mb, r / s, want }'
   [[ "$1" = pp* ]] && grep '^simulator' <<< "$out"

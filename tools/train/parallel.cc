@@ -124,6 +124,7 @@ runtime::EngineOptions engine_options(const config::Config& c) {
   o.zero1 = c.parallel.zero1;
   o.tp_subpipeline = c.parallel.tp_subpipeline;
   o.bucket_bytes = std::max<int64_t>(1, int64_t(c.parallel.bucket_mb * double(1 << 20)));
+  o.dp_shared_memory = c.parallel.dp_shared_memory;
   return o;
 }
 
@@ -177,6 +178,11 @@ int run_parallel(const config::Config& c, const ParallelRun& run) {
                 (long long)config::micro_batches_per_replica(c),
                 (long long)config::micro_batch_size(c), p.schedule.c_str(), p.recompute.c_str(),
                 (long long)t.steps, num_threads(), peak_rank);
+    if (!engine.dp_transport().empty() && p.zero1)
+      std::printf("  data-parallel gradient sums: %s\n", engine.dp_transport().c_str());
+    else if (!engine.dp_transport().empty())
+      std::printf("  data-parallel gradient sums: %s, buckets of %g MiB\n",
+                  engine.dp_transport().c_str(), p.bucket_mb);
     std::fflush(stdout);
   }
 

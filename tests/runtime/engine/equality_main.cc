@@ -122,6 +122,7 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     bool zero1;
     bool subpipeline;
     int virtual_stages = 1;
+    bool shared_memory = true;  // replicas' sums through shared memory (false: MPI messages)
   };
   std::vector<Combo> combos;
   for (const char* schedule : {"gpipe", "1f1b", "shifted"})
@@ -131,7 +132,12 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
   if (pp > 1)
     for (const char* recompute : {"none", "full"})
       combos.push_back({"interleaved", recompute, false, false, 2});
-  if (dp > 1) combos.push_back({"1f1b", "full", true, false});
+  if (dp > 1) {
+    combos.push_back({"1f1b", "full", true, false});
+    // The replicas' sums through MPI messages too (shared memory is the default on one node).
+    combos.push_back({"1f1b", "none", false, false, 1, false});
+    combos.push_back({"1f1b", "full", true, false, 1, false});
+  }
   // Those are compared with the single process at half the micro-batch: the halves are the
   // micro-batches (BERT's loss averages over each one's masked tokens).
   if (tp > 1) {
@@ -147,6 +153,7 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     cfg.parallel.zero1 = combo.zero1;
     cfg.parallel.tp_subpipeline = combo.subpipeline;
     cfg.parallel.virtual_stages = combo.virtual_stages;
+    cfg.parallel.dp_shared_memory = combo.shared_memory;
     const partition::Plan plan = train::shared_plan(grid.world(), cfg);
     const runtime::MicroBatchFn batches =
         train::micro_batch_source(source, config::model_micro_batch_size(cfg));
@@ -210,15 +217,23 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     if (!deferring && root)
       std::printf("  deferred tp all-reduces per rank: %.0f to %.0f\n", fewest_deferred,
                   most_deferred);
-    const bool pass = worst <= kTolerance && recomputing == want_recomputing &&
+    // The sums travel as asked: replicas of one machine share memory unless told not to.
+    const std::string transport = engine.dp_transport();
+    const bool shared = transport.find("over shared memory") != std::string::npos ||
+                        transport.rfind("shared memory", 0) == 0;
+    const bool transport_right = dp == 1 ? transport.empty() : shared == combo.shared_memory;
+    if (!transport_right && root)
+      std::printf("  data-parallel sums went by '%s'\n", transport.c_str());
+    const bool pass = worst <= kTolerance && transport_right && recomputing == want_recomputing &&
                       wrong_readers == 0 && overlaps && deferring;
     ok = ok && pass;
     if (root)
-      std::printf("%s%s (%d,%d,%d) | %-7s%s | recompute %-4s (%d of %d ranks) | %lld steps | "
+      std::printf("%s%s (%d,%d,%d) | %-7s%s%s | recompute %-4s (%d of %d ranks) | %lld steps | "
                   "max rel loss diff %.2e | max rel norm diff %.2e | %d buckets overlapped | "
                   "%s\n",
                   cfg.model.family.c_str(), cfg.model.dropout > 0 ? " with dropout" : "", dp, pp,
                   tp, schedule, combo.zero1 ? " zero1" : combo.subpipeline ? " sub-pipelined tp" : "",
+                  dp > 1 && !combo.shared_memory ? " (mpi)" : "",
                   recompute, recomputing, dp * pp * tp, (long long)cfg.train.steps, worst,
                   worst_norm, int(fewest_overlapped > 1e8 ? 0 : fewest_overlapped),
                   pass ? "ok" : "FAIL");

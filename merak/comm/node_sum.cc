@@ -1,0 +1,251 @@
+#include "merak/comm/node_sum.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <new>
+#include <thread>
+
+#include "merak/comm/mpi_env.h"
+#include "merak/core/error.h"
+
+namespace merak::comm {
+
+namespace {
+
+constexpr int64_t kAlignFloats = 16;  // 64 bytes: segments never share a cache line
+constexpr int64_t kBlockFloats = 2048;
+
+int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+}  // namespace
+
+std::unique_ptr<NodeSum> NodeSum::create(const MpiCommunicator& group,
+                                         const std::vector<int64_t>& region_floats,
+                                         int64_t max_bytes, std::string* why_not) {
+  std::vector<Region> regions;
+  int64_t at = 0;
+  for (int64_t n : region_floats) {
+    MERAK_CHECK(n >= 0, "shared-memory sum over ", group.describe(), ": region of ", n,
+                " floats");
+    regions.push_back({at, n});
+    at += round_up(n, kAlignFloats);
+  }
+  if (at * int64_t(sizeof(float)) > max_bytes) {
+    *why_not = detail::concat("its ", at * int64_t(sizeof(float)) >> 20, " MiB a member exceed the ",
+                              max_bytes >> 20, " MiB allowed in shared memory");
+    return nullptr;
+  }
+  // Every member sees the same node size and makes the same choice, so the group stays in step.
+  MPI_Comm node;
+  check_mpi(MPI_Comm_split_type(group.mpi_comm(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+            group.describe() + ": MPI_Comm_split_type");
+  int node_size = 0;
+  MPI_Comm_size(node, &node_size);
+  if (node_size != group.size()) {
+    MPI_Comm_free(&node);
+    *why_not = "its members are on more than one node";
+    return nullptr;
+  }
+  std::unique_ptr<NodeSum> sum(new NodeSum(group, std::move(regions)));
+  sum->node_ = node;
+  int node_rank = -1;
+  MPI_Comm_rank(node, &node_rank);
+  MERAK_CHECK(node_rank == group.rank(), group.describe(), ": its node communicator ranks it ",
+              node_rank);  // equal keys keep the group's order
+
+  const int n = group.size();
+  const size_t k = sum->regions_.size();
+  const int64_t counter_bytes = round_up(int64_t(3 * k * sizeof(uint64_t)), 64);
+  const int64_t part_bytes = counter_bytes + at * int64_t(sizeof(float));
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "alloc_shared_noncontig", "true");  // each part near its owner's memory
+  void* base = nullptr;
+  const int rc = MPI_Win_allocate_shared(MPI_Aint(part_bytes), 1, info, node, &base,
+                                         &sum->window_);
+  MPI_Info_free(&info);
+  check_mpi(rc, group.describe() + ": MPI_Win_allocate_shared of " +
+                    std::to_string(part_bytes) + " bytes");
+  for (int m = 0; m < n; ++m) {
+    MPI_Aint size = 0;
+    int unit = 0;
+    void* part = nullptr;
+    check_mpi(MPI_Win_shared_query(sum->window_, m, &size, &unit, &part),
+              group.describe() + ": MPI_Win_shared_query");
+    auto* c = static_cast<std::atomic<uint64_t>*>(part);
+    sum->counters_.push_back({c, c + k, c + 2 * k});
+    sum->slots_.push_back(reinterpret_cast<float*>(static_cast<char*>(part) + counter_bytes));
+  }
+  auto* mine = static_cast<char*>(base);
+  for (size_t i = 0; i < 3 * k; ++i)
+    new (mine + i * sizeof(uint64_t)) std::atomic<uint64_t>(0);
+  check_mpi(MPI_Barrier(node), group.describe() + ": barrier after the shared window");
+  return sum;
+}
+
+NodeSum::NodeSum(const MpiCommunicator& group, std::vector<Region> regions)
+    : group_(group),
+      regions_(std::move(regions)),
+      round_(regions_.size(), 0),
+      summed_(regions_.size(), 0) {}
+
+NodeSum::~NodeSum() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (window_ != MPI_WIN_NULL) MPI_Win_free(&window_);
+  if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
+}
+
+int64_t NodeSum::segment_begin(int k, int member) const {
+  const int64_t n = regions_[size_t(k)].floats;
+  if (member >= group_.size()) return n;
+  return std::min(n, n * member / group_.size() / kAlignFloats * kAlignFloats);
+}
+
+template <typename Ready, typename What>
+void NodeSum::wait_until(Ready ready, What what) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  for (long spins = 0; !ready(); ++spins) {
+    if (spins < 64) continue;
+    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (waited > group_.timeout_s())
+      abort_job(detail::concat("shared-memory sum over ", group_.describe(), ": ", what(),
+                               " after ", group_.timeout_s(), " s (stuck or dead)"));
+    // The wait may be on a member that itself waits for a message this process must progress.
+    int flag = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, node_, &flag, MPI_STATUS_IGNORE);
+    // Give the core away: members are often more than cores, and spinning would starve them.
+    if (waited < 0.01)
+      sched_yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+void NodeSum::wait_all(std::atomic<uint64_t>* Counters::*counter, int k, uint64_t round,
+                       const char* done) {
+  int late = -1;
+  wait_until(
+      [&] {
+        for (int m = 0; m < group_.size(); ++m)
+          if ((counters_[size_t(m)].*counter)[k].load(std::memory_order_acquire) < round) {
+            late = m;
+            return false;
+          }
+        return true;
+      },
+      [&] {
+        return detail::concat(group_.describe_peer(late), " has not ", done, " region ", k,
+                              " of round ", round);
+      });
+}
+
+float* NodeSum::input(int k) {
+  MERAK_CHECK(k >= 0 && k < regions(), "shared-memory sum: no region ", k, " of ", regions());
+  const int me = group_.rank();
+  const uint64_t round = round_[size_t(k)];
+  MERAK_CHECK(counters_[size_t(me)].collected[k].load(std::memory_order_relaxed) == round,
+              "shared-memory sum over ", group_.describe(), ": region ", k,
+              " written again before its sum was collected");
+  wait_all(&Counters::collected, k, round, "collected");
+  return slots_[size_t(me)] + regions_[size_t(k)].offset;
+}
+
+void NodeSum::post(int k) {
+  MERAK_CHECK(k >= 0 && k < regions(), "shared-memory sum: no region ", k, " of ", regions());
+  const uint64_t round = ++round_[size_t(k)];
+  counters_[size_t(group_.rank())].posted[k].store(round, std::memory_order_release);
+}
+
+void NodeSum::sum_segment(int k, float* out) {
+  const int64_t lo = segment_begin(k, group_.rank()), hi = segment_begin(k, group_.rank() + 1);
+  const int64_t off = regions_[size_t(k)].offset;
+  float* dst = out - lo;
+  alignas(64) float acc[kBlockFloats];
+  for (int64_t b = lo; b < hi; b += kBlockFloats) {
+    const int64_t len = std::min(kBlockFloats, hi - b);
+    // In rank order, whoever adds: every member's copy of the sum has the same bits.
+    const float* first = slots_[0] + off + b;
+    for (int64_t i = 0; i < len; ++i) acc[i] = first[i];
+    for (size_t m = 1; m < slots_.size(); ++m) {
+      const float* src = slots_[m] + off + b;
+      for (int64_t i = 0; i < len; ++i) acc[i] += src[i];
+    }
+    std::memcpy(dst + b, acc, size_t(len) * sizeof(float));
+  }
+}
+
+void NodeSum::progress() {
+  const int me = group_.rank();
+  for (int k = 0; k < regions(); ++k) {
+    const uint64_t round = round_[size_t(k)];
+    if (summed_[size_t(k)] == round) continue;
+    bool all_posted = true;
+    for (const Counters& c : counters_)
+      all_posted = all_posted && c.posted[k].load(std::memory_order_acquire) >= round;
+    if (!all_posted) continue;
+    sum_segment(k, own_segment(k));
+    summed_[size_t(k)] = round;
+    counters_[size_t(me)].summed[k].store(round, std::memory_order_release);
+  }
+}
+
+void NodeSum::collect(int k, float* out) {
+  MERAK_CHECK(k >= 0 && k < regions(), "shared-memory sum: no region ", k, " of ", regions());
+  const uint64_t round = round_[size_t(k)];
+  wait_posted(k);
+  wait_until([&] {
+    progress();
+    return summed_[size_t(k)] == round;
+  }, [] { return std::string("this member's sum"); });
+  all_gather(k, [&](int64_t begin, const float* values, int64_t count) {
+    std::memcpy(out + begin, values, size_t(count) * sizeof(float));
+  });
+}
+
+void NodeSum::wait_posted(int k) {
+  const uint64_t round = round_[size_t(k)];
+  MERAK_CHECK(round > 0 && counters_[size_t(group_.rank())].collected[k].load(
+                               std::memory_order_relaxed) < round,
+              "shared-memory sum over ", group_.describe(), ": region ", k,
+              " reduced before it was posted");
+  wait_all(&Counters::posted, k, round, "posted");
+}
+
+void NodeSum::reduce_scatter(int k, float* out) {
+  MERAK_CHECK(k >= 0 && k < regions(), "shared-memory sum: no region ", k, " of ", regions());
+  wait_posted(k);
+  sum_segment(k, out);
+}
+
+float* NodeSum::own_segment(int k) {
+  return slots_[size_t(group_.rank())] + regions_[size_t(k)].offset +
+         segment_begin(k, group_.rank());
+}
+
+void NodeSum::all_gather(int k,
+                         const std::function<void(int64_t, const float*, int64_t)>& take) {
+  MERAK_CHECK(k >= 0 && k < regions(), "shared-memory sum: no region ", k, " of ", regions());
+  const int me = group_.rank();
+  const uint64_t round = round_[size_t(k)];
+  MERAK_CHECK(round > 0 && counters_[size_t(me)].collected[k].load(std::memory_order_relaxed) <
+                               round,
+              "shared-memory sum over ", group_.describe(), ": region ", k,
+              " gathered before it was posted");
+  summed_[size_t(k)] = round;
+  counters_[size_t(me)].summed[k].store(round, std::memory_order_release);
+  wait_all(&Counters::summed, k, round, "shared its part of");
+  const int64_t off = regions_[size_t(k)].offset;
+  for (int m = 0; m < group_.size(); ++m) {
+    const int64_t lo = segment_begin(k, m), hi = segment_begin(k, m + 1);
+    take(lo, slots_[size_t(m)] + off + lo, hi - lo);
+  }
+  counters_[size_t(me)].collected[k].store(round, std::memory_order_release);
+}
+
+}  // namespace merak::comm

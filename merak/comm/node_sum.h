@@ -1,0 +1,102 @@
+// Sums fixed f32 regions over the members of a communicator that share one node, through a
+// window of shared memory instead of messages. Each member writes its input of region k into
+// its own slot and posts it; once every member has posted, member r adds up segment r of the
+// region (the members' inputs in rank order, so all members get the same bits) in its own
+// slot; each member then collects the whole sum from the segments' owners. The work per member
+// is one copy in, 1/n of the additions and one copy out, and nothing waits on MPI's progress
+// engine, which is what makes it cheaper than a message-based all-reduce between processes on
+// one machine (data-parallel replicas on a CPU host).
+//
+// Rounds: each region is posted and collected once per round (a training step). input(k)
+// waits until every member has collected the previous round of region k, so a fast member
+// never overwrites a slot a slow one still reads.
+//
+// The same window serves ZeRO-1 (a sharded optimizer): reduce_scatter() gives a member only
+// its segment's sum, it updates its share of the parameters, writes them over its segment
+// (own_segment) and all_gather() hands every member everyone's segments.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "merak/comm/mpi_communicator.h"
+
+namespace merak::comm {
+
+class NodeSum {
+ public:
+  // Collective over `group`. Returns nullptr, with the reason in *why_not, when the members do
+  // not share one node or the regions exceed `max_bytes` a member (then use messages).
+  static std::unique_ptr<NodeSum> create(const MpiCommunicator& group,
+                                         const std::vector<int64_t>& region_floats,
+                                         int64_t max_bytes, std::string* why_not);
+  ~NodeSum();
+  NodeSum(const NodeSum&) = delete;
+  NodeSum& operator=(const NodeSum&) = delete;
+
+  int regions() const { return int(regions_.size()); }
+  int64_t floats(int k) const { return regions_.at(size_t(k)).floats; }
+
+  // This member's slot for region k, to be filled before post(k). Waits until every member has
+  // collected the region's previous round.
+  float* input(int k);
+  void post(int k);
+  // Adds up the segments this member owns of every region all members have posted; cheap when
+  // there is nothing to do. Call it often while other work runs.
+  void progress();
+  // Waits for the sum of region k (adding up this member's segments meanwhile) and copies it,
+  // `floats(k)` values, to `out`.
+  void collect(int k, float* out);
+
+  // Member m's segment of region k: [segment_begin(k, m), segment_begin(k, m + 1)).
+  int64_t segment_begin(int k, int member) const;
+  // Waits until every member has posted region k and writes the sum of this member's segment
+  // to `out` (its slot keeps its input; nothing is shared yet).
+  void reduce_scatter(int k, float* out);
+  // This member's segment of its own slot, to overwrite with what all_gather() should share.
+  float* own_segment(int k);
+  // Shares this member's segment, waits for everyone's and hands each (this member's too) to
+  // take(begin, values, count); ends the round.
+  void all_gather(int k, const std::function<void(int64_t, const float*, int64_t)>& take);
+
+ private:
+  struct Region {
+    int64_t offset = 0;  // floats from the start of a slot
+    int64_t floats = 0;
+  };
+  // Counters a member writes and every member reads: how many rounds of region k it has
+  // posted, added up (its segment) and collected.
+  struct Counters {
+    std::atomic<uint64_t>* posted;
+    std::atomic<uint64_t>* summed;
+    std::atomic<uint64_t>* collected;
+  };
+
+  NodeSum(const MpiCommunicator& group, std::vector<Region> regions);
+  void sum_segment(int k, float* out);
+  void wait_posted(int k);
+  // Spins (then yields the core) until ready() holds, or ends the job after the group's timeout
+  // with `what` in the message.
+  template <typename Ready, typename What> void wait_until(Ready ready, What what);
+  // Waits until every member's `counter` of region k has reached `round`; `done` names the
+  // step for the timeout's message ("posted").
+  void wait_all(std::atomic<uint64_t>* Counters::*counter, int k, uint64_t round,
+                const char* done);
+
+  const MpiCommunicator& group_;
+  std::vector<Region> regions_;
+  MPI_Comm node_ = MPI_COMM_NULL;
+  MPI_Win window_ = MPI_WIN_NULL;
+  std::vector<float*> slots_;        // per member
+  std::vector<Counters> counters_;   // per member
+  std::vector<uint64_t> round_;      // per region: rounds this member has posted
+  std::vector<uint64_t> summed_;     // per region: rounds this member has added up
+};
+
+}  // namespace merak::comm

@@ -1,0 +1,114 @@
+// The shared-memory sum (comm::NodeSum) of data-parallel replicas on one node, MPI backend only:
+// regions of awkward sizes summed over several rounds, posted all at once and collected out of
+// order; the ZeRO-1 form (reduce_scatter, own segment overwritten, all_gather); the refusal
+// when the regions exceed the allowed size. Values are small integers, so sums are exact.
+#include <string>
+#include <vector>
+
+#include "merak/comm/grid.h"
+#include "merak/comm/mpi_communicator.h"
+#include "merak/comm/node_sum.h"
+#include "tests/comm/suite.h"
+
+namespace merak::comm::test {
+
+namespace {
+
+const std::vector<int64_t> kRegions = {0, 1, 17, 1000, 4099};
+
+float input_value(int member, int k, int64_t i, int round) {
+  return float((member + 1) * (i % 7 + 1) + k + round);
+}
+
+void check_sums(Ctx& c, const MpiCommunicator& group, const std::string& label) {
+  std::string why;
+  std::unique_ptr<NodeSum> sum = NodeSum::create(group, kRegions, int64_t(1) << 30, &why);
+  c.checks.expect(sum != nullptr, label + ": created (" + why + ")");
+  if (!sum) return;
+  const int n = group.size();
+  for (int round = 1; round <= 3; ++round) {
+    for (int k = 0; k < sum->regions(); ++k) {
+      float* in = sum->input(k);
+      for (int64_t i = 0; i < kRegions[size_t(k)]; ++i)
+        in[i] = input_value(group.rank(), k, i, round);
+      sum->post(k);
+      sum->progress();
+    }
+    for (int k = sum->regions() - 1; k >= 0; --k) {  // collected in reverse order
+      std::vector<float> out(size_t(kRegions[size_t(k)]), -1.0f);
+      sum->collect(k, out.data());
+      bool ok = true;
+      int64_t bad = -1;
+      for (int64_t i = 0; i < kRegions[size_t(k)] && ok; ++i) {
+        double want = 0;
+        for (int m = 0; m < n; ++m) want += input_value(m, k, i, round);
+        ok = out[size_t(i)] == float(want);
+        if (!ok) bad = i;
+      }
+      c.checks.expect(ok, label + ": round " + std::to_string(round) + " region " +
+                              std::to_string(k) + " sum (first wrong element " +
+                              std::to_string(bad) + ")");
+    }
+  }
+}
+
+void check_zero(Ctx& c, const MpiCommunicator& group) {
+  std::string why;
+  const int64_t total = 4099;
+  std::unique_ptr<NodeSum> sum = NodeSum::create(group, {total}, int64_t(1) << 30, &why);
+  c.checks.expect(sum != nullptr, "zero: created (" + why + ")");
+  if (!sum) return;
+  const int n = group.size(), me = group.rank();
+  int64_t covered = 0;
+  for (int m = 0; m < n; ++m) covered += sum->segment_begin(0, m + 1) - sum->segment_begin(0, m);
+  c.checks.expect(sum->segment_begin(0, 0) == 0 && covered == total,
+                  "zero: the segments cover the region");
+  for (int round = 1; round <= 2; ++round) {
+    float* in = sum->input(0);
+    for (int64_t i = 0; i < total; ++i) in[i] = input_value(me, 0, i, round);
+    sum->post(0);
+    const int64_t lo = sum->segment_begin(0, me), hi = sum->segment_begin(0, me + 1);
+    std::vector<float> mine(size_t(hi - lo));
+    sum->reduce_scatter(0, mine.data());
+    bool sums_ok = true;
+    for (int64_t i = lo; i < hi; ++i) {
+      double want = 0;
+      for (int m = 0; m < n; ++m) want += input_value(m, 0, i, round);
+      sums_ok = sums_ok && mine[size_t(i - lo)] == float(want);
+    }
+    c.checks.expect(sums_ok, "zero: round " + std::to_string(round) + " own segment's sum");
+    // The "updated parameters": 1000 * member + index, shared back to everyone.
+    float* own = sum->own_segment(0);
+    for (int64_t i = lo; i < hi; ++i) own[i - lo] = float(1000 * me + i + round);
+    std::vector<float> all(size_t(total), -1.0f);
+    sum->all_gather(0, [&](int64_t begin, const float* values, int64_t count) {
+      for (int64_t i = 0; i < count; ++i) all[size_t(begin + i)] = values[i];
+    });
+    bool gathered_ok = true;
+    for (int m = 0; m < n; ++m)
+      for (int64_t i = sum->segment_begin(0, m); i < sum->segment_begin(0, m + 1); ++i)
+        gathered_ok = gathered_ok && all[size_t(i)] == float(1000 * m + i + round);
+    c.checks.expect(gathered_ok, "zero: round " + std::to_string(round) + " gathered segments");
+  }
+}
+
+}  // namespace
+
+void case_mpi_node_sum(Ctx& c) {
+  if (!c.kit.is_mpi()) return;
+  Grid world_grid({c.world, 1, 1}, c.kit.factory(c.options));
+  const auto& world = dynamic_cast<const MpiCommunicator&>(world_grid.dp());
+  check_sums(c, world, "world");
+  check_zero(c, world);
+  if (c.world % 2 == 0) {
+    // Pairs (the data-parallel groups of a dp 2 grid) at once, each through its own window.
+    Grid pairs({2, 1, c.world / 2}, c.kit.factory(c.options));
+    check_sums(c, dynamic_cast<const MpiCommunicator&>(pairs.dp()), "pairs");
+  }
+  std::string why;
+  c.checks.expect(NodeSum::create(world, {1 << 20}, 1 << 20, &why) == nullptr &&
+                      why.find("MiB") != std::string::npos,
+                  "refused above the size limit, saying why (" + why + ")");
+}
+
+}  // namespace merak::comm::test
