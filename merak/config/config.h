@@ -66,7 +66,7 @@ struct TrainConfig {
   int64_t seq_len = 64;
   int64_t log_interval = 10;
   uint64_t seed = 42;           // parameter initialisation and dropout
-  int threads = 0;              // intra-op threads; 0 = all cores
+  int threads = 0;              // intra-op threads; 0 = the cores (a node's shared by its ranks)
   std::string device = "cpu";   // cpu | cuda
   std::string precision = "f32";  // f32 | bf16 | f16 compute; 16-bit needs device cuda
   LossScaleConfig loss_scale;   // f16 only

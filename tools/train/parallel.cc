@@ -1,11 +1,14 @@
 #include "tools/train/parallel.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <thread>
 
 #include "merak/comm/grid.h"
 #include "merak/core/allocator.h"
@@ -25,6 +28,22 @@
 
 namespace merak::train {
 namespace {
+
+// Intra-op threads a rank when train.threads is 0 and MERAK_NUM_THREADS is unset: the ranks of
+// a node share its cores rather than each taking all of them (8 ranks of 2 threads on 2 cores
+// would run 16 threads), and a rank mpirun bound to fewer cores keeps to those.
+int default_rank_threads() {
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int usable = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : cores;
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local_ranks = 1;
+  MPI_Comm_size(node, &local_ranks);
+  MPI_Comm_free(&node);
+  return std::max(1, std::min(usable, cores / std::max(1, local_ranks)));
+}
 
 // Prefixes of the broadcast plan: the plan's bytes, or an error to rethrow.
 constexpr char kPlan = 'P', kSetupError = 'S', kOtherError = 'E';
@@ -141,7 +160,10 @@ int run_parallel(const config::Config& c, const ParallelRun& run) {
   if (t.device != "cpu")
     throw SetupError(c.path + ": key 'train.device': " + t.device + ": the 3D engine runs its " +
                      "ranks on the CPU in this build (one-process training runs on cuda)");
-  if (t.threads > 0) set_num_threads(t.threads);
+  if (t.threads > 0)
+    set_num_threads(int(t.threads));
+  else if (!std::getenv("MERAK_NUM_THREADS"))
+    set_num_threads(default_rank_threads());
   comm::Grid grid({int(p.dp), int(p.pp), int(p.tp)});
   const bool root = grid.rank() == 0;
   const partition::Plan plan = shared_plan(grid.world(), c);
@@ -173,11 +195,11 @@ int run_parallel(const config::Config& c, const ParallelRun& run) {
                 (long long)c.model.hidden, (long long)c.model.heads, (long long)p.dp,
                 (long long)p.pp, (long long)p.tp, world);
     std::printf("  batch %lld x seq %lld in %lld micro-batches of %lld per replica, schedule %s, "
-                "recompute %s, %lld steps, %d threads a rank, peak %.0f GFLOP/s a rank\n",
+                "recompute %s, %lld steps, %d thread%s a rank, peak %.0f GFLOP/s a rank\n",
                 (long long)t.batch, (long long)t.seq_len,
                 (long long)config::micro_batches_per_replica(c),
                 (long long)config::micro_batch_size(c), p.schedule.c_str(), p.recompute.c_str(),
-                (long long)t.steps, num_threads(), peak_rank);
+                (long long)t.steps, num_threads(), num_threads() == 1 ? "" : "s", peak_rank);
     if (!engine.dp_transport().empty() && p.zero1)
       std::printf("  data-parallel gradient sums: %s\n", engine.dp_transport().c_str());
     else if (!engine.dp_transport().empty())
