@@ -90,7 +90,8 @@ NodeSum::NodeSum(const MpiCommunicator& group, std::vector<Region> regions)
     : group_(group),
       regions_(std::move(regions)),
       round_(regions_.size(), 0),
-      summed_(regions_.size(), 0) {}
+      summed_(regions_.size(), 0),
+      pieces_(regions_.size()) {}
 
 NodeSum::~NodeSum() {
   int finalized = 0;
@@ -145,21 +146,43 @@ void NodeSum::wait_all(std::atomic<uint64_t>* Counters::*counter, int k, uint64_
       });
 }
 
-float* NodeSum::input(int k) {
+void NodeSum::post(int k, std::vector<Piece> pieces) {
   MERAK_CHECK(k >= 0 && k < regions(), "shared-memory sum: no region ", k, " of ", regions());
   const int me = group_.rank();
   const uint64_t round = round_[size_t(k)];
   MERAK_CHECK(counters_[size_t(me)].collected[k].load(std::memory_order_relaxed) == round,
               "shared-memory sum over ", group_.describe(), ": region ", k,
-              " written again before its sum was collected");
+              " posted again before its sum was collected");
+  int64_t total = 0;
+  for (const Piece& p : pieces) total += p.count;
+  MERAK_CHECK(total == floats(k), "shared-memory sum over ", group_.describe(), ": region ", k,
+              " holds ", floats(k), " floats, posted ", total);
+  pieces_[size_t(k)] = std::move(pieces);
   wait_all(&Counters::collected, k, round, "collected");
-  return slots_[size_t(me)] + regions_[size_t(k)].offset;
+  // The other members' segments go where they will read them; this member's own stays put.
+  float* slot = slots_[size_t(me)] + regions_[size_t(k)].offset;
+  for (int m = 0; m < group_.size(); ++m) {
+    if (m == me) continue;
+    const int64_t lo = segment_begin(k, m), hi = segment_begin(k, m + 1);
+    copy_input(k, lo, hi - lo, slot + lo);
+  }
+  round_[size_t(k)] = round + 1;
+  counters_[size_t(me)].posted[k].store(round + 1, std::memory_order_release);
 }
 
-void NodeSum::post(int k) {
-  MERAK_CHECK(k >= 0 && k < regions(), "shared-memory sum: no region ", k, " of ", regions());
-  const uint64_t round = ++round_[size_t(k)];
-  counters_[size_t(group_.rank())].posted[k].store(round, std::memory_order_release);
+void NodeSum::copy_input(int k, int64_t begin, int64_t count, float* dst) const {
+  int64_t at = 0;  // region offset of the current piece
+  for (const Piece& p : pieces_[size_t(k)]) {
+    const int64_t lo = std::max(at, begin), hi = std::min(at + p.count, begin + count);
+    if (lo < hi) {
+      if (p.data)
+        std::memcpy(dst + (lo - begin), p.data + (lo - at), size_t(hi - lo) * sizeof(float));
+      else
+        std::fill(dst + (lo - begin), dst + (hi - begin), 0.0f);
+    }
+    at += p.count;
+    if (at >= begin + count) break;
+  }
 }
 
 void NodeSum::sum_segment(int k, float* out) {
@@ -167,14 +190,19 @@ void NodeSum::sum_segment(int k, float* out) {
   const int64_t off = regions_[size_t(k)].offset;
   float* dst = out - lo;
   alignas(64) float acc[kBlockFloats];
+  alignas(64) float own[kBlockFloats];
+  const size_t me = size_t(group_.rank());
   for (int64_t b = lo; b < hi; b += kBlockFloats) {
     const int64_t len = std::min(kBlockFloats, hi - b);
-    // In rank order, whoever adds: every member's copy of the sum has the same bits.
-    const float* first = slots_[0] + off + b;
-    for (int64_t i = 0; i < len; ++i) acc[i] = first[i];
-    for (size_t m = 1; m < slots_.size(); ++m) {
-      const float* src = slots_[m] + off + b;
-      for (int64_t i = 0; i < len; ++i) acc[i] += src[i];
+    // This member's input from the caller's pieces, the others' from their slots; added in
+    // rank order, whoever adds, so every member's copy of the sum has the same bits.
+    copy_input(k, b, len, own);
+    for (size_t m = 0; m < slots_.size(); ++m) {
+      const float* src = m == me ? own : slots_[m] + off + b;
+      if (m == 0)
+        std::memcpy(acc, src, size_t(len) * sizeof(float));
+      else
+        for (int64_t i = 0; i < len; ++i) acc[i] += src[i];
     }
     std::memcpy(dst + b, acc, size_t(len) * sizeof(float));
   }

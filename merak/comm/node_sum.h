@@ -1,13 +1,15 @@
 // Sums fixed f32 regions over the members of a communicator that share one node, through a
-// window of shared memory instead of messages. Each member writes its input of region k into
-// its own slot and posts it; once every member has posted, member r adds up segment r of the
-// region (the members' inputs in rank order, so all members get the same bits) in its own
-// slot; each member then collects the whole sum from the segments' owners. The work per member
-// is one copy in, 1/n of the additions and one copy out, and nothing waits on MPI's progress
-// engine, which is what makes it cheaper than a message-based all-reduce between processes on
-// one machine (data-parallel replicas on a CPU host).
+// window of shared memory instead of messages. Region k is cut into one segment per member.
+// Posting copies the segments other members add up into this member's slot (its own segment
+// stays in the caller's memory); once every member has posted, member r adds up segment r
+// (the members' inputs in rank order, so all members get the same bits) into its own slot, and
+// each member collects the whole sum from the segments' owners. Per member that is (n-1)/n of
+// the region copied in, 1/n of the additions and the region copied out, as much as a
+// reduce-scatter plus all-gather moves, but nothing waits on MPI's progress engine or its
+// protocol: that is what makes it cheaper between processes of one machine (data-parallel
+// replicas on a CPU host).
 //
-// Rounds: each region is posted and collected once per round (a training step). input(k)
+// Rounds: each region is posted and collected once per round (a training step). post(k)
 // waits until every member has collected the previous round of region k, so a fast member
 // never overwrites a slot a slow one still reads.
 //
@@ -43,10 +45,15 @@ class NodeSum {
   int regions() const { return int(regions_.size()); }
   int64_t floats(int k) const { return regions_.at(size_t(k)).floats; }
 
-  // This member's slot for region k, to be filled before post(k). Waits until every member has
-  // collected the region's previous round.
-  float* input(int k);
-  void post(int k);
+  // Consecutive pieces of a member's input, together floats(k) values; data null: zeros.
+  struct Piece {
+    const float* data;
+    int64_t count;
+  };
+  // Posts this member's input of region k. The pieces must stay unchanged until this member
+  // has summed its segment (collect or reduce_scatter). Waits until every member has collected
+  // the region's previous round.
+  void post(int k, std::vector<Piece> pieces);
   // Adds up the segments this member owns of every region all members have posted; cheap when
   // there is nothing to do. Call it often while other work runs.
   void progress();
@@ -80,6 +87,8 @@ class NodeSum {
 
   NodeSum(const MpiCommunicator& group, std::vector<Region> regions);
   void sum_segment(int k, float* out);
+  // Region floats [begin, begin + count) of this member's posted input, into dst.
+  void copy_input(int k, int64_t begin, int64_t count, float* dst) const;
   void wait_posted(int k);
   // Spins (then yields the core) until ready() holds, or ends the job after the group's timeout
   // with `what` in the message.
@@ -97,6 +106,7 @@ class NodeSum {
   std::vector<Counters> counters_;   // per member
   std::vector<uint64_t> round_;      // per region: rounds this member has posted
   std::vector<uint64_t> summed_;     // per region: rounds this member has added up
+  std::vector<std::vector<Piece>> pieces_;  // per region: this member's input, this round
 };
 
 }  // namespace merak::comm

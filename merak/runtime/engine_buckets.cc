@@ -86,16 +86,13 @@ void GradBuckets::post(size_t index) {
     grads.push_back(g.defined() ? g.contiguous() : Tensor());
   }
   if (node_sum_) {
-    float* at = node_sum_->input(int(index));
-    for (size_t i = 0; i < grads.size(); ++i) {
-      const int64_t n = params_[b.members[i]].value.numel();
-      if (grads[i].defined())
-        std::memcpy(at, grads[i].data<float>(), size_t(n) * sizeof(float));
-      else
-        std::fill(at, at + n, 0.0f);
-      at += n;
-    }
-    node_sum_->post(int(index));
+    // Read in place until the bucket is collected: b.inputs keeps the gradients alive.
+    std::vector<comm::NodeSum::Piece> pieces;
+    for (size_t i = 0; i < grads.size(); ++i)
+      pieces.push_back({grads[i].defined() ? grads[i].data<float>() : nullptr,
+                        params_[b.members[i]].value.numel()});
+    b.inputs = grads;
+    node_sum_->post(int(index), std::move(pieces));
   } else {
     for (size_t i = 0; i < grads.size(); ++i)
       if (!grads[i].defined())
@@ -114,6 +111,7 @@ int GradBuckets::finish() {
     if (node_sum_) {
       b.flat = Tensor::empty({b.floats}, DType::F32);
       node_sum_->collect(int(i), b.flat.data<float>());
+      b.inputs.clear();
     } else {
       b.work.wait();
     }

@@ -49,6 +49,7 @@ class GradBuckets {
     int64_t floats = 0;
     int missing = 0;              // members not yet final this step
     Tensor flat;
+    std::vector<Tensor> inputs;  // shared memory: the gradients posted, until collected
     comm::Work work;
     bool posted = false;
   };

@@ -59,12 +59,13 @@ void ShardedAdamW::reduce_scatter(const std::vector<Tensor>& grads) {
               params_.size(), " parameters");
   segment_grad_ = Tensor::empty({segment_size()}, DType::F32);
   if (node_sum_) {
-    float* in = node_sum_->input(0);
+    std::vector<Tensor> inputs;  // alive until this member's segment is summed
+    std::vector<comm::NodeSum::Piece> pieces;
     for (const Tensor& g : grads) {
-      std::memcpy(in, g.contiguous().data<float>(), size_t(g.nbytes()));
-      in += g.numel();
+      inputs.push_back(g.contiguous());
+      pieces.push_back({inputs.back().data<float>(), g.numel()});
     }
-    node_sum_->post(0);
+    node_sum_->post(0, std::move(pieces));
     node_sum_->reduce_scatter(0, segment_grad_.data<float>());
   } else {
     dp_.reduce_scatter(pack_flat(grads), segment_grad_, comm::ReduceOp::Sum, counts_);

@@ -50,9 +50,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (rank != world - 1) {
-      sum->input(0)[0] = 1.0f;
-      sum->post(0);
-      std::vector<float> out(1024);
+      std::vector<float> out(1024, 1.0f);
+      sum->post(0, {{out.data(), 1024}});
       sum->collect(0, out.data());
     }
     park();

@@ -2,7 +2,9 @@
 //   time  = mean per operation over the timed iterations, on the slowest rank
 //   algbw = size / time;  busbw = algbw * 2(n-1)/n  (what each rank's link carries in a ring)
 // Each operation is the blocking all_reduce (post + wait), in place, f32 sum. With the MPI
-// backend a last column gives plain blocking MPI_Allreduce on the same buffer, for reference.
+// backend two last columns give plain blocking MPI_Allreduce on the same buffer, for reference,
+// and the shared-memory sum data-parallel replicas on one node use (comm::NodeSum: copy in,
+// post, collect into the buffer).
 //
 //   bench_allreduce [--ranks 2,8] [--min-bytes 4K] [--max-bytes 64M] [--backend mpi|nccl]
 //                   [--iters N]
@@ -22,6 +24,7 @@
 #include "merak/comm/grid.h"
 #include "merak/comm/mpi_env.h"
 #include "merak/comm/nccl_communicator.h"
+#include "merak/comm/node_sum.h"
 
 namespace {
 
@@ -176,7 +179,7 @@ int run(const Options& o) {
                 unsigned(world) > cores ? " (oversubscribed)" : "");
     std::printf("# time: mean per op, slowest rank; busbw = algbw * 2(n-1)/n\n");
     std::printf("# %10s %10s %6s %11s %12s %12s%s\n", "size(B)", "count", "iters", "time(us)",
-                "algbw(GB/s)", "busbw(GB/s)", cuda ? "" : "  MPI_Allreduce(us)");
+                "algbw(GB/s)", "busbw(GB/s)", cuda ? "" : "  MPI_Allreduce(us)  shared memory(us)");
   }
   bool all_ok = true;
   for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
@@ -193,20 +196,32 @@ int run(const Options& o) {
         o.iters ? o.iters : int(std::clamp<int64_t>((int64_t(256) << 20) / bytes, 3, 200));
     comm.all_reduce(buf, ReduceOp::Sum);  // warm-up
     const double t = timed(iters, [&] { comm.all_reduce(buf, ReduceOp::Sum); });
-    double ref = 0;
+    double ref = 0, shared = -1;
     if (!cuda) {
       auto plain = [&] {
         MPI_Allreduce(MPI_IN_PLACE, mem.data, int(count), MPI_FLOAT, MPI_SUM, raw);
       };
       plain();
       ref = timed(iters, plain);
+      std::string why;
+      auto sum = NodeSum::create(static_cast<MpiCommunicator&>(comm), {count}, int64_t(1) << 30,
+                                 &why);
+      if (sum) {
+        float* data = static_cast<float*>(mem.data);
+        auto node_sum = [&] {
+          sum->post(0, {{data, count}});
+          sum->collect(0, data);
+        };
+        node_sum();
+        shared = timed(iters, node_sum);
+      }
     }
     if (rank == 0) {
       const double algbw = double(bytes) / t / 1e9;
       const double busbw = algbw * 2.0 * (world - 1) / world;
       std::printf("  %10lld %10lld %6d %11.1f %12.3f %12.3f", (long long)bytes, (long long)count,
                   iters, t * 1e6, algbw, busbw);
-      if (!cuda) std::printf(" %18.1f", ref * 1e6);
+      if (!cuda) std::printf(" %18.1f %18.1f", ref * 1e6, shared * 1e6);
       std::printf("%s\n", ok ? "" : "  WRONG RESULT");
       std::fflush(stdout);
     }
