@@ -29,28 +29,36 @@ common=(--config "$cfg" --set train.steps="$steps" --set train.threads=1
 tps() { sed -n 's/^done:.* | \([0-9]*\) tok\/s.*/\1/p'; }
 median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-for layout in "dp 2 1 1 8 1.85" "dp-zero 2 1 1 8 1.85" "pp 1 2 1 2 1.7" "pp-il 1 2 1 2 1.7" "tp 1 1 2 16 1.6" \
-              "tp-sub 1 1 2 16 1.6"; do
-  set -- $layout
-  extra=()
-  [ "$1" = pp ] && extra=(--trace "${TMPDIR:-/tmp}/bench_scaling_pp2.json")
-  [ "$1" = pp-il ] && extra=(--set parallel.schedule=interleaved --set parallel.virtual_stages=2
-                             --trace "${TMPDIR:-/tmp}/bench_scaling_pp2_interleaved.json")
-  [ "$1" = tp-sub ] && extra=(--set parallel.tp_subpipeline=true)
-  [ "$1" = dp-zero ] && extra=(--set parallel.zero1=true)
-  singles=() rates=()
-  for ((r = 0; r < repeats; ++r)); do
-    singles+=("$("$train" "${common[@]}" --set train.micro_batch="$5" | tps)")
+layouts=("dp 2 1 1 8 1.85" "dp-zero 2 1 1 8 1.85" "pp 1 2 1 2 1.7" "pp-il 1 2 1 2 1.7"
+         "tp 1 1 2 16 1.6" "tp-sub 1 1 2 16 1.6")
+# Round-robin over the layouts, so a burst of load on the shared host lands on several rows'
+# samples rather than on every sample of one row.
+declare -A singles rates last
+for ((r = 0; r < repeats; ++r)); do
+  for ((l = 0; l < ${#layouts[@]}; ++l)); do
+    set -- ${layouts[l]}
+    extra=()
+    [ "$1" = pp ] && extra=(--trace "${TMPDIR:-/tmp}/bench_scaling_pp2.json")
+    [ "$1" = pp-il ] && extra=(--set parallel.schedule=interleaved --set parallel.virtual_stages=2
+                               --trace "${TMPDIR:-/tmp}/bench_scaling_pp2_interleaved.json")
+    [ "$1" = tp-sub ] && extra=(--set parallel.tp_subpipeline=true)
+    [ "$1" = dp-zero ] && extra=(--set parallel.zero1=true)
+    singles[$l]+="$("$train" "${common[@]}" --set train.micro_batch="$5" | tps) "
     out=$(mpirun --allow-run-as-root -np 2 "$train" "${common[@]}" --set train.micro_batch="$5" \
           --set parallel.dp="$2" --set parallel.pp="$3" --set parallel.tp="$4" "${extra[@]}")
-    rates+=("$(tps <<< "$out")")
+    rates[$l]+="$(tps <<< "$out") "
+    last[$l]=$out
   done
-  single=$(printf '%s\n' "${singles[@]}" | median)
-  rate=$(printf '%s\n' "${rates[@]}" | median)
+done
+
+for ((l = 0; l < ${#layouts[@]}; ++l)); do
+  set -- ${layouts[l]}
+  single=$(tr ' ' '\n' <<< "${singles[$l]}" | grep . | median)
+  rate=$(tr ' ' '\n' <<< "${rates[$l]}" | grep . | median)
   awk -v n="$1" -v r="$rate" -v s="$single" -v want="$6" -v mb="$5" 'BEGIN {
     sub(/-sub/, "2 sub-pipelined", n); sub(/-il/, "2 interleaved", n); sub(/-zero/, "2 ZeRO-1", n)
     if (n !~ / /) n = n "2"
     printf "%s: %d tok/s vs 1 rank %d tok/s (medians, micro-batches of %d) = %.2fx (target >= %.2fx)\n",
            n, r, s, mb, r / s, want }'
-  [[ "$1" = pp* ]] && grep '^simulator' <<< "$out"
+  [[ "$1" = pp* ]] && grep '^simulator' <<< "${last[$l]}"
 done
