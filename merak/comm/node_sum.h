@@ -33,11 +33,19 @@ namespace merak::comm {
 
 class NodeSum {
  public:
+  // The shared memory a member may ask for by default; larger jobs use messages.
+  static constexpr int64_t kMaxBytes = int64_t(1) << 30;
+
   // Collective over `group`. Returns nullptr, with the reason in *why_not, when the members do
   // not share one node or the regions exceed `max_bytes` a member (then use messages).
   static std::unique_ptr<NodeSum> create(const MpiCommunicator& group,
                                          const std::vector<int64_t>& region_floats,
                                          int64_t max_bytes, std::string* why_not);
+  // create() within kMaxBytes when `wanted` and `group` is an MPI group; otherwise, or when
+  // create() refuses, null with the reason ("turned off", "the nccl backend", ...).
+  static std::unique_ptr<NodeSum> create_if(bool wanted, const Communicator& group,
+                                            const std::vector<int64_t>& region_floats,
+                                            std::string* why_not);
   ~NodeSum();
   NodeSum(const NodeSum&) = delete;
   NodeSum& operator=(const NodeSum&) = delete;

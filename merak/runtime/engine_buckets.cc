@@ -1,9 +1,5 @@
 #include "merak/runtime/engine_buckets.h"
 
-#include <algorithm>
-#include <cstring>
-
-#include "merak/comm/mpi_communicator.h"
 #include "merak/runtime/engine_comm.h"
 
 namespace merak::runtime {
@@ -28,19 +24,11 @@ GradBuckets::GradBuckets(comm::Communicator& group, const std::vector<optim::Par
   }
   for (Bucket& b : buckets_) b.missing = int(b.members.size());
 
-  transport_ = "MPI all-reduce";
-  const auto* mpi = dynamic_cast<const comm::MpiCommunicator*>(&group_);
-  std::string why_not = "asked for";
-  if (shared_memory && !mpi) why_not = std::string("the ") + group_.backend() + " backend";
-  if (shared_memory && mpi) {
-    std::vector<int64_t> floats;
-    for (const Bucket& b : buckets_) floats.push_back(b.floats);
-    node_sum_ = comm::NodeSum::create(*mpi, floats, kMaxSharedBytes, &why_not);
-  }
-  if (node_sum_)
-    transport_ = "shared memory";
-  else
-    transport_ += " (not shared memory: " + why_not + ")";
+  std::vector<int64_t> floats;
+  for (const Bucket& b : buckets_) floats.push_back(b.floats);
+  std::string why_not;
+  node_sum_ = comm::NodeSum::create_if(shared_memory, group_, floats, &why_not);
+  transport_ = node_sum_ ? "shared memory" : "MPI all-reduce (not shared memory: " + why_not + ")";
 }
 
 GradBuckets::~GradBuckets() = default;

@@ -4,8 +4,8 @@
 // are all final its all-reduce is posted, and posted ones are polled so MPI moves them along
 // while backward computes. finish() posts what is left and waits for everything.
 // When the replicas share one node (CPU processes on one host) the sums go through shared
-// memory (comm::NodeSum) rather than MPI messages: no progress engine to drive, one copy in and
-// one out, half the additions each. Otherwise, or when asked, MPI's non-blocking all-reduce.
+// memory (comm::NodeSum) rather than MPI messages: no progress engine to drive, each member
+// adding up its share of every bucket. Otherwise, or when asked, MPI's non-blocking all-reduce.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,7 @@ class GradBuckets {
  public:
   // `params` must be the same shapes in the same order on every member of `group`.
   // `shared_memory`: sum through shared memory when the group allows it (an MPI group on one
-  // node, within kMaxSharedBytes a member).
+  // node, within comm::NodeSum::kMaxBytes a member).
   GradBuckets(comm::Communicator& group, const std::vector<optim::Param>& params,
               int64_t bucket_bytes, bool shared_memory);
   ~GradBuckets();
@@ -40,8 +40,6 @@ class GradBuckets {
   int buckets() const { return int(buckets_.size()); }
   // How the sums travel, for the start-up report: "shared memory" or "MPI all-reduce (why)".
   const std::string& transport() const { return transport_; }
-
-  static constexpr int64_t kMaxSharedBytes = int64_t(1) << 30;
 
  private:
   struct Bucket {

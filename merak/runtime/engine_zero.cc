@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "merak/comm/mpi_communicator.h"
 #include "merak/runtime/engine_comm.h"
 
 namespace merak::runtime {
@@ -18,18 +17,14 @@ ShardedAdamW::ShardedAdamW(comm::Communicator& dp, const std::vector<optim::Para
     total += p.value.numel();
   }
   const int64_t n = dp_.size();
-  transport_ = "MPI";
-  std::string why_not = "asked for";
-  const auto* mpi = dynamic_cast<const comm::MpiCommunicator*>(&dp_);
-  if (shared_memory && !mpi) why_not = std::string("the ") + dp_.backend() + " backend";
-  if (shared_memory && mpi)
-    node_sum_ = comm::NodeSum::create(*mpi, {total}, int64_t(1) << 30, &why_not);
+  std::string why_not;
+  node_sum_ = comm::NodeSum::create_if(shared_memory, dp_, {total}, &why_not);
   if (node_sum_) {
     transport_ = "shared memory";
     for (int r = 0; r < int(n); ++r)
       counts_.push_back(node_sum_->segment_begin(0, r + 1) - node_sum_->segment_begin(0, r));
   } else {
-    transport_ += " (not shared memory: " + why_not + ")";
+    transport_ = "MPI (not shared memory: " + why_not + ")";
     // Even segments, the first total % dp members one element longer.
     for (int64_t r = 0; r < n; ++r) counts_.push_back(total / n + (r < total % n ? 1 : 0));
   }
