@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "kernels/cpu/nn.h"
 #include "merak/core/parallel.h"
 #include "merak/ops/op_util.h"
 
@@ -156,21 +157,21 @@ void cross_entropy_kernel(const Tensor& logits, const Tensor& targets, const Ten
   T* mp = m.data<T>();
   T* sp = s.data<T>();
   T* tp = tgt.data<T>();
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * V;
-    T best = -std::numeric_limits<T>::infinity();
-    for (int64_t i = 0; i < V; ++i) best = std::max(best, xr[i]);
-    mp[r] = best;
-  }
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(V, 1));
+  parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r)
+      mp[r] = V ? cpu::nn::row_max(x + r * V, V) : -std::numeric_limits<T>::infinity();
+  });
   tp_reduce(m, TpReduce::Max, a.s("group"), a.i("size"));
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * V;
-    double sum = 0;
-    for (int64_t i = 0; i < V; ++i) sum += std::exp(double(xr[i]) - double(mp[r]));
-    sp[r] = T(sum);
-    const int64_t c = int64_t(t[r]) - start;
-    tp[r] = int64_t(t[r]) != ignore && c >= 0 && c < V ? xr[c] : T(0);
-  }
+  // The shard's sums of exp(x - max) in T, with the vectorised exp cross_entropy uses.
+  parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T* xr = x + r * V;
+      sp[r] = cpu::nn::row_sum_exp(xr, mp[r], V);
+      const int64_t c = int64_t(t[r]) - start;
+      tp[r] = int64_t(t[r]) != ignore && c >= 0 && c < V ? xr[c] : T(0);
+    }
+  });
   tp_reduce(s, TpReduce::Sum, a.s("group"), a.i("size"));
   tp_reduce(tgt, TpReduce::Sum, a.s("group"), a.i("size"));
   T* lp = lse.data<T>();
@@ -193,7 +194,8 @@ void cross_entropy_grad_kernel(const Tensor& dloss, const Tensor& logits, const 
   T* g = dx.data<T>();
   const int64_t count = count_targets(t, rows, ignore, "tp_cross_entropy_grad");
   const T scale = count ? *dloss.data<T>() / T(count) : T(0);
-  parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(V, 1)), [&](int64_t lo, int64_t hi) {
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(V, 1));
+  parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       T* gr = g + r * V;
       if (int64_t(t[r]) == ignore) {
@@ -201,7 +203,8 @@ void cross_entropy_grad_kernel(const Tensor& dloss, const Tensor& logits, const 
         continue;
       }
       const T* xr = x + r * V;
-      for (int64_t i = 0; i < V; ++i) gr[i] = T(std::exp(double(xr[i]) - double(lp[r]))) * scale;
+      cpu::nn::exp_shifted(xr, lp[r], gr, V);
+      for (int64_t i = 0; i < V; ++i) gr[i] *= scale;
       const int64_t c = int64_t(t[r]) - start;
       if (c >= 0 && c < V) gr[c] -= scale;
     }
