@@ -8,6 +8,7 @@
 #include "merak/ops/op_util.h"
 
 #include "kernels/cpu/eigen.h"
+#include "kernels/cpu/vec_math.h"
 
 namespace merak::cpu {
 namespace {
@@ -23,7 +24,8 @@ namespace {
 // j of the result is our row j.
 template <typename T, int LhsOrder, int RhsOrder>
 void gemm_blocked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-                  int64_t ldb, T beta, T* C, int64_t ldc, const T* bias) {
+                  int64_t ldb, T beta, T* C, int64_t ldc, const T* bias,
+                  const GemmEpilogue* epilogue) {
   namespace ei = Eigen::internal;
   using Traits = ei::gebp_traits<T, T>;
   using LhsMapper = ei::const_blas_data_mapper<T, int64_t, LhsOrder>;
@@ -48,6 +50,7 @@ void gemm_blocked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t 
   };
   if (depth == 0 || alpha == T(0)) {
     if (init) init_block(0, M, 0, N);
+    if (epilogue) (*epilogue)(0, M, 0, N);
     return;
   }
 
@@ -75,12 +78,14 @@ void gemm_blocked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t 
     const int64_t amc = std::min(i2 + mc, rows) - i2;
     for (int64_t k2 = 0; k2 < depth; k2 += kc) {
       const int64_t akc = std::min(k2 + kc, depth) - k2;
+      const bool last_depth = k2 + akc == depth;
       pack_lhs(block_a, lhs.getSubMapper(i2, k2), akc, amc);
       for (int64_t j2 = 0; j2 < cols; j2 += nc) {
         const int64_t anc = std::min(j2 + nc, cols) - j2;
         if (!pack_rhs_once || i2 == 0) pack_rhs(block_b, rhs.getSubMapper(k2, j2), akc, anc);
         if (k2 > 0) {
           kernel(res.getSubMapper(i2, j2), block_a, block_b, amc, akc, anc, alpha);
+          if (last_depth && epilogue) (*epilogue)(j2, anc, i2, amc);
           continue;
         }
         // Packed rhs columns come in panels of nr, each akc long: column j starts at j * akc.
@@ -88,6 +93,7 @@ void gemm_blocked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t 
           const int64_t w = std::min(group, anc - j);
           if (k2 == 0 && init) init_block(j2 + j, w, i2, amc);
           kernel(res.getSubMapper(i2, j2 + j), block_a, block_b + j * akc, amc, akc, w, alpha);
+          if (last_depth && epilogue) (*epilogue)(j2 + j, w, i2, amc);
         }
       }
     }
@@ -96,24 +102,26 @@ void gemm_blocked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t 
 
 template <typename T>
 void gemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
-                 int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const T* bias) {
+                 int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const T* bias,
+                 const GemmEpilogue* epi) {
   constexpr int R = Eigen::RowMajor, Cm = Eigen::ColMajor;
-  if (tb && ta) gemm_blocked<T, R, R>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
-  else if (tb) gemm_blocked<T, R, Cm>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
-  else if (ta) gemm_blocked<T, Cm, R>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
-  else gemm_blocked<T, Cm, Cm>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+  if (tb && ta) gemm_blocked<T, R, R>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, epi);
+  else if (tb) gemm_blocked<T, R, Cm>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, epi);
+  else if (ta) gemm_blocked<T, Cm, R>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, epi);
+  else gemm_blocked<T, Cm, Cm>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, epi);
 }
 
 }  // namespace
 
 template <typename T>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
-          const T* B, int64_t ldb, T beta, T* C, int64_t ldc, bool threaded, const T* bias) {
+          const T* B, int64_t ldb, T beta, T* C, int64_t ldc, bool threaded, const T* bias,
+          const GemmEpilogue* epilogue) {
   if (M <= 0 || N <= 0) return;
   const int64_t macs = M * N * K;
   int64_t parts = threaded ? std::min<int64_t>(num_threads(), macs / kGemmMacsPerThread) : 1;
   if (parts <= 1) {
-    gemm_serial(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
+    gemm_serial(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, epilogue);
     return;
   }
   // Split the longer output side into `parts` panels, each a whole GEMM over the full K: every
@@ -127,21 +135,31 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A
   parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t p = lo; p < hi; ++p) {
       const int64_t s = p * chunk, n = std::min(len, s + chunk) - s;
+      // The panel's epilogue sees the whole C's coordinates.
+      GemmEpilogue shifted;
+      if (epilogue) {
+        shifted = [&, s](int64_t row, int64_t rows, int64_t col, int64_t cols) {
+          (*epilogue)(split_n ? row : row + s, rows, split_n ? col + s : col, cols);
+        };
+      }
+      const GemmEpilogue* epi = epilogue ? &shifted : nullptr;
       if (split_n) {
         gemm_serial(ta, tb, M, n, K, alpha, A, lda, tb ? B + s * ldb : B + s, ldb, beta, C + s,
-                    ldc, bias ? bias + s : nullptr);
+                    ldc, bias ? bias + s : nullptr, epi);
       } else {
         gemm_serial(ta, tb, n, N, K, alpha, ta ? A + s : A + s * lda, lda, B, ldb, beta,
-                    C + s * ldc, ldc, bias);
+                    C + s * ldc, ldc, bias, epi);
       }
     }
   });
 }
 
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                          const float*, int64_t, float, float*, int64_t, bool, const float*);
+                          const float*, int64_t, float, float*, int64_t, bool, const float*,
+                          const GemmEpilogue*);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
-                           const double*, int64_t, double, double*, int64_t, bool, const double*);
+                           const double*, int64_t, double, double*, int64_t, bool, const double*,
+                           const GemmEpilogue*);
 
 namespace {
 
@@ -230,6 +248,40 @@ MERAK_REGISTER_KERNEL(linear, CPU, [](const std::vector<Tensor>& in, const std::
     gemm<scalar_t>(false, true, M, n_out, n_in, scalar_t(1), x.data<scalar_t>(), n_in,
                    w.data<scalar_t>(), n_in, scalar_t(0), out[0].data<scalar_t>(), n_out, true,
                    bias.defined() ? bias.data<scalar_t>() : nullptr);
+  });
+});
+
+// linear_gelu: the linear GEMM writes pre = x W^T + bias, and its epilogue writes y = gelu(pre)
+// block by block while each block of pre is still in cache. The same gelu functions as the gelu
+// kernel, so the fused op gives the unfused pair's bits.
+template <typename T, typename Gelu>
+void linear_gelu_kernel(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                        const Tensor& pre, Gelu gelu) {
+  const int64_t n_in = w.size(1), n_out = w.size(0);
+  const int64_t M = numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  T* yp = y.data<T>();
+  T* zp = pre.data<T>();
+  const GemmEpilogue epilogue = [&](int64_t row, int64_t rows, int64_t col, int64_t cols) {
+    for (int64_t r = row; r < row + rows; ++r) {
+      const T* z = zp + r * n_out + col;
+      T* out = yp + r * n_out + col;
+      for (int64_t c = 0; c < cols; ++c) out[c] = gelu(z[c]);
+    }
+  };
+  gemm<T>(false, true, M, n_out, n_in, T(1), x.data<T>(), n_in, w.data<T>(), n_in, T(0), zp,
+          n_out, true, bias.defined() ? bias.data<T>() : nullptr, &epilogue);
+}
+
+MERAK_REGISTER_KERNEL(linear_gelu, CPU, [](const std::vector<Tensor>& in,
+                                           const std::vector<Tensor>& out, const Attrs& a) {
+  const bool exact = a.s("approximate") == "none";
+  const Tensor bias = in.size() > 2 ? in[2] : Tensor();
+  MERAK_DISPATCH_FLOAT(in[0].dtype(), "linear_gelu", [&] {
+    using T = scalar_t;
+    if (exact)
+      linear_gelu_kernel<T>(in[0], in[1], bias, out[0], out[1], [](T v) { return gelu_erf(v); });
+    else
+      linear_gelu_kernel<T>(in[0], in[1], bias, out[0], out[1], [](T v) { return gelu_tanh(v); });
   });
 });
 

@@ -2,8 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace merak::cpu {
+
+// Called on each block of C once its value is final - C's rows [row, row + rows) and columns
+// [col, col + cols) - while the block is still in cache: a fused elementwise step (GELU after a
+// linear) costs no extra pass over memory. Blocks of one GEMM may be handed to different threads.
+using GemmEpilogue = std::function<void(int64_t row, int64_t rows, int64_t col, int64_t cols)>;
 
 // C[M, N] = alpha * op(A) * op(B) + beta * C (+ bias[n] on every row when bias is non-null).
 // All matrices are row-major with leading dimensions (row strides) lda, ldb, ldc:
@@ -15,7 +21,7 @@ namespace merak::cpu {
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, bool threaded = true,
-          const T* bias = nullptr);
+          const T* bias = nullptr, const GemmEpilogue* epilogue = nullptr);
 
 // A GEMM is split so that every thread gets at least this many multiply-adds (~10 us of work,
 // well above the cost of waking the pool); smaller products run on the calling thread.

@@ -28,8 +28,11 @@ class Matcher {
   Matcher(const Graph& g, const std::map<std::string, ops::TensorMeta>& metas,
           const std::map<std::string, Tensor>& constants)
       : g_(g), metas_(metas), constants_(constants) {
-    for (int i = 0; i < g.nodes_size(); ++i)
+    for (int i = 0; i < g.nodes_size(); ++i) {
       for (const std::string& out : g.nodes(i).outputs()) producer_[out] = i;
+      for (const std::string& in : g.nodes(i).inputs()) ++readers_[in];
+    }
+    for (const ValueInfo& out : g.outputs()) ++readers_[out.name()];
   }
 
   // The node producing `v` when it is a `type` op.
@@ -51,12 +54,18 @@ class Matcher {
   const Shape& shape(const std::string& v) const { return metas_.at(v).shape; }
   bool has_type(const std::string& v) const { return metas_.count(v) > 0; }
   const ops::TensorMeta& type(const std::string& v) const { return metas_.at(v); }
+  // How many node inputs and graph outputs name `v`.
+  int readers(const std::string& v) const {
+    auto it = readers_.find(v);
+    return it == readers_.end() ? 0 : it->second;
+  }
 
  private:
   const Graph& g_;
   const std::map<std::string, ops::TensorMeta>& metas_;
   const std::map<std::string, Tensor>& constants_;
   std::map<std::string, int> producer_;
+  std::map<std::string, int> readers_;
 };
 
 // The two operands of a commutative binary node, in both orders.
@@ -241,6 +250,15 @@ std::optional<Fused> match_gelu(const Matcher& m, const Node& n) {
   return std::nullopt;
 }
 
+// --- linear_gelu: gelu(linear(x, W, b)) when the GELU is the product's only reader ---
+std::optional<Fused> match_linear_gelu(const Matcher& m, const Node& n) {
+  if (n.op() != "gelu") return std::nullopt;
+  const Node* lin = m.op(n.inputs(0), "linear");
+  if (!lin || m.readers(n.inputs(0)) != 1) return std::nullopt;
+  return Fused{"linear_gelu", {lin->inputs().begin(), lin->inputs().end()},
+               ops::Attrs().set("approximate", attrs_of(n).s("approximate"))};
+}
+
 // Keeps the elements of `field` that `keep` accepts, in order.
 template <typename T, typename Keep>
 void keep_if(google::protobuf::RepeatedPtrField<T>& field, Keep keep) {
@@ -394,7 +412,8 @@ void apply(Graph& g, const std::map<std::string, ops::TensorMeta>& metas,
 void fuse_patterns(Graph& graph, const std::map<std::string, ops::TensorMeta>& metas,
                    const std::map<std::string, Tensor>& constants) {
   for (const Pattern& p :
-       std::vector<Pattern>{match_linear, match_layer_norm, match_gelu, match_attention}) {
+       std::vector<Pattern>{match_linear, match_layer_norm, match_gelu, match_attention,
+                            match_linear_gelu}) {
     apply(graph, metas, constants, p);
     prune(graph);
   }

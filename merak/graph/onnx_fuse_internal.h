@@ -17,7 +17,8 @@ namespace merak::graph::onnx_detail {
 // mean/sub/pow/mean/add/sqrt/div (* w + b) -> layer_norm; 0.5 x (1 + erf(x / sqrt 2)) ->
 // gelu(none); 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) -> gelu(tanh);
 // softmax(q k^T / c, masked) v -> sdpa (a constant upper-triangle mask becomes causal, not(a
-// [B, Tk] bool) a key padding mask). A fused node takes the name and outputs of the pattern's
+// [B, Tk] bool) a key padding mask); then gelu(linear) -> linear_gelu where nothing else reads
+// the product. A fused node takes the name and outputs of the pattern's
 // last node and must infer the same type.
 void fuse_patterns(Graph& graph, const std::map<std::string, ops::TensorMeta>& metas,
                    const std::map<std::string, Tensor>& constants);

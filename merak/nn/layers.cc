@@ -15,6 +15,11 @@ Tensor Linear::forward(const Tensor& x) const {
   return ops::linear(x, weight, bias ? *bias : Tensor());
 }
 
+Tensor Linear::forward_gelu(const Tensor& x, const std::string& approximate) const {
+  const ops::ScopeGuard scope(path());
+  return ops::linear_gelu(x, weight, bias ? *bias : Tensor(), approximate);
+}
+
 Embedding::Embedding(int64_t num, int64_t dim, double init_std)
     : weight(parameter("weight", {num, dim}, Init::normal(init_std))) {}
 

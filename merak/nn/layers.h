@@ -13,6 +13,8 @@ class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, bool bias = true, double init_std = 0.02);
   Tensor forward(const Tensor& x) const;
+  // gelu(forward(x)) as one op (linear_gelu), GELU "tanh" or "none" (erf).
+  Tensor forward_gelu(const Tensor& x, const std::string& approximate) const;
   Tensor& weight;
   Tensor* bias;  // null without bias
 };

@@ -13,7 +13,7 @@ Mlp::Mlp(int64_t hidden, int64_t ffn_hidden, const std::string& approximate, dou
 
 Tensor Mlp::forward(const Tensor& x) const {
   const ops::ScopeGuard scope(path());
-  return proj.forward(ops::gelu(fc.forward(x), approximate_));
+  return proj.forward(fc.forward_gelu(x, approximate_));
 }
 
 PreLnBlock::PreLnBlock(const BlockOptions& o)

@@ -59,6 +59,9 @@ Tensor arange(const Tensor& x, int64_t dim = -1);
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 // x [..., in] times weight [out, in] transposed, plus bias [out] when defined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// gelu(linear(x, weight, bias), approximate) as one op (a GEMM epilogue where the device has one).
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                   const std::string& approximate = "tanh");
 
 // --- neural-network ops (defs/nn.cc) ---
 Tensor softmax(const Tensor& x, int64_t dim = -1);

@@ -35,10 +35,13 @@ bool is_broadcasting(const std::string& op) {
 std::string shape_text(const Shape& s) { return shape_str(s); }
 
 // A product with a weight: linear (weight [out, in], optional bias) or matmul(x, W) with W a
-// 2-D parameter ([in, out], or [out, in] with trans_b), as ONNX exports with folded transposes.
+// 2-D parameter ([in, out], or [out, in] with trans_b), as ONNX exports with folded transposes;
+// or linear_gelu, which applies GELU to the whole product and so can only be column-parallel
+// (row-parallel partial products must be summed before any GELU).
 struct Dense {
   int x = -1, w = -1, bias = -1;
   int64_t out_dim = 0, in_dim = 1;  // of the weight
+  bool column_only = false;
 };
 
 // A group of nodes between column-parallel and row-parallel linears whose values are split.
@@ -91,10 +94,11 @@ class Pass {
 std::optional<Dense> Pass::dense(int n) const {
   const NodeFacts& nf = node(n);
   Dense d;
-  if (nf.op->name == "linear") {
+  if (nf.op->name == "linear" || nf.op->name == "linear_gelu") {
     d.x = nf.inputs[0];
     d.w = nf.inputs[1];
     d.bias = nf.inputs.size() > 2 ? nf.inputs[2] : -1;
+    d.column_only = nf.op->name == "linear_gelu";
   } else if (nf.op->name == "matmul" && !nf.attrs.b("trans_a") && nf.inputs[1] >= 0 &&
              shape(nf.inputs[1]).size() == 2) {
     d.x = nf.inputs[0];
@@ -282,9 +286,14 @@ Region Pass::grow(int row_linear) const {
         r.column.insert(n);
         return true;
       }
-      if (last && v == d->x) {
+      if (last && v == d->x && !d->column_only) {
         r.row.insert(n);
         return true;
+      }
+      if (last && v == d->x) {
+        r.failure = "'" + nf.node->name() + "' (" + nf.op->name +
+                    ") applies GELU to its whole product, so it cannot be row-parallel";
+        return false;
       }
       r.failure = "'" + nf.node->name() + "' meets the split on a dim it cannot split";
       return false;
@@ -354,7 +363,7 @@ void Pass::find_vocab() {
     for (int id : f_.nodes[n].inputs)
       if (trainable_param(id)) uses[id].push_back(int(n));
   auto head_ok = [&](int n) {
-    if (!dense(n)) return false;
+    if (!dense(n) || dense(n)->column_only) return false;
     const int y = node(n).outputs[0];
     const bool is_output = std::find(f_.outputs.begin(), f_.outputs.end(), y) != f_.outputs.end();
     for (int q : value(y).readers)

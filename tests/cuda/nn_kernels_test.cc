@@ -71,6 +71,19 @@ std::vector<Case> cases() {
   const Tensor b_wide = r({6});
   c.push_back({"linear", "misaligned bias", {x3, w3, b_wide.narrow(0, 1, 5)}, {}, 1e-5});
   c.push_back({"linear", "in = 0", {r({3, 0}), r({4, 0}), r({4})}, {}, 1e-6});
+  // linear_gelu: the tanh form with 8k outputs runs cuBLASLt's GELU_AUX epilogue (with and
+  // without bias); the others take the linear-then-gelu path.
+  const Tensor x16 = rand_f32({2, 3, 24}, seed++, -2, 2), w16 = r({16, 24}), b16 = r({16});
+  const Attrs gelu_tanh = Attrs().set("approximate", "tanh");
+  const Attrs gelu_none = Attrs().set("approximate", "none");
+  c.push_back({"linear_gelu", "tanh, epilogue with bias", {x16, w16, b16}, gelu_tanh, 1e-5});
+  c.push_back({"linear_gelu", "tanh, epilogue without bias", {x16, w16}, gelu_tanh, 1e-5});
+  const Tensor x_big = rand_f32({300, 256}, seed++, -1, 1);
+  c.push_back({"linear_gelu", "tanh, large", {x_big, r({512, 256}), r({512})}, gelu_tanh, 1e-5});
+  c.push_back({"linear_gelu", "tanh, 5 outputs (no epilogue)", {x3, w3, b3}, gelu_tanh, 1e-5});
+  c.push_back({"linear_gelu", "tanh, misaligned bias", {x16, w16, r({17}).narrow(0, 1, 16)},
+               gelu_tanh, 1e-5});
+  c.push_back({"linear_gelu", "none (erf, no epilogue)", {x16, w16, b16}, gelu_none, 1e-5});
 
   for (const char* op : {"softmax", "log_softmax"}) {
     c.push_back({op, "short rows", {rand_f32({6, 37}, seed++, -5, 5)}, {}, 1e-5});
@@ -245,11 +258,11 @@ void check_case(const Case& c) {
 }
 
 int run() {
-  const char* ops_covered[] = {"matmul",         "linear",           "softmax",
-                               "log_softmax",    "softmax_grad",     "log_softmax_grad",
-                               "layer_norm",     "layer_norm_grad",  "embedding",
-                               "embedding_grad", "cross_entropy",    "cross_entropy_grad",
-                               "sdpa",           "sdpa_grad"};
+  const char* ops_covered[] = {"matmul",          "linear",         "linear_gelu",
+                               "softmax",         "log_softmax",    "softmax_grad",
+                               "log_softmax_grad", "layer_norm",    "layer_norm_grad",
+                               "embedding",       "embedding_grad", "cross_entropy",
+                               "cross_entropy_grad", "sdpa",        "sdpa_grad"};
   for (const char* op : ops_covered)
     if (!ops::Registry::get().kernel(op, DeviceType::CUDA))
       fail(std::string(op) + ": no CUDA kernel registered");

@@ -20,8 +20,11 @@ TEST_CASE("summary of a traced GPT: ops, parameters, FLOPs per token", "[graph][
   CHECK(s.parameters == model->num_parameters());
   CHECK(s.constants == 0);
   CHECK(s.tokens == 32);
-  // Per block: qkv, attention projection, fc, mlp projection; plus the tied LM head.
-  CHECK(s.ops.at("linear") == 4 * o.layers + 1);
+  // Per block: qkv, attention projection, mlp projection; plus the tied LM head. The MLP's fc
+  // and its GELU are one linear_gelu.
+  CHECK(s.ops.at("linear") == 3 * o.layers + 1);
+  CHECK(s.ops.at("linear_gelu") == o.layers);
+  CHECK(s.ops.count("gelu") == 0);
   CHECK(s.ops.at("sdpa") == o.layers);
   CHECK(s.ops.at("layer_norm") == 2 * o.layers + 1);
   CHECK(s.ops.at("embedding") == 2);

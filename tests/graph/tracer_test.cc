@@ -9,6 +9,7 @@
 #include <set>
 
 #include "merak/config/config.h"
+#include "merak/graph/convert.h"
 #include "merak/graph/executor.h"
 #include "merak/graph/summary.h"
 #include "merak/ops/dispatch.h"
@@ -87,7 +88,9 @@ TEST_CASE("a traced GPT has module paths, initializer specs and the tied weight 
   for (const Node& n : g.nodes())
     if (n.module_path() == "blocks.1.mlp.fc") fc = &n;
   REQUIRE(fc);
-  CHECK(fc->op() == "linear");
+  CHECK(fc->op() == "linear_gelu");  // GPT-2's GELU fused into the fc product
+  CHECK(graph::attrs_of(*fc).s("approximate") == "tanh");
+  CHECK(fc->outputs_size() == 2);  // y, and the product before GELU that backward reads
   CHECK(fc->inputs(1) == "blocks.1.mlp.fc.weight");
   CHECK(fc->inputs(2) == "blocks.1.mlp.fc.bias");
   // Attention's own ops (reshape, split, sdpa) sit under the attention module.
@@ -259,7 +262,8 @@ TEST_CASE("configs/gpt20b.yaml's 20B model traces in well under 10 s, allocating
   const graph::Summary s = graph::summarize(m);
   CHECK(s.parameters == model->num_parameters());
   CHECK(s.parameters > 20000000000);
-  CHECK(s.ops.at("linear") == 4 * 44 + 1);
+  CHECK(s.ops.at("linear") == 3 * 44 + 1);
+  CHECK(s.ops.at("linear_gelu") == 44);
   CHECK(s.ops.at("sdpa") == 44);
   CHECK(nodes_reading(m.graph(), "wte.weight").size() == 2);
   CHECK(s.flops_per_token() == Approx(model->flops_per_token(cfg.train.seq_len)).epsilon(0.02));

@@ -83,6 +83,22 @@ OpCase linear_case(std::string label, const Shape& x, int64_t n_out, bool bias, 
   return c;
 }
 
+// linear_gelu's outputs: gelu of the linear reference, and the linear reference itself.
+OpCase linear_gelu_case(std::string label, const Shape& x, int64_t n_out, bool bias,
+                        const std::string& approximate, uint64_t seed, bool check_grad = true) {
+  OpCase c = linear_case(std::move(label), x, n_out, bias, seed, check_grad);
+  c.attrs = Attrs().set("approximate", approximate);
+  c.reference = [](const std::vector<Tensor>& in, const Attrs& a) {
+    const Tensor pre = linear_ref(in[0], in[1], in[2]);
+    const bool exact = a.has("approximate") && a.s("approximate") == "none";
+    const auto gelu = exact ? gelu_erf_ref : gelu_tanh_ref;
+    std::vector<double> y = values(pre);
+    for (double& v : y) v = gelu(v);
+    return std::vector<Tensor>{make_f64(pre.shape(), y), pre};
+  };
+  return c;
+}
+
 }  // namespace
 
 MERAK_OP_CASES(matmul) {
@@ -119,6 +135,25 @@ MERAK_OP_CASES(linear) {
       linear_case("4-D x with bias", {2, 1, 2, 3}, 2, true, 47),
       linear_case("threaded, with bias", {2, 64, 96}, 200, true, 49, false),
   };
+}
+
+MERAK_OP_CASES(linear_gelu) {
+  std::vector<OpCase> cs;
+  for (const std::string mode : {"tanh", "none"}) {
+    cs.push_back(linear_gelu_case(mode + ", 2-D with bias", {3, 4}, 5, true, mode, 51));
+    cs.push_back(linear_gelu_case(mode + ", 3-D without bias", {2, 3, 4}, 5, false, mode, 53));
+    cs.push_back(linear_gelu_case(mode + ", 1-D x with bias", {4}, 3, true, mode, 55));
+    // Large enough to split over threads and to take several blocks of the GEMM's epilogue.
+    cs.push_back(linear_gelu_case(mode + ", threaded, N split", {2, 64, 96}, 200, true, mode, 57,
+                                  false));
+    cs.push_back(linear_gelu_case(mode + ", threaded, M split", {300, 64}, 40, true, mode, 59,
+                                  false));
+  }
+  // The default is the tanh form, as for gelu.
+  OpCase d = linear_gelu_case("default attribute", {3, 4}, 5, true, "tanh", 61);
+  d.attrs = Attrs();
+  cs.push_back(d);
+  return cs;
 }
 
 }  // namespace merak::test

@@ -1,5 +1,6 @@
 #include "tests/ops/harness.h"
 
+#include <cmath>
 #include <map>
 
 #include "merak/core/philox.h"
@@ -92,5 +93,11 @@ int64_t broadcast_source(const std::vector<int64_t>& out_index, const Shape& sha
     flat = flat * shape[d] + (shape[d] == 1 ? 0 : out_index[lead + d]);
   return flat;
 }
+
+double gelu_tanh_ref(double x) {
+  const double k = std::sqrt(2 / M_PI);
+  return 0.5 * x * (1 + std::tanh(k * (x + 0.044715 * x * x * x)));
+}
+double gelu_erf_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
 
 }  // namespace merak::test

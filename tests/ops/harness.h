@@ -64,5 +64,8 @@ std::vector<int64_t> unravel(int64_t flat, const Shape& shape);
 int64_t ravel(const std::vector<int64_t>& index, const Shape& shape);
 // Row-major offset in `shape` of the element a broadcast result index maps to.
 int64_t broadcast_source(const std::vector<int64_t>& out_index, const Shape& shape);
+// GELU in f64 by its textbook formulas: GPT-2's tanh form and the exact erf form.
+double gelu_tanh_ref(double x);
+double gelu_erf_ref(double x);
 
 }  // namespace merak::test

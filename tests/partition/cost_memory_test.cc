@@ -36,11 +36,13 @@ TEST_CASE("node time is the larger of FLOPs over achievable peak and bytes over 
   const CostModel f32(hw, Precision::F32, {});
 
   const double tokens = 4 * 1024;
-  const NodeTime fc = bf16.node_time(f, find_node(f, "blocks.0.mlp.fc/linear_0"));
-  const double fc_flops = 2 * tokens * 768 * 3072 + tokens * 3072;  // product and bias
+  // fc is linear_gelu: the product, the bias and GELU's 20 FLOPs an element (25 backward).
+  const NodeTime fc = bf16.node_time(f, find_node(f, "blocks.0.mlp.fc/linear_gelu_0"));
+  const double fc_flops = 2 * tokens * 768 * 3072 + tokens * 3072 + 20 * tokens * 3072;
   CHECK(fc.fwd == Approx(fc_flops / (312e12 * 0.7)));
-  CHECK(fc.bwd == Approx((4 * tokens * 768 * 3072 + tokens * 3072) / (312e12 * 0.7)));
-  CHECK(f32.node_time(f, find_node(f, "blocks.0.mlp.fc/linear_0")).fwd ==
+  CHECK(fc.bwd ==
+        Approx((4 * tokens * 768 * 3072 + tokens * 3072 + 25 * tokens * 3072) / (312e12 * 0.7)));
+  CHECK(f32.node_time(f, find_node(f, "blocks.0.mlp.fc/linear_gelu_0")).fwd ==
         Approx(fc_flops / (19.5e12 * 0.7)));
 
   // a + b = y: three [4, 1024, 768] tensors moved, 2 bytes each under bf16, 4 under f32.

@@ -80,7 +80,7 @@ TEST_CASE("the pass splits attention by heads, the MLP by features, the vocabula
     // The rewritten graph is consistent (inference would throw) and ends in the full loss.
     const GraphFacts f = analyze(g);
     CHECK(f.values[size_t(f.find("loss"))].meta.shape == Shape{});
-    CHECK(f.values[size_t(f.find("blocks.0.mlp.fc/linear_0:0"))].meta.shape == Shape{2, 8, 64});
+    CHECK(f.values[size_t(f.find("blocks.0.mlp.fc/linear_gelu_0:0"))].meta.shape == Shape{2, 8, 64});
   }
 }
 

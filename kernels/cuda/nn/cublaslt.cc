@@ -109,7 +109,7 @@ void make_layout(Layout& l, cudaDataType_t type, int64_t rows, int64_t cols, int
 }
 
 // Everything the heuristic's choice depends on.
-using AlgoKey = std::array<int64_t, 20>;
+using AlgoKey = std::array<int64_t, 21>;
 
 // The heuristic's best algorithm for this problem, asked once per key.
 cublasLtMatmulAlgo_t find_algo(const AlgoKey& key, cublasLtHandle_t handle,
@@ -166,9 +166,18 @@ void gemm_call(const GemmArgs& g, const void* A, const void* B, void* C, int64_t
   const cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSA, op_first, op);
   set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSB, op_second, op);
+  if (g.gelu_aux) {
+    MERAK_CHECK(batch == 1, op, ": the GELU epilogue takes one matrix, not a batch of ", batch);
+    set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+             g.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX, op);
+    // The aux matrix is laid out as the result: column-major [N, M], leading dim ldc.
+    set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.gelu_aux, op);
+    set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t(g.ldc), op);
+  } else if (g.bias) {
+    set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS, op);
+  }
   if (g.bias) {
     // The bias runs along the column-major result's rows: our columns, N of them.
-    set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS, op);
     set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias, op);
     set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(type), op);
   }
@@ -189,7 +198,8 @@ void gemm_call(const GemmArgs& g, const void* A, const void* B, void* C, int64_t
   const AlgoKey key = {device,    int64_t(g.elem), tf32,       g.trans_a,  g.trans_b,
                        g.M,       g.N,             g.K,        g.lda,      g.ldb,
                        g.ldc,     batch,           g.stride_a, g.stride_b, g.stride_c,
-                       g.bias != nullptr, g.accumulate, align[0], align[1], align[2]};
+                       g.bias != nullptr, g.accumulate, align[0], align[1], align[2],
+                       g.gelu_aux != nullptr};
   const cublasLtMatmulAlgo_t algo = find_algo(key, lt.handle, desc, la, lb, lc, align, op);
 
   const float alpha = 1.f, beta = g.accumulate ? 1.f : 0.f;

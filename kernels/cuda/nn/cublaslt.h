@@ -28,6 +28,9 @@ struct GemmArgs {
   int64_t batch = 1;
   const void* bias = nullptr;  // [N], added by cuBLASLt's epilogue; see bias_epilogue_ok
   bool accumulate = false;     // C += product (beta = 1) instead of C = product
+  // When set, C gets GELU (tanh form) of the product (plus bias) and this buffer, laid out as
+  // C, the value before GELU: cuBLASLt's GELU_AUX epilogue; see gelu_epilogue_ok. batch 1 only.
+  void* gelu_aux = nullptr;
 };
 
 // Queues the GEMM on `stream` of device `device`; errors name `op`. M, N, K, batch >= 1.
@@ -37,6 +40,12 @@ void gemm(const GemmArgs& g, int device, cudaStream_t stream, const char* op);
 // not 16-byte aligned, so callers add such a bias themselves.
 inline bool bias_epilogue_ok(const void* bias) {
   return reinterpret_cast<uintptr_t>(bias) % 16 == 0;
+}
+
+// Whether the GELU_AUX epilogue can write an aux matrix with N columns (row-major) at `aux`:
+// cuBLASLt wants its leading dimension a multiple of 8.
+inline bool gelu_epilogue_ok(int64_t N, const void* aux) {
+  return N % 8 == 0 && reinterpret_cast<uintptr_t>(aux) % 16 == 0;
 }
 
 }  // namespace merak::cuda_kernels::nn

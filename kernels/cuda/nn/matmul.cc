@@ -1,5 +1,5 @@
-// CUDA kernels of matmul (batched, broadcasting, transpose flags) and linear (x W^T + b), as
-// cuBLASLt GEMMs (cublaslt.h). Defs in merak/ops/defs/matmul.cc.
+// CUDA kernels of matmul (batched, broadcasting, transpose flags), linear (x W^T + b) and
+// linear_gelu, as cuBLASLt GEMMs (cublaslt.h). Defs in merak/ops/defs/matmul.cc.
 #include <vector>
 
 #include "kernels/cuda/common.h"
@@ -163,9 +163,48 @@ void linear_kernel(const std::vector<Tensor>& in, const std::vector<Tensor>& out
   check_launch("linear");
 }
 
+// gelu(x W^T + bias) and the product before GELU. GPT-2's tanh form runs as one cuBLASLt GEMM
+// with the GELU_AUX epilogue (which writes both); the exact erf form, which cuBLASLt does not
+// offer, and shapes the epilogue refuses run the linear kernel and then the gelu kernel.
+void linear_gelu_kernel(const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                        const Attrs& a) {
+  const Tensor &x = in[0], &w = in[1], &y = out[0], &pre = out[1];
+  const Tensor bias = in.size() > 2 ? in[2] : Tensor();
+  const int64_t n_in = w.size(1), n_out = w.size(0);
+  const int64_t M = numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  if (M == 0 || n_out == 0) return;
+  const bool fused = a.s("approximate") == "tanh" && n_in > 0 &&
+                     gelu_epilogue_ok(n_out, pre.device_data()) &&
+                     (!bias.defined() || bias_epilogue_ok(bias.device_data()));
+  if (!fused) {
+    linear_kernel(in, {pre}, a);
+    const ops::KernelFn* gelu = ops::Registry::get().kernel("gelu", DeviceType::CUDA);
+    MERAK_CHECK(gelu, "linear_gelu: no CUDA gelu kernel is registered");
+    (*gelu)({pre}, {y}, a);
+    return;
+  }
+  GemmArgs g;
+  g.elem = elem_of(x, "linear_gelu");
+  g.trans_b = true;
+  g.M = M;
+  g.N = n_out;
+  g.K = n_in;
+  g.A = x.device_data();
+  g.lda = n_in;
+  g.B = w.device_data();
+  g.ldb = n_in;
+  g.C = y.device_data();
+  g.ldc = n_out;
+  g.bias = bias.defined() ? bias.device_data() : nullptr;
+  g.gelu_aux = pre.device_data();
+  gemm(g, y.device().index, stream_of(y), "linear_gelu");
+  check_launch("linear_gelu");
+}
+
 }  // namespace
 
 MERAK_REGISTER_KERNEL(matmul, CUDA, matmul_kernel);
 MERAK_REGISTER_KERNEL(linear, CUDA, linear_kernel);
+MERAK_REGISTER_KERNEL(linear_gelu, CUDA, linear_gelu_kernel);
 
 }  // namespace merak::cuda_kernels::nn

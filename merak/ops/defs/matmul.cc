@@ -1,4 +1,5 @@
-// matmul (batched, broadcasting, transpose flags) and linear (x W^T + b as one op).
+// matmul (batched, broadcasting, transpose flags), linear (x W^T + b as one op) and linear_gelu
+// (GELU applied in the same op).
 #include "merak/ops/functional.h"
 #include "merak/ops/op_util.h"
 
@@ -100,7 +101,60 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   return call1(op, {a, b}, Attrs().set("trans_a", trans_a).set("trans_b", trans_b));
 }
 
-// --- linear -------------------------------------------------------------------------------
+// --- linear and linear_gelu ------------------------------------------------------------
+
+namespace {
+
+TensorMeta infer_linear(const std::vector<TensorMeta>& in) {
+  const TensorMeta& x = in[0];
+  const TensorMeta& w = in[1];
+  expect_floating(x, "x");
+  expect_rank_at_least(x, 1, "x");
+  MERAK_CHECK(w.shape.size() == 2, "weight must be [out, in], got ", shape_str(w.shape));
+  MERAK_CHECK(w.dtype == x.dtype, "x is ", dtype_name(x.dtype), " but weight is ",
+              dtype_name(w.dtype));
+  MERAK_CHECK(x.shape.back() == w.shape[1], "x ", shape_str(x.shape), " has ", x.shape.back(),
+              " features but weight ", shape_str(w.shape), " expects ", w.shape[1]);
+  if (in.size() > 2 && in[2].defined) {
+    const TensorMeta& b = in[2];
+    MERAK_CHECK(b.shape == Shape{w.shape[0]}, "bias must be [", w.shape[0], "] for weight ",
+                shape_str(w.shape), ", got ", shape_str(b.shape));
+    MERAK_CHECK(b.dtype == x.dtype, "x is ", dtype_name(x.dtype), " but bias is ",
+                dtype_name(b.dtype));
+  }
+  Shape out = x.shape;
+  out.back() = w.shape[0];
+  return {out, x.dtype};
+}
+
+OpCost linear_cost(const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out) {
+  const double mn = double(out[0].numel()), k = double(in[1].shape[1]);
+  const bool has_bias = in.size() > 2 && in[2].defined;
+  OpCost c;
+  c.fwd_flops = 2 * mn * k + (has_bias ? mn : 0);
+  c.bwd_flops = 4 * mn * k + (has_bias ? mn : 0);  // dx, dW products; db a column sum
+  c.bytes = double(in[0].nbytes() + in[1].nbytes() + out[0].nbytes()) +
+            (has_bias ? double(in[2].nbytes()) : 0);
+  return c;
+}
+
+// The gradients of x W^T + b given the gradient dz of that product. Every leading dim of x
+// folds into one row dim, so each gradient is a single 2-D product.
+std::vector<Tensor> linear_grads(const BackwardCtx& c, const Tensor& dz) {
+  const Tensor& x = c.inputs[0];
+  const Tensor& w = c.inputs[1];
+  const int64_t n_out = w.size(0), n_in = w.size(1);
+  const Tensor dz2 = reshape(dz, {-1, n_out});
+  Tensor dx, dw, db;
+  if (c.needs_input_grad[0]) dx = reshape(matmul(dz2, w), x.shape());
+  if (c.needs_input_grad[1]) dw = matmul(dz2, reshape(x, {-1, n_in}), true, false);
+  if (c.needs_input_grad.size() > 2 && c.needs_input_grad[2]) db = sum(dz2, {0});
+  std::vector<Tensor> grads = {dx, dw, db};
+  grads.resize(c.inputs.size());  // bias may have been left out of the call altogether
+  return grads;
+}
+
+}  // namespace
 
 MERAK_REGISTER_OP(linear) {
   OpDef d;
@@ -109,52 +163,14 @@ MERAK_REGISTER_OP(linear) {
   d.inputs = {"x", "weight", "bias?"};
   d.outputs = {"y"};
   d.infer = [](const std::vector<TensorMeta>& in, const Attrs&) {
-    const TensorMeta& x = in[0];
-    const TensorMeta& w = in[1];
-    expect_floating(x, "x");
-    expect_rank_at_least(x, 1, "x");
-    MERAK_CHECK(w.shape.size() == 2, "weight must be [out, in], got ", shape_str(w.shape));
-    MERAK_CHECK(w.dtype == x.dtype, "x is ", dtype_name(x.dtype), " but weight is ",
-                dtype_name(w.dtype));
-    MERAK_CHECK(x.shape.back() == w.shape[1], "x ", shape_str(x.shape), " has ", x.shape.back(),
-                " features but weight ", shape_str(w.shape), " expects ", w.shape[1]);
-    if (in.size() > 2 && in[2].defined) {
-      const TensorMeta& b = in[2];
-      MERAK_CHECK(b.shape == Shape{w.shape[0]}, "bias must be [", w.shape[0], "] for weight ",
-                  shape_str(w.shape), ", got ", shape_str(b.shape));
-      MERAK_CHECK(b.dtype == x.dtype, "x is ", dtype_name(x.dtype), " but bias is ",
-                  dtype_name(b.dtype));
-    }
-    Shape out = x.shape;
-    out.back() = w.shape[0];
-    return std::vector<TensorMeta>{{out, x.dtype}};
+    return std::vector<TensorMeta>{infer_linear(in)};
   };
   d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out,
-              const Attrs&) {
-    const double mn = double(out[0].numel()), k = double(in[1].shape[1]);
-    const bool has_bias = in.size() > 2 && in[2].defined;
-    OpCost c;
-    c.fwd_flops = 2 * mn * k + (has_bias ? mn : 0);
-    c.bwd_flops = 4 * mn * k + (has_bias ? mn : 0);  // dx, dW products; db a column sum
-    c.bytes = double(in[0].nbytes() + in[1].nbytes() + out[0].nbytes()) +
-              (has_bias ? double(in[2].nbytes()) : 0);
-    return c;
-  };
-  // Every leading dim of x folds into one row dim, so each gradient is a single 2-D product.
+              const Attrs&) { return linear_cost(in, out); };
   d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
     const Tensor& dy = c.grad_outputs[0];
     if (!dy.defined()) return std::vector<Tensor>(c.inputs.size());
-    const Tensor& x = c.inputs[0];
-    const Tensor& w = c.inputs[1];
-    const int64_t n_out = w.size(0), n_in = w.size(1);
-    const Tensor dy2 = reshape(dy, {-1, n_out});
-    Tensor dx, dw, db;
-    if (c.needs_input_grad[0]) dx = reshape(matmul(dy2, w), x.shape());
-    if (c.needs_input_grad[1]) dw = matmul(dy2, reshape(x, {-1, n_in}), true, false);
-    if (c.needs_input_grad.size() > 2 && c.needs_input_grad[2]) db = sum(dy2, {0});
-    std::vector<Tensor> grads = {dx, dw, db};
-    grads.resize(c.inputs.size());  // bias may have been left out of the call altogether
-    return grads;
+    return linear_grads(c, dy);
   };
   d.saves_inputs = 0b011;
   return d;
@@ -163,6 +179,50 @@ MERAK_REGISTER_OP(linear) {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   static const OpDef& op = def("linear");
   return call1(op, {x, weight, bias});
+}
+
+// gelu(x W^T + b) as one op, so that a backend applies GELU in the GEMM's output pass (the CPU
+// GEMM's epilogue, cuBLASLt's GELU epilogue) instead of another trip through memory. The
+// product before GELU is a second output that backward reads (gelu would have saved it too);
+// the tensor-parallel pass treats the op as a column-parallel linear only.
+MERAK_REGISTER_OP(linear_gelu) {
+  OpDef d;
+  d.name = "linear_gelu";
+  d.doc = "gelu(x @ weight^T + bias) with the product before GELU kept for backward";
+  d.inputs = {"x", "weight", "bias?"};
+  d.outputs = {"y", "pre"};
+  d.attrs = {{"approximate", AttrKind::String, std::string("tanh")}};
+  d.infer = [](const std::vector<TensorMeta>& in, const Attrs& a) {
+    const std::string& mode = a.s("approximate");
+    MERAK_CHECK(mode == "tanh" || mode == "none",
+                "approximate must be \"tanh\" or \"none\", got \"", mode, "\"");
+    const TensorMeta y = infer_linear(in);
+    return std::vector<TensorMeta>{y, y};
+  };
+  d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out,
+              const Attrs&) {
+    OpCost c = linear_cost(in, out);
+    const double mn = double(out[0].numel());
+    c.fwd_flops += 20 * mn;  // gelu's per-element costs
+    c.bwd_flops += 25 * mn;
+    c.bytes += double(out[1].nbytes());
+    return c;
+  };
+  d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
+    const Tensor& dy = c.grad_outputs[0];
+    if (!dy.defined()) return std::vector<Tensor>(c.inputs.size());
+    return linear_grads(c, gelu_grad(dy, c.outputs[1], c.attrs.s("approximate")));
+  };
+  d.saves_inputs = 0b011;
+  d.saves_outputs = 0b10;
+  d.grad_outputs = 1;
+  return d;
+}
+
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                   const std::string& approximate) {
+  static const OpDef& op = def("linear_gelu");
+  return call(op, {x, weight, bias}, Attrs().set("approximate", approximate))[0];
 }
 
 }  // namespace merak::ops

@@ -339,6 +339,54 @@ TEST_CASE("onnx import: decomposed layer norm and GELU fuse into registry ops") 
   }
 }
 
+// x [2, 3] -> linear (W stored [5, 3], transposed by the graph) -> GELU (erf form) -> y; with
+// `product_out` the product before GELU is a graph output too.
+OnnxModel linear_then_gelu(bool product_out) {
+  OnnxModel m;
+  m.input("x", kFloat, {2, 3}).output("y", {2, 5});
+  if (product_out) m.output("h", {2, 5});
+  std::vector<float> w(15);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i) - 7) * 0.1f;
+  m.floats("W", {5, 3}, w).floats("b", {5}, {0.1f, -0.2f, 0.3f, 0, 0.5f});
+  m.floats("sqrt2", {}, {1.41421356f}).floats("one", {}, {1}).floats("half", {}, {0.5f});
+  set_ints(m.node("Transpose", {"W"}, {"Wt"}), "perm", {1, 0});
+  m.node("MatMul", {"x", "Wt"}, {"xw"});
+  m.node("Add", {"xw", "b"}, {"h"});
+  m.node("Div", {"h", "sqrt2"}, {"q"});
+  m.node("Erf", {"q"}, {"e"});
+  m.node("Add", {"e", "one"}, {"a"});
+  m.node("Mul", {"h", "a"}, {"ha"});
+  m.node("Mul", {"ha", "half"}, {"y"});
+  return m;
+}
+
+TEST_CASE("onnx import: a GELU right after a linear joins it as linear_gelu") {
+  const std::vector<float> x = {1, -2, 0.5f, 3, 0, -1};
+  SECTION("the GELU is the product's only reader: one linear_gelu") {
+    const auto model = import(linear_then_gelu(false));
+    const auto ops = op_counts(model);
+    CHECK(ops.size() == 1);
+    CHECK(ops.at("linear_gelu") == 1);
+    CHECK(graph::attrs_of(model.graph().nodes(0)).s("approximate") == "none");
+    const auto y = values(run(model, {{"x", floats(x, {2, 3})}})[0]);
+    for (int r = 0; r < 2; ++r)
+      for (int o = 0; o < 5; ++o) {
+        const float bias[] = {0.1f, -0.2f, 0.3f, 0, 0.5f};
+        double h = bias[o];
+        for (int i = 0; i < 3; ++i) h += x[size_t(r * 3 + i)] * (double(o * 3 + i) - 7) * 0.1;
+        const double gelu = 0.5 * h * (1 + std::erf(h / std::sqrt(2.0)));
+        CHECK(y[size_t(r * 5 + o)] == Approx(gelu).margin(1e-6));
+      }
+  }
+  SECTION("the product is also a graph output: linear and gelu stay apart") {
+    const auto model = import(linear_then_gelu(true));
+    const auto ops = op_counts(model);
+    CHECK(ops.count("linear_gelu") == 0);
+    CHECK(ops.at("linear") == 1);
+    CHECK(ops.at("gelu") == 1);
+  }
+}
+
 TEST_CASE("onnx import: initializers become parameters or constants, with their data") {
   // PyTorch merges equal parameters and re-creates the others with Identity: each gets its own
   // copy, so they train apart. Integer initializers are constants; Dropout passes through.

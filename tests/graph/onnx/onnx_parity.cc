@@ -73,16 +73,18 @@ std::string op_histogram(const g::Model& m) {
 }
 
 // The exports' layer norms, GELUs and attentions (decomposed at opset 13) all fused: one
-// registry op each, none of their primitive parts left.
+// registry op each, none of their primitive parts left. A GELU whose input is a linear joins it
+// as linear_gelu.
 void check_fused(const std::string& name, const g::Model& model, int norms, int gelus) {
   std::map<std::string, int> count;
   for (const auto& n : model.graph().nodes()) ++count[n.op()];
   bool leftovers = false;
   for (const char* op : {"softmax", "mean", "pow", "sqrt", "erf", "masked_fill", "where"})
     leftovers = leftovers || count.count(op);
-  check(count["layer_norm"] == norms && count["gelu"] == gelus && count["sdpa"] == 2 && !leftovers,
+  const int gelu_ops = count["gelu"] + count["linear_gelu"];
+  check(count["layer_norm"] == norms && gelu_ops == gelus && count["sdpa"] == 2 && !leftovers,
         name + ": fused into " + std::to_string(norms) + " layer_norm, " + std::to_string(gelus) +
-            " gelu, 2 sdpa, no primitive leftovers");
+            " gelu or linear_gelu, 2 sdpa, no primitive leftovers");
 }
 
 // Import, run, compare every output with PyTorch's.
