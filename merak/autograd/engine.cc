@@ -19,6 +19,7 @@ namespace {
 struct Reachable {
   std::vector<std::shared_ptr<Node>> nodes;  // keeps them alive for the walk
   std::unordered_map<Node*, int> deps;
+  std::unordered_map<Node*, size_t> index;  // position in nodes
   std::map<TensorImpl*, int> leaf_edges;
   std::vector<std::shared_ptr<TensorImpl>> leaves;
 
@@ -35,6 +36,7 @@ struct Reachable {
       auto [it, fresh] = deps.emplace(e.node.get(), 0);
       if (counted) ++it->second;
       if (fresh) {
+        index[e.node.get()] = nodes.size();
         nodes.push_back(e.node);
         stack.push_back(e.node.get());
       }
@@ -46,6 +48,8 @@ struct Reachable {
       for (const Edge& e : n->next) visit(e, true);
     }
   }
+
+  std::shared_ptr<Node> keep(Node* n) const { return nodes[index.at(n)]; }
 
   // One edge into `acc`'s leaf has been walked; reports the leaf when it was the last.
   void passed(const AccumulateGrad& acc, const LeafReadyFn& report) {
@@ -80,8 +84,13 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   backward(roots, grads, LeafReadyFn());
 }
 
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-              const LeafReadyFn& on_leaf_ready) {
+namespace {
+
+// The walk shared by both forms of backward; `defer` and `later` are set for the first half of a
+// split one.
+void walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+          const LeafReadyFn& on_leaf_ready, const DeferLeafFn& defer,
+          std::vector<DeferredJob>* later, std::vector<Tensor>* deferred_leaves) {
   MERAK_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ",
               grads.size(), " gradients");
   for (size_t i = 0; i < roots.size(); ++i) {
@@ -94,6 +103,17 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
 
   Reachable graph(roots);
+  // Deferred leaves are reported by run_deferred, not here.
+  auto deferred_leaf = [&](const Tensor& leaf) { return defer && defer(leaf); };
+  LeafReadyFn report;
+  if (on_leaf_ready) {
+    report = [&](const Tensor& leaf) {
+      if (!deferred_leaf(leaf)) on_leaf_ready(leaf);
+    };
+  }
+  if (deferred_leaves)
+    for (const std::shared_ptr<TensorImpl>& leaf : graph.leaves)
+      if (deferred_leaf(Tensor(leaf))) deferred_leaves->push_back(Tensor(leaf));
   // Gradients received per node, and the nodes free to run (every edge into them walked),
   // highest sequence number first: the reverse of creation order, as a tape would run.
   std::map<Node*, std::vector<Tensor>> received;
@@ -108,7 +128,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     if (auto* acc = dynamic_cast<AccumulateGrad*>(n)) {
       wait_pending(g);
       acc->apply({g});
-      graph.passed(*acc, on_leaf_ready);
+      graph.passed(*acc, report);
       return;
     }
     auto& slots = received[n];
@@ -152,25 +172,92 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       wait_pending(g);
       any = any || g.defined();
     }
+    // Inputs whose gradients wait for the second half: deferred leaves fed by a separable op.
+    std::vector<bool> deferred(node->next.size(), false);
+    bool defers = false;
+    auto* op_node = dynamic_cast<OpNode*>(node);
+    if (later && op_node && op_node->op->separable_grads) {
+      for (size_t i = 0; i < node->next.size(); ++i) {
+        auto* acc = dynamic_cast<AccumulateGrad*>(node->next[i].node.get());
+        deferred[i] = acc && deferred_leaf(Tensor(acc->leaf));
+        defers = defers || deferred[i];
+      }
+    }
     // A node no gradient reached does not run; its edges still count as walked.
     std::vector<Tensor> grad_inputs;
-    if (any) {
+    if (any && defers) {
+      later->push_back({graph.keep(node), grad_outputs, deferred});
+      std::vector<bool> now(deferred.size());
+      bool any_now = false;
+      for (size_t i = 0; i < now.size(); ++i) {
+        now[i] = !deferred[i];
+        any_now = any_now || (now[i] && op_node->needs_input_grad[i]);
+      }
+      // Released by run_deferred, which needs its saved tensors.
+      if (any_now) grad_inputs = op_node->apply_for(std::move(grad_outputs), now);
+    } else if (any) {
       grad_inputs = node->apply(std::move(grad_outputs));
       node->release();
     }
     for (size_t i = 0; i < node->next.size(); ++i) {
       const Edge& edge = node->next[i];
-      if (!edge.node) continue;
+      if (!edge.node || deferred[i]) continue;
       const bool has = i < grad_inputs.size() && grad_inputs[i].defined();
       if (has) send(edge, grad_inputs[i]);
       if (auto* acc = dynamic_cast<AccumulateGrad*>(edge.node.get())) {
-        if (!has) graph.passed(*acc, on_leaf_ready);
+        if (!has) graph.passed(*acc, report);
       } else if (--graph.deps.at(edge.node.get()) == 0) {
         ready.insert({edge.node->sequence, edge.node.get()});
       }
     }
   }
-  graph.report_rest(on_leaf_ready);
+  graph.report_rest(report);
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              const LeafReadyFn& on_leaf_ready) {
+  walk(roots, grads, on_leaf_ready, DeferLeafFn(), nullptr, nullptr);
+}
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              const DeferLeafFn& defer, DeferredGrads& later) {
+  MERAK_CHECK(later.empty(), "backward: the deferred gradients of an earlier backward have not ",
+              "been computed (run_deferred) yet");
+  walk(roots, grads, LeafReadyFn(), defer, &later.jobs_, &later.leaves_);
+}
+
+void run_deferred(DeferredGrads& later, const LeafReadyFn& on_leaf_ready) {
+  NoGradGuard no_grad;
+  // Contributions still to come per leaf; a leaf is complete when its count reaches 0.
+  std::map<const TensorImpl*, int> remaining;
+  for (const DeferredJob& job : later.jobs_)
+    for (size_t i = 0; i < job.deferred.size(); ++i)
+      if (job.deferred[i])
+        ++remaining[static_cast<AccumulateGrad*>(job.node->next[i].node.get())->leaf.get()];
+  std::set<const TensorImpl*> reported;
+  auto report = [&](const Tensor& leaf) {
+    if (reported.insert(&leaf.impl()).second && on_leaf_ready) on_leaf_ready(leaf);
+  };
+  // Leaves no kept node feeds got everything in the first half.
+  for (const Tensor& leaf : later.leaves_)
+    if (!remaining.count(&leaf.impl())) report(leaf);
+  for (DeferredJob& job : later.jobs_) {
+    auto& node = static_cast<OpNode&>(*job.node);
+    for (const Tensor& g : job.grad_outputs) wait_pending(g);
+    const std::vector<Tensor> grads = node.apply_for(std::move(job.grad_outputs), job.deferred);
+    node.release();
+    for (size_t i = 0; i < job.deferred.size(); ++i) {
+      if (!job.deferred[i]) continue;
+      auto& acc = static_cast<AccumulateGrad&>(*node.next[i].node);
+      if (i < grads.size() && grads[i].defined()) acc.apply({grads[i]});
+      if (--remaining.at(acc.leaf.get()) == 0) report(Tensor(acc.leaf));
+    }
+  }
+  for (const Tensor& leaf : later.leaves_) report(leaf);  // fed only by nodes that got nothing
+  later.jobs_.clear();
+  later.leaves_.clear();
 }
 
 }  // namespace merak::autograd

@@ -25,14 +25,21 @@ Edge gradient_edge(const Tensor& t) {
 }
 
 std::vector<Tensor> OpNode::apply(std::vector<Tensor> grad_outputs) {
+  return apply_for(std::move(grad_outputs), std::vector<bool>(needs_input_grad.size(), true));
+}
+
+std::vector<Tensor> OpNode::apply_for(std::vector<Tensor> grad_outputs,
+                                      const std::vector<bool>& which) {
   MERAK_CHECK(!released, "backward through op '", op->name,
               "' a second time: its saved tensors were released after the first backward");
-  const ops::BackwardCtx ctx{inputs, outputs, grad_outputs, attrs, needs_input_grad};
+  std::vector<bool> needs = needs_input_grad;
+  for (size_t i = 0; i < needs.size(); ++i) needs[i] = needs[i] && i < which.size() && which[i];
+  const ops::BackwardCtx ctx{inputs, outputs, grad_outputs, attrs, needs, &carry};
   std::vector<Tensor> grads = op->backward(ctx);
   MERAK_CHECK(grads.size() == inputs.size(), "backward of op '", op->name, "' returned ",
               grads.size(), " gradients for ", inputs.size(), " inputs");
   for (size_t i = 0; i < grads.size(); ++i) {
-    if (!needs_input_grad[i]) {
+    if (!needs[i]) {
       grads[i] = Tensor();
       continue;
     }
@@ -48,6 +55,7 @@ std::vector<Tensor> OpNode::apply(std::vector<Tensor> grad_outputs) {
 void OpNode::release() {
   inputs.clear();
   outputs.clear();
+  carry.clear();
   released = true;
 }
 

@@ -39,9 +39,12 @@ struct OpNode final : Node {
   std::vector<Tensor> inputs;   // saved data, or Meta stand-ins with the right shape
   std::vector<Tensor> outputs;
   std::vector<bool> needs_input_grad;
+  std::vector<Tensor> carry;  // BackwardCtx::carry between the halves of a split backward
   bool released = false;
 
   std::vector<Tensor> apply(std::vector<Tensor> grad_outputs) override;
+  // apply for the inputs `which` selects only (one entry per input); the others get none.
+  std::vector<Tensor> apply_for(std::vector<Tensor> grad_outputs, const std::vector<bool>& which);
   void release() override;
   std::string name() const override { return op->name; }
 };

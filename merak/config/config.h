@@ -79,7 +79,8 @@ struct ParallelConfig {
   int64_t pp = 1;                  // pipeline stages
   int64_t tp = 1;                  // tensor-parallel ranks per stage
   // gpipe | 1f1b | shifted (Merak's shifted critical path) | interleaved (Megatron's 1F1B over
-  // virtual_stages model chunks a rank)
+  // virtual_stages model chunks a rank) | zb (zero bubble: 1F1B with the parameters' gradients
+  // computed apart, where a stage would wait)
   std::string schedule = "1f1b";
   int64_t virtual_stages = 1;      // model chunks per pipeline rank; > 1 only with interleaved
   int64_t micro_batches = 0;       // per replica and step; 0 = from train.micro_batch

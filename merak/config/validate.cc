@@ -175,7 +175,7 @@ std::optional<Problem> first_problem(const Config& c) {
   k.at_least(p.dp, 1, "parallel.dp");
   k.at_least(p.pp, 1, "parallel.pp");
   k.at_least(p.tp, 1, "parallel.tp");
-  k.one_of(p.schedule, {"gpipe", "1f1b", "shifted", "interleaved"}, "parallel.schedule");
+  k.one_of(p.schedule, {"gpipe", "1f1b", "shifted", "interleaved", "zb"}, "parallel.schedule");
   k.at_least(p.virtual_stages, 1, "parallel.virtual_stages");
   // Interleaving cuts the model into pp x virtual_stages chunks, a rank holding every pp-th.
   if (p.schedule == "interleaved") {
@@ -187,6 +187,10 @@ std::optional<Problem> first_problem(const Config& c) {
     k.require(!p.tp_subpipeline, "parallel.tp_subpipeline",
               "is not combined with the interleaved schedule");
   } else {
+    if (p.schedule == "zb")
+      k.require(p.pp >= 2, "parallel.schedule",
+                "zb moves parameter gradients into the waits of a pipeline: needs parallel.pp "
+                ">= 2, got " + str(p.pp));
     k.require(p.virtual_stages == 1, "parallel.virtual_stages",
               "only the interleaved schedule has virtual stages (schedule is " + p.schedule +
                   "), got " + str(p.virtual_stages));

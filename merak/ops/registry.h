@@ -44,6 +44,9 @@ struct BackwardCtx {
   const std::vector<Tensor>& grad_outputs;
   const Attrs& attrs;
   const std::vector<bool>& needs_input_grad;
+  // Shared by the two halves of a split backward (null otherwise): what the first half computed
+  // that the second needs too (linear_gelu's GELU gradient) is left here rather than redone.
+  std::vector<Tensor>* carry = nullptr;
 };
 
 using InferFn = std::function<std::vector<TensorMeta>(const std::vector<TensorMeta>& inputs,
@@ -78,6 +81,10 @@ struct OpDef {
   uint32_t saves_inputs = 0;
   uint32_t saves_outputs = 0;
   int grad_outputs = -1;                 // how many leading outputs carry gradients (-1: all)
+  // Backward computes each input's gradient on its own, honouring needs_input_grad (linear's dx
+  // and dW are separate products): a zero-bubble pipeline may then ask for the activation
+  // gradients first and the parameters' later, at no extra cost.
+  bool separable_grads = false;
 
   int min_inputs() const;
   bool input_optional(size_t i) const;

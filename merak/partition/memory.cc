@@ -5,12 +5,19 @@
 
 namespace merak::partition {
 
-const char* schedule_name(Schedule s) { return s == Schedule::GPipe ? "gpipe" : "1f1b"; }
+const char* schedule_name(Schedule s) {
+  switch (s) {
+    case Schedule::GPipe: return "gpipe";
+    case Schedule::ZeroBubble: return "zb";
+    default: return "1f1b";
+  }
+}
 
 Schedule parse_schedule(const std::string& name) {
   if (name == "1f1b") return Schedule::OneFOneB;
   if (name == "gpipe") return Schedule::GPipe;
-  throw std::invalid_argument("schedule '" + name + "' is not one of 1f1b, gpipe");
+  if (name == "zb") return Schedule::ZeroBubble;
+  throw std::invalid_argument("schedule '" + name + "' is not one of 1f1b, gpipe, zb");
 }
 
 PerParameter bytes_per_parameter(const MemoryOptions& o) {
@@ -26,7 +33,8 @@ PerParameter bytes_per_parameter(const MemoryOptions& o) {
 int64_t in_flight(const MemoryOptions& o, int64_t stage, int64_t stages) {
   const int64_t m = std::max<int64_t>(o.micro_batches, 1);
   if (o.schedule == Schedule::GPipe) return m;
-  return std::min(m, stages - stage);
+  const int64_t extra = o.schedule == Schedule::ZeroBubble && stage < stages - 1 ? 1 : 0;
+  return std::min(m, stages - stage + extra);
 }
 
 bool recomputes(const MemoryOptions& o, int64_t stage, int64_t stages) {

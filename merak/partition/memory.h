@@ -28,9 +28,13 @@
 
 namespace merak::partition {
 
-enum class Schedule { OneFOneB, GPipe };
+// What the memory model needs of a pipeline schedule: how many micro-batches a stage holds. The
+// shifted and interleaved schedules hold what 1F1B holds (per chunk); zero bubble one more,
+// except on the last stage.
+enum class Schedule { OneFOneB, GPipe, ZeroBubble };
 const char* schedule_name(Schedule s);
-Schedule parse_schedule(const std::string& name);  // "1f1b", "gpipe"; throws std::invalid_argument
+// "1f1b", "gpipe", "zb"; throws std::invalid_argument
+Schedule parse_schedule(const std::string& name);
 
 struct MemoryOptions {
   Precision precision = Precision::F32;

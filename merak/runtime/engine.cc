@@ -76,7 +76,11 @@ struct Engine::Impl {
     int loss_output = -1;
     bool recompute = false;   // the schedule has this chunk recompute its forward
     int last_backward = -1;   // micro-batch of the chunk's last backward in the step
+    // Zero-bubble schedules: Backward leaves the parameters' gradients to WeightGrad.
+    bool split = false;
+    int last_weight_grad = -1;  // micro-batch of the chunk's last WeightGrad in the step
     std::map<int, Micro> micro;
+    std::map<int, autograd::DeferredGrads> deferred;  // per micro-batch, Backward to WeightGrad
   };
 
   comm::Grid& grid;
@@ -125,6 +129,7 @@ struct Engine::Impl {
   void forward(Chunk& c, int mb, int64_t step, const MicroBatchFn& batches);
   void rerun(Chunk& c, int mb, int64_t step);
   void backward(Chunk& c, int mb);
+  void weight_grads(Chunk& c, int mb);
   void send_activations(Chunk& c, int mb);
   void recv_activations(Chunk& c, int mb);
   void send_grads(Chunk& c, int mb);
@@ -175,6 +180,10 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
                 to_string(in), " names chunk ", in.chunk, " of ", virtual_stages);
     if (in.op == Op::Recompute) chunks[size_t(in.chunk)].recompute = recompute = true;
     if (in.op == Op::Backward) chunks[size_t(in.chunk)].last_backward = in.micro_batch;
+    if (in.op == Op::WeightGrad) {
+      chunks[size_t(in.chunk)].split = true;
+      chunks[size_t(in.chunk)].last_weight_grad = in.micro_batch;
+    }
   }
   if (options.zero1 && replicas > 1)
     zero = std::make_unique<ShardedAdamW>(grid.dp(), params, options.adamw,
@@ -373,7 +382,13 @@ void Engine::Impl::backward(Chunk& c, int mb) {
   }
   std::optional<cpu::TpDeferScope> defer;  // the halves' backward all-reduces, posted
   if (options.tp_subpipeline) defer.emplace();
-  if (!roots.empty() && buckets && mb == c.last_backward) {
+  if (!roots.empty() && c.split) {
+    // Only what other stages wait for now (activation gradients); the parameters' gradients
+    // when the schedule's WeightGrad comes.
+    autograd::backward(roots, grads, [this](const Tensor& leaf) {
+      return param_index.count(&leaf.impl()) > 0;
+    }, c.deferred[mb]);
+  } else if (!roots.empty() && buckets && mb == c.last_backward) {
     // The chunk's last backward of the step: each of its parameters' gradients is final once
     // backward has passed it, so its bucket can start its all-reduce while the rest computes.
     autograd::backward(roots, grads, [this](const Tensor& leaf) {
@@ -521,6 +536,21 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
   clip_scale = optim::clip_coefficient(r.grad_norm, options.grad_clip);  // applied by the step
 }
 
+void Engine::Impl::weight_grads(Chunk& c, int mb) {
+  auto it = c.deferred.find(mb);
+  if (it == c.deferred.end()) return;  // its backward had no roots
+  if (buckets && mb == c.last_weight_grad) {
+    // The chunk's last parameter gradients of the step: buckets start as they complete.
+    autograd::run_deferred(it->second, [this](const Tensor& leaf) {
+      auto p = param_index.find(&leaf.impl());
+      if (p != param_index.end()) buckets->ready(p->second);
+    });
+  } else {
+    autograd::run_deferred(it->second, autograd::LeafReadyFn());
+  }
+  c.deferred.erase(it);
+}
+
 void Engine::Impl::run(const Instruction& in, int64_t step, double lr,
                        const MicroBatchFn& batches) {
   const auto start = Clock::now();
@@ -534,6 +564,7 @@ void Engine::Impl::run(const Instruction& in, int64_t step, double lr,
       category = "recompute";
       break;
     case Op::Backward: backward(chunk, in.micro_batch); break;
+    case Op::WeightGrad: weight_grads(chunk, in.micro_batch); break;
     case Op::SendActivation:
       send_activations(chunk, in.micro_batch);
       category = "p2p";
@@ -594,10 +625,14 @@ EngineStepResult Engine::step(int64_t step, double lr, const MicroBatchFn& batch
     }
     e.run(in, step, lr, batches);
   }
-  for (const Impl::Chunk& c : e.chunks)
+  for (const Impl::Chunk& c : e.chunks) {
     MERAK_CHECK(c.micro.empty(), "rank ", e.grid.rank(), ": ", c.micro.size(),
                 " micro-batches still held by chunk ", c.index, " at the end of the step (a "
                 "schedule without their backward?)");
+    MERAK_CHECK(c.deferred.empty(), "rank ", e.grid.rank(), ": ", c.deferred.size(),
+                " micro-batches of chunk ", c.index, " still owe their parameter gradients at "
+                "the end of the step (a schedule without their WeightGrad?)");
+  }
   const auto t0 = Clock::now();
   e.wait_sends();
   e.times.p2p_wait += seconds(t0, Clock::now());

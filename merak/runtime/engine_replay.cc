@@ -45,6 +45,7 @@ SimCosts measured_costs(const std::vector<TraceSpan>& spans, const comm::GridSha
   c.forward.assign(model_stages, 0);
   c.backward.assign(model_stages, 0);
   c.recompute.assign(model_stages, 0);
+  c.weight_grad.assign(model_stages, 0);
   c.optimizer.assign(stages, 0);
   c.reduce.assign(stages, 0);
   for (int r = 0; r < shape.size(); ++r) {
@@ -61,6 +62,7 @@ SimCosts measured_costs(const std::vector<TraceSpan>& spans, const comm::GridSha
       c.forward[g] = std::max(c.forward[g], at(k, "F"));
       c.backward[g] = std::max(c.backward[g], at(k, "B"));
       c.recompute[g] = std::max(c.recompute[g], at(k, "R"));
+      c.weight_grad[g] = std::max(c.weight_grad[g], at(k, "W"));
     }
     c.optimizer[pp] = std::max(c.optimizer[pp], at(0, "OPT"));
   }

@@ -12,7 +12,7 @@
 namespace merak::runtime {
 
 // Costs from spans (track = rank) of a run on `shape`: per pipeline stage the median forward,
-// backward, recompute and optimizer step (medians: a busy machine's outliers do not skew them),
+// backward, recompute, weight-gradient (zero-bubble runs) and optimizer step (medians: a busy machine's outliers do not skew them),
 // taking the slowest of the stage's dp x tp ranks; ReduceGrads as the quickest one seen per stage
 // (a longer one was waiting for other ranks, which the simulation produces itself); p2p as the
 // quickest receive.

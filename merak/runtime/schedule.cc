@@ -11,6 +11,7 @@ std::string to_string(Op op) {
   switch (op) {
     case Op::Forward: return "F";
     case Op::Backward: return "B";
+    case Op::WeightGrad: return "W";
     case Op::Recompute: return "R";
     case Op::SendActivation: return "SA";
     case Op::RecvActivation: return "RA";
@@ -43,8 +44,9 @@ ScheduleKind parse_schedule_kind(const std::string& name) {
   if (name == "1f1b") return ScheduleKind::OneFOneB;
   if (name == "shifted" || name == "shifted_critical_path") return ScheduleKind::ShiftedCriticalPath;
   if (name == "interleaved") return ScheduleKind::Interleaved1F1B;
+  if (name == "zb" || name == "zero_bubble") return ScheduleKind::ZeroBubble;
   MERAK_FAIL("unknown pipeline schedule '", name,
-             "' (expected gpipe, 1f1b, shifted or interleaved)");
+             "' (expected gpipe, 1f1b, shifted, interleaved or zb)");
 }
 
 std::string to_string(ScheduleKind kind) {
@@ -53,6 +55,7 @@ std::string to_string(ScheduleKind kind) {
     case ScheduleKind::OneFOneB: return "1f1b";
     case ScheduleKind::ShiftedCriticalPath: return "shifted";
     case ScheduleKind::Interleaved1F1B: return "interleaved";
+    case ScheduleKind::ZeroBubble: return "zb";
   }
   return "?";
 }
@@ -103,6 +106,7 @@ class Builder {
     emit(Op::Backward, mb);
     if (!first()) emit(Op::SendGrad, mb);
   }
+  void weight_grad(int mb) { emit(Op::WeightGrad, mb); }
   void finish(bool reduce_and_step) {
     if (!reduce_and_step) return;
     emit(Op::ReduceGrads, -1);
@@ -168,6 +172,33 @@ Program shifted_critical_path(int stage, int stages, int micro_batches,
   return b.take();
 }
 
+Program zero_bubble(int stage, int stages, int micro_batches, const ScheduleOptions& options) {
+  check_arguments(stage, stages, micro_batches, options);
+  MERAK_CHECK(options.virtual_stages == 1, "zb has no virtual stages, got ",
+              options.virtual_stages);
+  const bool last = stage == stages - 1;
+  Builder b(stage, stages, recomputes(options, stage));
+  int due = -1;  // the micro-batch whose WeightGrad comes next
+  auto backward = [&](int mb) {
+    if (!last && due >= 0) b.weight_grad(due);  // fills the wait for RecvGrad(mb)
+    b.backward(mb, /*recompute_early=*/false);
+    if (last && due >= 0) b.weight_grad(due);   // after SendGrad(mb): B(mb) went first
+    due = mb;
+  };
+  // One forward more than 1F1B before the first backward (not on the last stage, whose
+  // backward others wait for): it runs while the first gradient is on its way.
+  const int warmup = last ? 0 : std::min(stages - stage, micro_batches);
+  for (int mb = 0; mb < warmup; ++mb) b.forward(mb);
+  for (int mb = warmup; mb < micro_batches; ++mb) {
+    b.forward(mb);
+    backward(mb - warmup);
+  }
+  for (int mb = micro_batches - warmup; mb < micro_batches; ++mb) backward(mb);
+  if (due >= 0) b.weight_grad(due);
+  b.finish(options.reduce_and_step);
+  return b.take();
+}
+
 Program interleaved_1f1b(int stage, int stages, int micro_batches,
                          const ScheduleOptions& options) {
   check_arguments(stage, stages, micro_batches, options);
@@ -225,6 +256,7 @@ Program make_schedule(ScheduleKind kind, int stage, int stages, int micro_batche
       return shifted_critical_path(stage, stages, micro_batches, options);
     case ScheduleKind::Interleaved1F1B:
       return interleaved_1f1b(stage, stages, micro_batches, options);
+    case ScheduleKind::ZeroBubble: return zero_bubble(stage, stages, micro_batches, options);
   }
   MERAK_FAIL("unknown schedule kind");
 }

@@ -14,7 +14,9 @@ namespace merak::runtime {
 
 enum class Op {
   Forward,         // run the stage's forward on micro-batch `micro_batch`
-  Backward,        // run its backward (needs the forward's activations, kept or recomputed)
+  Backward,        // run its backward (needs the forward's activations, kept or recomputed);
+                   // under a zero-bubble schedule only the activation gradients
+  WeightGrad,      // zero-bubble schedules: the parameter gradients Backward left for later
   Recompute,       // rebuild the checkpointed activations of a micro-batch ahead of its backward
   SendActivation,  // forward output -> next model stage
   RecvActivation,  // forward input <- previous model stage (blocks)
@@ -36,8 +38,8 @@ struct Instruction {
 
 using Program = std::vector<Instruction>;
 
-// Short names for logs and traces: F3, B3, R3, SA3, RA3, SG3, RG3, AR, OPT; ".c" appended for
-// chunk c > 0 ("F3.1").
+// Short names for logs and traces: F3, B3, W3, R3, SA3, RA3, SG3, RG3, AR, OPT; ".c" appended
+// for chunk c > 0 ("F3.1").
 std::string to_string(const Instruction& inst);
 std::string to_string(Op op);
 std::string to_string(const Program& program);  // space separated
@@ -47,10 +49,11 @@ enum class ScheduleKind {
   OneFOneB,             // PipeDream-flush: warm-up forwards, then one forward / one backward
   ShiftedCriticalPath,  // Merak: 1F1B with recomputation moved off the critical path
   Interleaved1F1B,      // Megatron's virtual stages: each rank holds options.virtual_stages chunks
+  ZeroBubble,           // 1F1B with backward split into activation and parameter gradients
 };
 
-// "gpipe", "1f1b", "shifted" (or "shifted_critical_path"), "interleaved"; anything else is an
-// error naming the value and the accepted names.
+// "gpipe", "1f1b", "shifted" (or "shifted_critical_path"), "interleaved", "zb" (or
+// "zero_bubble"); anything else is an error naming the value and the accepted names.
 ScheduleKind parse_schedule_kind(const std::string& name);
 std::string to_string(ScheduleKind kind);
 
@@ -80,6 +83,15 @@ Program shifted_critical_path(int stage, int stages, int micro_batches,
 // Megatron-style interleaved 1F1B; needs micro_batches to be a multiple of stages.
 Program interleaved_1f1b(int stage, int stages, int micro_batches,
                          const ScheduleOptions& options = {});
+// Zero bubble in the manner of ZB-H1 (Qi et al., 2024): 1F1B's order, with each Backward
+// computing only the activation gradients the previous stage waits for and a WeightGrad the
+// parameters' one micro-batch later. Every stage but the last runs W(mb - 1) just before its
+// blocking RecvGrad(mb), where 1F1B would wait for the next stage, and one warm-up forward more
+// than 1F1B (so it holds one more micro-batch's activations), which runs while the first
+// gradient is on its way; the last stage runs W(mb - 1) after sending B(mb)'s gradient, so the
+// gradient never waits for a W. In the steady state no stage waits, and the drain's backwards
+// travel back without the parameter products on their path.
+Program zero_bubble(int stage, int stages, int micro_batches, const ScheduleOptions& options = {});
 
 Program make_schedule(ScheduleKind kind, int stage, int stages, int micro_batches,
                       const ScheduleOptions& options = {});

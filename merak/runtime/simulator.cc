@@ -130,6 +130,8 @@ class Simulation {
       case Op::Forward: return in_range ? costs_.forward[g] : 0;
       case Op::Backward: return in_range ? costs_.backward[g] : 0;
       case Op::Recompute: return in_range ? costs_.recompute[g] : 0;
+      case Op::WeightGrad:
+        return in_range && !costs_.weight_grad.empty() ? costs_.weight_grad[g] : 0;
       case Op::ReduceGrads: return costs_.reduce.empty() ? 0 : costs_.reduce[rank];
       case Op::OptimizerStep: return costs_.optimizer.empty() ? 0 : costs_.optimizer[rank];
       default: return 0;

@@ -20,7 +20,9 @@ struct SimCosts {
   // Seconds per micro-batch, per model stage (stages * virtual_stages entries; model stage
   // g = chunk * stages + rank). recompute is the cost of one Recompute instruction, i.e.
   // ratio * forward for a stage that checkpoints a share `ratio` of its forward.
-  std::vector<double> forward, backward, recompute;
+  // Under zero-bubble schedules backward is the cost of the activation-gradient half and
+  // weight_grad that of a WeightGrad (empty: 0).
+  std::vector<double> forward, backward, recompute, weight_grad;
   double p2p = 0;  // one activation or gradient transfer between neighbouring ranks
   // Seconds per rank (stages entries, or empty = 0): ReduceGrads and OptimizerStep.
   std::vector<double> reduce, optimizer;

@@ -11,7 +11,7 @@ namespace {
 // What has happened to one micro-batch on one model stage so far.
 struct MbState {
   int recv_act = 0, forward = 0, send_act = 0, recompute = 0, recv_grad = 0, backward = 0,
-      send_grad = 0;
+      send_grad = 0, weight_grad = 0;
 };
 
 class RankChecker {
@@ -21,6 +21,7 @@ class RankChecker {
         state_(static_cast<size_t>(v) * micro_batches) {}
 
   void run(const Program& p) {
+    for (const Instruction& inst : p) split_ = split_ || inst.op == Op::WeightGrad;
     for (size_t i = 0; i < p.size(); ++i) step(p[i], static_cast<int>(i));
     finish();
   }
@@ -68,6 +69,11 @@ class RankChecker {
         if (s.backward++) bad(inst, at, "repeats");
         ++backwards_;
         break;
+      case Op::WeightGrad:
+        if (!s.backward) bad(inst, at, "before its Backward");
+        if (s.weight_grad++) bad(inst, at, "repeats");
+        ++weight_grads_;
+        break;
       case Op::SendGrad:
         if (first) bad(inst, at, "on the first model stage (no previous stage)");
         if (!s.backward) bad(inst, at, "before its Backward");
@@ -79,6 +85,7 @@ class RankChecker {
 
   void step_update(const Instruction& inst, int at) {
     if (backwards_ < v_ * mbs_) bad(inst, at, "before every Backward of the step");
+    if (split_ && weight_grads_ < v_ * mbs_) bad(inst, at, "before every WeightGrad of the step");
     if (inst.op == Op::ReduceGrads && reduced_++) bad(inst, at, "repeats");
     if (inst.op == Op::OptimizerStep && stepped_++) bad(inst, at, "repeats");
     if (inst.op == Op::ReduceGrads && stepped_) bad(inst, at, "after OptimizerStep");
@@ -94,6 +101,7 @@ class RankChecker {
         std::string missing;
         if (!s.forward) missing += " Forward";
         if (!s.backward) missing += " Backward";
+        if (split_ && !s.weight_grad) missing += " WeightGrad";
         if (!first && !s.recv_act) missing += " RecvActivation";
         if (!last && !s.send_act) missing += " SendActivation";
         if (!last && !s.recv_grad) missing += " RecvGrad";
@@ -108,7 +116,8 @@ class RankChecker {
   int rank_, stages_, v_, mbs_;
   std::vector<std::string>& out_;
   std::vector<MbState> state_;
-  int backwards_ = 0, reduced_ = 0, stepped_ = 0;
+  int backwards_ = 0, weight_grads_ = 0, reduced_ = 0, stepped_ = 0;
+  bool split_ = false;  // the program splits backward (WeightGrad instructions)
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <set>
 
 #include "merak/autograd/checkpoint.h"
 #include "merak/autograd/engine.h"
@@ -207,4 +208,74 @@ TEST_CASE("pending tensors: waited for once, views included, polled to completio
   wait_pending(t);
   CHECK(waits == 1);
   CHECK(!is_pending(t));
+}
+
+// A small stage: tied embedding table (embedding and LM head), a layer norm, an MLP with fused
+// GELU, a loss; plus `act`, a leaf that stands for an activation received from another stage.
+struct SplitStage {
+  Tensor table = param({11, 8}, "table");
+  Tensor ln_w = param({8}, "ln_w"), ln_b = param({8}, "ln_b");
+  Tensor fc_w = param({16, 8}, "fc_w"), fc_b = param({16}, "fc_b");
+  Tensor proj_w = param({8, 16}, "proj_w");
+  Tensor act = param({2, 3, 8}, "act");
+
+  std::vector<Tensor> params() const { return {table, ln_w, ln_b, fc_w, fc_b, proj_w}; }
+  Tensor loss() const {
+    const Tensor ids = Tensor::from_vector<int64_t>({1, 4, 7, 10, 2, 0}, {2, 3});
+    Tensor h = F::add(F::embedding(table, ids), act);
+    h = F::layer_norm(h, ln_w, ln_b);
+    h = F::add(h, F::linear(F::linear_gelu(h, fc_w, fc_b), proj_w));
+    const Tensor logits = F::linear(h, table);
+    return F::cross_entropy(logits, Tensor::from_vector<int64_t>({3, 1, 4, 1, 5, 9}, {2, 3}));
+  }
+  void zero() {
+    for (Tensor t : params()) t.set_grad(Tensor());
+    act.set_grad(Tensor());
+  }
+};
+
+TEST_CASE("a backward split in two gives a single backward's gradients, bit for bit",
+          "[autograd]") {
+  SplitStage s;
+  const Tensor one = Tensor::ones({});
+  autograd::backward({s.loss()}, {one});
+  std::vector<std::vector<float>> want;
+  for (const Tensor& p : s.params()) want.push_back(vec(p.grad()));
+  const std::vector<float> want_act = vec(s.act.grad());
+  s.zero();
+
+  // The parameters wait; the activation's gradient does not.
+  std::set<const TensorImpl*> params;
+  for (const Tensor& p : s.params()) params.insert(&p.impl());
+  auto defer = [&](const Tensor& leaf) { return params.count(&leaf.impl()) > 0; };
+  autograd::DeferredGrads later;
+  autograd::backward({s.loss()}, {one}, defer, later);
+  CHECK(vec(s.act.grad()) == want_act);
+  // The separable ops' parameters have nothing yet; the layer norm's (one fused kernel) are
+  // computed in the first half.
+  CHECK_FALSE(s.fc_w.grad().defined());
+  CHECK_FALSE(s.fc_b.grad().defined());
+  CHECK_FALSE(s.proj_w.grad().defined());
+  CHECK_FALSE(s.table.grad().defined());
+  CHECK(vec(s.ln_w.grad()) == want[1]);
+  CHECK(later.jobs() == 4);  // embedding, linear_gelu, proj, LM head
+
+  std::vector<std::string> reported;
+  autograd::run_deferred(later, [&](const Tensor& leaf) { reported.push_back(leaf.name()); });
+  CHECK(later.empty());
+  for (size_t k = 0; k < want.size(); ++k) {
+    INFO(s.params()[k].name());
+    CHECK(vec(s.params()[k].grad()) == want[k]);
+  }
+  // Each parameter once: the layer norm's first (complete before run_deferred), the table only
+  // after both its uses.
+  std::multiset<std::string> once(reported.begin(), reported.end());
+  CHECK(once == std::multiset<std::string>{"table", "ln_w", "ln_b", "fc_w", "fc_b", "proj_w"});
+  CHECK(reported.back() == "table");
+  CHECK(std::set<std::string>{reported[0], reported[1]} == std::set<std::string>{"ln_w", "ln_b"});
+
+  // A second split backward before the first's second half is refused.
+  autograd::backward({s.loss()}, {one}, defer, later);
+  CHECK_THROWS_WITH(autograd::backward({s.loss()}, {one}, defer, later),
+                    Catch::Contains("run_deferred"));
 }

@@ -327,6 +327,9 @@ TEST_CASE("values out of range name the key and the rule", "[config]") {
        "rank: needs >= 2, got 1"},
       {"parallel:\n  schedule: interleaved\n  virtual_stages: 2",
        "key 'parallel.schedule': interleaved pipelines over ranks: needs parallel.pp >= 2, got 1"},
+      {"parallel:\n  schedule: zb",
+       "key 'parallel.schedule': zb moves parameter gradients into the waits of a pipeline: "
+       "needs parallel.pp >= 2, got 1"},
       {"parallel:\n  pp: 2\n  virtual_stages: 2",
        "key 'parallel.virtual_stages': only the interleaved schedule has virtual stages "
        "(schedule is 1f1b), got 2"},

@@ -62,7 +62,7 @@ TEST_CASE("parallel values out of range name the key", "[config][parallel]") {
   CHECK(error_of("parallel:\n  pp: -2\n") == "p.yaml: key 'parallel.pp': must be >= 1, got -2");
   CHECK(error_of("parallel:\n  tp: 0\n") == "p.yaml: key 'parallel.tp': must be >= 1, got 0");
   CHECK(error_of("parallel:\n  schedule: 1f1c\n") ==
-        "p.yaml: key 'parallel.schedule': must be one of gpipe, 1f1b, shifted, interleaved, got "
+        "p.yaml: key 'parallel.schedule': must be one of gpipe, 1f1b, shifted, interleaved, zb, got "
         "'1f1c' (did you mean '1f1b'?)");
   CHECK(error_of("parallel:\n  recompute: fulll\n") ==
         "p.yaml: key 'parallel.recompute': must be one of none, full, ratio, got 'fulll' "

@@ -72,7 +72,7 @@ bad "--hardware NAME is required" --config configs/gpt-tiny.yaml --pp 2
 bad "cannot open config file" --config no/such.yaml --hardware a100-80g
 bad "give one of --config FILE.yaml or --onnx FILE.onnx" --hardware a100-80g
 bad "unknown option '--pipeline'" --config configs/gpt-tiny.yaml --pipeline 2 --hardware a100-80g
-bad "schedule 'zb' is not one of 1f1b, gpipe" --config configs/gpt-tiny.yaml --schedule zb \
+bad "schedule 'pipedream' is not one of 1f1b, gpipe, zb" --config configs/gpt-tiny.yaml --schedule pipedream \
   --hardware a100-80g
 bad "is not divisible into 3 micro-batches" --config configs/gpt-tiny.yaml --micro-batches 3 \
   --hardware a100-80g

@@ -100,6 +100,11 @@ TEST_CASE("the memory model: bytes per parameter, in-flight micro-batches, recom
   o.micro_batches = 16;
   o.schedule = Schedule::GPipe;
   CHECK(in_flight(o, 3, 4) == 16);
+  // Zero bubble: one warm-up forward more than 1F1B, except on the last stage.
+  o.schedule = Schedule::ZeroBubble;
+  CHECK(in_flight(o, 0, 4) == 5);
+  CHECK(in_flight(o, 2, 4) == 3);
+  CHECK(in_flight(o, 3, 4) == 1);
   o.schedule = Schedule::OneFOneB;
 
   // 1000 parameters, 100 MB of activations a micro-batch, 1 MB boundary input, 5 MB working.

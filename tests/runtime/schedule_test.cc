@@ -65,6 +65,54 @@ TEST_CASE("every schedule runs for pp 1..8 and micro-batches 1..32", "[schedule]
   }
 }
 
+TEST_CASE("zero bubble runs for pp 1..8 and micro-batches 1..32, never slower than 1F1B",
+          "[schedule]") {
+  // The backward of 1F1B (2) split evenly into activation and parameter gradients.
+  for (int S = 1; S <= 8; ++S) {
+    for (int M = 1; M <= 32; ++M) {
+      for (bool rc : {false, true}) {
+        INFO("S=" << S << " M=" << M << " recompute=" << rc);
+        const ScheduleOptions o = with_recompute(S, rc);
+        const auto programs = make_schedules(ScheduleKind::ZeroBubble, S, M, o);
+        SimCosts split = SimCosts::uniform(S, 1, 1, rc ? 1 : 0, 0.1);
+        split.weight_grad.assign(size_t(S), 1.0);
+        const SimResult r = simulate(programs, split);
+        INFO(r.report());
+        REQUIRE(r.ok());
+        const SimResult base = simulate(make_schedules(ScheduleKind::OneFOneB, S, M, o),
+                                        SimCosts::uniform(S, 1, 2, rc ? 1 : 0, 0.1));
+        REQUIRE(base.ok());
+        CHECK(r.step_time <= base.step_time + 1e-9);
+        // With a pipeline to fill and enough micro-batches, the split pays.
+        if (S >= 2 && M >= S) CHECK(r.step_time < base.step_time - 0.5);
+        for (int s = 0; s < S; ++s) {
+          INFO("rank " << s);
+          auto n = count_ops(programs[s]);
+          for (int mb = 0; mb < M; ++mb) {
+            CHECK(n[{Op::Forward, mb, 0}] == 1);
+            CHECK(n[{Op::Backward, mb, 0}] == 1);
+            CHECK(n[{Op::WeightGrad, mb, 0}] == 1);
+            CHECK(n[{Op::Recompute, mb, 0}] == (rc ? 1 : 0));
+          }
+          // One micro-batch more in flight than 1F1B, except on the last stage.
+          CHECK(peak_in_flight(programs[s]) == std::min(s == S - 1 ? 1 : S - s + 1, M));
+        }
+      }
+    }
+  }
+  // The checker refuses a WeightGrad before its Backward and a step without every WeightGrad.
+  Program bad = {{Op::Forward, 0}, {Op::WeightGrad, 0}, {Op::Backward, 0},
+                 {Op::ReduceGrads, -1}, {Op::OptimizerStep, -1}};
+  const SimResult r = simulate({bad}, SimCosts::uniform(1, 1, 1, 0));
+  CHECK_FALSE(r.ok());
+  CHECK(r.report().find("W0 at 1 before its Backward") != std::string::npos);
+  Program missing = {{Op::Forward, 0}, {Op::Backward, 0}, {Op::WeightGrad, 0}, {Op::Forward, 1},
+                     {Op::Backward, 1}, {Op::ReduceGrads, -1}, {Op::OptimizerStep, -1}};
+  const SimResult m = simulate({missing}, SimCosts::uniform(1, 1, 1, 0));
+  CHECK_FALSE(m.ok());
+  CHECK(m.report().find("lacks WeightGrad") != std::string::npos);
+}
+
 TEST_CASE("GPipe and 1F1B bubble fraction is (S-1)/(M+S-1) for uniform costs", "[schedule]") {
   for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB}) {
     for (int S = 1; S <= 8; ++S) {

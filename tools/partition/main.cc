@@ -1,7 +1,7 @@
 // merak_partition: splits a model over a (dp, pp, tp) layout and shows what each stage holds.
 //
 //   merak_partition --config FILE.yaml --pp N --tp N --dp N --hardware NAME
-//                   [--micro-batches M] [--schedule 1f1b|gpipe] [--zero1] [--recompute]
+//                   [--micro-batches M] [--schedule 1f1b|gpipe|zb] [--zero1] [--recompute]
 //                   [--precision f32|tf32|bf16|f16] [--memory-gib G] [--set key=value ...]
 //                   [--explain] [--json] [-o plan.pb]
 //   merak_partition --onnx FILE.onnx [--dim batch=2 --dim seq=64] [--input NAME=2x64] ... (same)
@@ -34,7 +34,7 @@ using namespace merak;
 
 const char* kUsage =
     "usage: merak_partition (--config FILE.yaml | --onnx FILE.onnx) --pp N --tp N --dp N\n"
-    "                       --hardware NAME [--micro-batches M] [--schedule 1f1b|gpipe]\n"
+    "                       --hardware NAME [--micro-batches M] [--schedule 1f1b|gpipe|zb]\n"
     "                       [--zero1] [--recompute] [--precision f32|tf32|bf16|f16]\n"
     "                       [--memory-gib G] [--set key=value ...] (config)\n"
     "                       [--dim SYMBOL=N ...] [--input NAME=2x64 ...] (onnx)\n"

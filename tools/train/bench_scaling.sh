@@ -4,7 +4,8 @@
 #   dp 2  micro-batches of 8: one per replica, its gradient sums overlapping its backward; then
 #         again with ZeRO-1 (each replica updates half the parameters)
 #   pp 2  micro-batches of 2: the 8 micro-batches the issue asks the pipeline to fill, under
-#         1F1B and then interleaved (two model chunks a rank: half the fill-and-drain bubble)
+#         1F1B, interleaved (two model chunks a rank: half the fill-and-drain bubble) and zero
+#         bubble (backward split, parameter gradients filling the waits)
 #   tp 2  micro-batches of 16: one, so each layer's all-reduces are few and large; then again
 #         sub-pipelined (two interleaved halves of 8, all-reduces in flight during compute)
 # The single rank runs at each of those micro-batch sizes (it barely changes its speed), and the
@@ -30,7 +31,7 @@ tps() { sed -n 's/^done:.* | \([0-9]*\) tok\/s.*/\1/p'; }
 median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 layouts=("dp 2 1 1 8 1.85" "dp-zero 2 1 1 8 1.85" "pp 1 2 1 2 1.7" "pp-il 1 2 1 2 1.7"
-         "tp 1 1 2 16 1.6" "tp-sub 1 1 2 16 1.6")
+         "pp-zb 1 2 1 2 1.7" "tp 1 1 2 16 1.6" "tp-sub 1 1 2 16 1.6")
 # Round-robin over the layouts, so a burst of load on the shared host lands on several rows'
 # samples rather than on every sample of one row.
 declare -A singles rates last
@@ -41,6 +42,8 @@ for ((r = 0; r < repeats; ++r)); do
     [ "$1" = pp ] && extra=(--trace "${TMPDIR:-/tmp}/bench_scaling_pp2.json")
     [ "$1" = pp-il ] && extra=(--set parallel.schedule=interleaved --set parallel.virtual_stages=2
                                --trace "${TMPDIR:-/tmp}/bench_scaling_pp2_interleaved.json")
+    [ "$1" = pp-zb ] && extra=(--set parallel.schedule=zb
+                               --trace "${TMPDIR:-/tmp}/bench_scaling_pp2_zb.json")
     [ "$1" = tp-sub ] && extra=(--set parallel.tp_subpipeline=true)
     [ "$1" = dp-zero ] && extra=(--set parallel.zero1=true)
     singles[$l]+="$("$train" "${common[@]}" --set train.micro_batch="$5" | tps) "
@@ -57,6 +60,7 @@ for ((l = 0; l < ${#layouts[@]}; ++l)); do
   rate=$(tr ' ' '\n' <<< "${rates[$l]}" | grep . | median)
   awk -v n="$1" -v r="$rate" -v s="$single" -v want="$6" -v mb="$5" 'BEGIN {
     sub(/-sub/, "2 sub-pipelined", n); sub(/-il/, "2 interleaved", n); sub(/-zero/, "2 ZeRO-1", n)
+    sub(/-zb/, "2 zero bubble", n)
     if (n !~ / /) n = n "2"
     printf "%s: %d tok/s vs 1 rank %d tok/s (medians, micro-batches of %d) = %.2fx (target >= %.2fx)\n",
            n, r, s, mb, r / s, want }'

@@ -84,6 +84,7 @@ partition::Plan make_plan(const config::Config& c) {
   }
   req.memory.precision = partition::Precision::F32;  // the CPU engine trains in f32
   req.memory.schedule = p.schedule == "gpipe" ? partition::Schedule::GPipe
+                        : p.schedule == "zb"  ? partition::Schedule::ZeroBubble
                                               : partition::Schedule::OneFOneB;
   req.memory.micro_batches = config::model_micro_batches_per_replica(c);
   req.memory.recompute = p.recompute != "none";

@@ -93,6 +93,7 @@ MERAK_REGISTER_OP(matmul) {
     return {da, db};
   };
   d.saves_inputs = 0b11;
+  d.separable_grads = true;
   return d;
 }
 
@@ -173,6 +174,7 @@ MERAK_REGISTER_OP(linear) {
     return linear_grads(c, dy);
   };
   d.saves_inputs = 0b011;
+  d.separable_grads = true;
   return d;
 }
 
@@ -211,11 +213,16 @@ MERAK_REGISTER_OP(linear_gelu) {
   d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
     const Tensor& dy = c.grad_outputs[0];
     if (!dy.defined()) return std::vector<Tensor>(c.inputs.size());
-    return linear_grads(c, gelu_grad(dy, c.outputs[1], c.attrs.s("approximate")));
+    // In a split backward the first half leaves the GELU gradient to the second.
+    if (c.carry && !c.carry->empty()) return linear_grads(c, c.carry->front());
+    const Tensor dz = gelu_grad(dy, c.outputs[1], c.attrs.s("approximate"));
+    if (c.carry) c.carry->push_back(dz);
+    return linear_grads(c, dz);
   };
   d.saves_inputs = 0b011;
   d.saves_outputs = 0b10;
   d.grad_outputs = 1;
+  d.separable_grads = true;  // the GELU gradient goes from one half to the other in ctx.carry
   return d;
 }
 

@@ -148,6 +148,7 @@ MERAK_REGISTER_OP(tp_embedding) {
     return OpCost{0, n, double(in[1].nbytes()) + 2 * double(out[0].nbytes())};
   };
   d.saves_inputs = 0b10;  // ids
+  d.separable_grads = true;  // only the weight has a gradient
   d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
     const Tensor& dy = c.grad_outputs[0];
     if (!dy.defined() || !c.needs_input_grad[0]) return {Tensor(), Tensor()};

@@ -128,10 +128,13 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
   for (const char* schedule : {"gpipe", "1f1b", "shifted"})
     for (const char* recompute : {"none", "full"})
       combos.push_back({schedule, recompute, false, false});
-  // Interleaved: two model chunks a rank (the plan cut into 2 pp model stages).
+  // Interleaved: two model chunks a rank (the plan cut into 2 pp model stages); zero bubble:
+  // backward split into activation and parameter gradients.
   if (pp > 1)
-    for (const char* recompute : {"none", "full"})
+    for (const char* recompute : {"none", "full"}) {
       combos.push_back({"interleaved", recompute, false, false, 2});
+      combos.push_back({"zb", recompute, false, false});
+    }
   if (dp > 1) {
     combos.push_back({"1f1b", "full", true, false});
     // The replicas' sums through MPI messages too (shared memory is the default on one node).
@@ -143,7 +146,9 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
   if (tp > 1) {
     combos.push_back({"1f1b", "none", false, true});
     combos.push_back({"shifted", "full", false, true});
+    if (pp > 1) combos.push_back({"zb", "none", false, true});
   }
+  if (dp > 1 && pp > 1) combos.push_back({"zb", "none", true, false});  // ZeRO-1
   bool ok = true;
   for (const Combo& combo : combos) {
     const char* schedule = combo.schedule;
