@@ -14,7 +14,10 @@
 # otherwise idle machine with >= 2 cores.
 #
 # Each side runs REPEATS times, alternating, and the ratio is of the medians (the machine is
-# shared and single runs vary by several percent).
+# shared and single runs vary by several percent). Each run's rate is its tokens over its time
+# (warm-up step left out); a second ratio, "steady state", uses each run's median step time,
+# which a step slowed by another process on the host does not move (two ranks are about twice
+# as likely as one to have such a step).
 #
 #   bazel run //tools/train:bench_scaling [-- STEPS [REPEATS]]
 set -u
@@ -27,14 +30,15 @@ repeats="${2:-3}"
 export OMPI_MCA_btl=self,vader
 common=(--config "$cfg" --set train.steps="$steps" --set train.threads=1
         --set train.log_interval=100000)
-tps() { sed -n 's/^done:.* | \([0-9]*\) tok\/s.*/\1/p'; }
+tps() { sed -n 's/^done: [^|]*|[^|]*| \([0-9]*\) tok\/s.*/\1/p'; }
+steady() { sed -n 's/^done:.*median step [0-9.]* ms = \([0-9]*\) tok\/s.*/\1/p'; }
 median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 layouts=("dp 2 1 1 8 1.85" "dp-zero 2 1 1 8 1.85" "pp 1 2 1 2 1.7" "pp-il 1 2 1 2 1.7"
          "pp-zb 1 2 1 2 1.7" "tp 1 1 2 16 1.6" "tp-sub 1 1 2 16 1.6")
 # Round-robin over the layouts, so a burst of load on the shared host lands on several rows'
 # samples rather than on every sample of one row.
-declare -A singles rates last
+declare -A singles rates singles_steady rates_steady last
 for ((r = 0; r < repeats; ++r)); do
   for ((l = 0; l < ${#layouts[@]}; ++l)); do
     set -- ${layouts[l]}
@@ -46,10 +50,13 @@ for ((r = 0; r < repeats; ++r)); do
                                --trace "${TMPDIR:-/tmp}/bench_scaling_pp2_zb.json")
     [ "$1" = tp-sub ] && extra=(--set parallel.tp_subpipeline=true)
     [ "$1" = dp-zero ] && extra=(--set parallel.zero1=true)
-    singles[$l]+="$("$train" "${common[@]}" --set train.micro_batch="$5" | tps) "
+    one=$("$train" "${common[@]}" --set train.micro_batch="$5")
+    singles[$l]+="$(tps <<< "$one") "
+    singles_steady[$l]+="$(steady <<< "$one") "
     out=$(mpirun --allow-run-as-root -np 2 "$train" "${common[@]}" --set train.micro_batch="$5" \
           --set parallel.dp="$2" --set parallel.pp="$3" --set parallel.tp="$4" "${extra[@]}")
     rates[$l]+="$(tps <<< "$out") "
+    rates_steady[$l]+="$(steady <<< "$out") "
     last[$l]=$out
   done
 done
@@ -58,11 +65,16 @@ for ((l = 0; l < ${#layouts[@]}; ++l)); do
   set -- ${layouts[l]}
   single=$(tr ' ' '\n' <<< "${singles[$l]}" | grep . | median)
   rate=$(tr ' ' '\n' <<< "${rates[$l]}" | grep . | median)
-  awk -v n="$1" -v r="$rate" -v s="$single" -v want="$6" -v mb="$5" 'BEGIN {
+  single_steady=$(tr ' ' '\n' <<< "${singles_steady[$l]}" | grep . | median)
+  rate_steady=$(tr ' ' '\n' <<< "${rates_steady[$l]}" | grep . | median)
+  awk -v n="$1" -v r="$rate" -v s="$single" -v want="$6" -v mb="$5" -v rs="$rate_steady" \
+      -v ss="$single_steady" 'BEGIN {
     sub(/-sub/, "2 sub-pipelined", n); sub(/-il/, "2 interleaved", n); sub(/-zero/, "2 ZeRO-1", n)
     sub(/-zb/, "2 zero bubble", n)
     if (n !~ / /) n = n "2"
-    printf "%s: %d tok/s vs 1 rank %d tok/s (medians, micro-batches of %d) = %.2fx (target >= %.2fx)\n",
-           n, r, s, mb, r / s, want }'
+    printf "%s: %d tok/s vs 1 rank %d tok/s (medians, micro-batches of %d) = %.2fx (target >= %.2fx)",
+           n, r, s, mb, r / s, want
+    if (ss > 0) printf "; steady state (median step) %.2fx", rs / ss
+    printf "\n" }'
   [[ "$1" = pp* ]] && grep '^simulator' <<< "${last[$l]}"
 done

@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
     const bool tty = isatty(fileno(stdout));
     double first_loss = 0, last_loss = 0, tokens = 0, seconds = 0, flops = 0;
     int64_t peak_mem = 0;
-    std::vector<double> rates;
+    std::vector<double> step_seconds;
     for (int64_t i = 0; i < t.steps; ++i) {
       const train::StepStats s = trainer->step();
       const train::StepReport r = train::report(s, peak);
@@ -168,6 +168,7 @@ int main(int argc, char** argv) {
       last_loss = s.loss;
       peak_mem = s.peak_mem_bytes;
       if (i > 0) {  // the first step includes one-time warm-up
+        step_seconds.push_back(s.seconds);
         tokens += s.tokens;
         seconds += s.seconds;
         flops += s.model_flops;
@@ -189,10 +190,11 @@ int main(int argc, char** argv) {
     if (tty) std::printf("\r\033[K");
     const double tps = seconds > 0 ? tokens / seconds : 0;
     const double gf = seconds > 0 ? flops / seconds / 1e9 : 0;
-    std::printf("done: %lld steps | loss %.4f -> %.4f | %.0f tok/s | %.1f GFLOP/s (%.0f%% of "
+    std::printf("done: %lld steps | loss %.4f -> %.4f | %.0f tok/s %s | %.1f GFLOP/s (%.0f%% of "
                 "peak) | peak mem %s\n",
-                (long long)t.steps, first_loss, last_loss, tps, gf, peak > 0 ? 100 * gf / peak : 0,
-                train::human_bytes(double(peak_mem)).c_str());
+                (long long)t.steps, first_loss, last_loss, tps,
+                train::steady_rate(step_seconds, double(t.batch) * double(t.seq_len)).c_str(), gf,
+                peak > 0 ? 100 * gf / peak : 0, train::human_bytes(double(peak_mem)).c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "merak_train: error: %s\n", e.what());

@@ -265,10 +265,11 @@ int run_parallel(const config::Config& c, const ParallelRun& run) {
   if (root) {
     const double tps = seconds > 0 ? tokens / seconds : 0;
     const double gf = seconds > 0 ? flops / seconds / 1e9 : 0;
-    std::printf("done: %lld steps | loss %.4f -> %.4f | %.0f tok/s | %.1f GFLOP/s (%.1f a rank, "
-                "%.0f%% of peak)\n",
-                (long long)t.steps, first_loss, last_loss, tps, gf, gf / world,
-                peak_rank > 0 ? 100 * gf / world / peak_rank : 0);
+    std::printf("done: %lld steps | loss %.4f -> %.4f | %.0f tok/s %s | %.1f GFLOP/s (%.1f a "
+                "rank, %.0f%% of peak)\n",
+                (long long)t.steps, first_loss, last_loss, tps,
+                steady_rate(step_seconds, double(t.batch) * double(t.seq_len)).c_str(), gf,
+                gf / world, peak_rank > 0 ? 100 * gf / world / peak_rank : 0);
   }
   return 0;
 }

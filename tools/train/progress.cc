@@ -1,5 +1,6 @@
 #include "tools/train/progress.h"
 
+#include <algorithm>
 #include <cinttypes>
 
 namespace merak::train {
@@ -54,6 +55,19 @@ void draw_progress(std::FILE* out, int64_t step, int64_t total, double loss) {
   bar.append(size_t(width - filled), '.');
   std::fprintf(out, "\r[%s] %" PRId64 "/%" PRId64 " loss %.4f ", bar.c_str(), step, total, loss);
   std::fflush(out);
+}
+
+std::string steady_rate(std::vector<double> step_seconds, double tokens_per_step) {
+  if (step_seconds.empty()) return "";
+  const size_t n = step_seconds.size();
+  std::sort(step_seconds.begin(), step_seconds.end());
+  const double median = n % 2 ? step_seconds[n / 2]
+                              : (step_seconds[n / 2 - 1] + step_seconds[n / 2]) / 2;
+  if (median <= 0) return "";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "(median step %.1f ms = %.0f tok/s)", median * 1e3,
+                tokens_per_step / median);
+  return buf;
 }
 
 }  // namespace merak::train

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "tools/train/trainer.h"
 
@@ -21,5 +22,9 @@ std::string json_line(const StepReport& r);
 // "[#####.....] 120/200 loss 1.93" redrawn in place (call only when stdout is a terminal).
 void draw_progress(std::FILE* out, int64_t step, int64_t total, double loss);
 std::string human_bytes(double bytes);
+// The run's steady-state speed from its step times (warm-up step left out): "(median step
+// 35.5 ms = 28845 tok/s)". Unlike the mean rate, one step slowed by another process on a shared
+// machine does not move it. Empty without steps.
+std::string steady_rate(std::vector<double> step_seconds, double tokens_per_step);
 
 }  // namespace merak::train
