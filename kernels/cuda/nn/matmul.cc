@@ -124,17 +124,33 @@ void matmul_kernel(const std::vector<Tensor>& in, const std::vector<Tensor>& out
   check_launch("matmul");
 }
 
+// The GEMM y [M, out] = x [M, in] W^T of a linear layer; bias and epilogue left to the caller.
+GemmArgs linear_gemm(const Tensor& x, const Tensor& w, const Tensor& y, int64_t M, const char* op) {
+  GemmArgs g;
+  g.elem = elem_of(x, op);
+  g.trans_b = true;
+  g.M = M;
+  g.N = w.size(0);
+  g.K = w.size(1);
+  g.A = x.device_data();
+  g.lda = g.K;
+  g.B = w.device_data();
+  g.ldb = g.K;
+  g.C = y.device_data();
+  g.ldc = g.N;
+  return g;
+}
+
 // y [M, out] = x [M, in] W^T + bias, with every leading dim of x folded into M.
 void linear_kernel(const std::vector<Tensor>& in, const std::vector<Tensor>& out, const Attrs&) {
   const Tensor &x = in[0], &w = in[1], &y = out[0];
   const Tensor bias = in.size() > 2 ? in[2] : Tensor();
-  const Elem elem = elem_of(x, "linear");
   const int64_t n_in = w.size(1), n_out = w.size(0);
   const int64_t M = numel(Shape(x.shape().begin(), x.shape().end() - 1));
   if (M == 0 || n_out == 0) return;
   const cudaStream_t stream = stream_of(y);
 
-  GemmArgs g;
+  GemmArgs g = linear_gemm(x, w, y, M, "linear");
   if (bias.defined()) {
     if (n_in > 0 && bias_epilogue_ok(bias.device_data())) {
       g.bias = bias.device_data();
@@ -146,20 +162,7 @@ void linear_kernel(const std::vector<Tensor>& in, const std::vector<Tensor>& out
   } else if (n_in == 0) {
     zero(y, stream);
   }
-  if (n_in > 0) {
-    g.elem = elem;
-    g.trans_b = true;
-    g.M = M;
-    g.N = n_out;
-    g.K = n_in;
-    g.A = x.device_data();
-    g.lda = n_in;
-    g.B = w.device_data();
-    g.ldb = n_in;
-    g.C = y.device_data();
-    g.ldc = n_out;
-    gemm(g, y.device().index, stream, "linear");
-  }
+  if (n_in > 0) gemm(g, y.device().index, stream, "linear");
   check_launch("linear");
 }
 
@@ -183,18 +186,7 @@ void linear_gelu_kernel(const std::vector<Tensor>& in, const std::vector<Tensor>
     (*gelu)({pre}, {y}, a);
     return;
   }
-  GemmArgs g;
-  g.elem = elem_of(x, "linear_gelu");
-  g.trans_b = true;
-  g.M = M;
-  g.N = n_out;
-  g.K = n_in;
-  g.A = x.device_data();
-  g.lda = n_in;
-  g.B = w.device_data();
-  g.ldb = n_in;
-  g.C = y.device_data();
-  g.ldc = n_out;
+  GemmArgs g = linear_gemm(x, w, y, M, "linear_gelu");
   g.bias = bias.defined() ? bias.device_data() : nullptr;
   g.gelu_aux = pre.device_data();
   gemm(g, y.device().index, stream_of(y), "linear_gelu");

@@ -45,6 +45,16 @@ OnnxModel small_linear() {
 
 Tensor floats(const std::vector<float>& v, const Shape& s) { return Tensor::from_vector(v, s); }
 
+// out = 0.5 * in * (1 + erf(in / sqrt 2)), GELU as opset-13 exports spell it.
+void add_erf_gelu(OnnxModel& m, const std::string& in, const std::string& out) {
+  m.floats("sqrt2", {}, {1.41421356f}).floats("one", {}, {1}).floats("half", {}, {0.5f});
+  m.node("Div", {in, "sqrt2"}, {"q"});
+  m.node("Erf", {"q"}, {"e"});
+  m.node("Add", {"e", "one"}, {"a"});
+  m.node("Mul", {in, "a"}, {"ha"});
+  m.node("Mul", {"ha", "half"}, {out});
+}
+
 std::vector<float> values(const Tensor& t) { return t.contiguous().to_vector<float>(); }
 
 }  // namespace
@@ -299,9 +309,7 @@ TEST_CASE("onnx import: decomposed layer norm and GELU fuse into registry ops") 
   OnnxModel m(13);
   m.input("x", kFloat, {2, 4}).output("y", {2, 4});
   m.floats("w", {4}, {1, 2, 3, 4}).floats("b", {4}, {0.5f, 0, -0.5f, 1});
-  auto scalar = [&](const std::string& name, float v) { m.floats(name, {}, {v}); };
-  scalar("two", 2), scalar("eps", 1e-5f), scalar("sqrt2", 1.41421356f), scalar("one", 1);
-  scalar("half", 0.5f);
+  m.floats("two", {}, {2}).floats("eps", {}, {1e-5f});
   set_ints(m.node("ReduceMean", {"x"}, {"mean"}), "axes", {-1});
   m.node("Sub", {"x", "mean"}, {"d"});
   m.node("Pow", {"d", "two"}, {"d2"});
@@ -311,11 +319,7 @@ TEST_CASE("onnx import: decomposed layer norm and GELU fuse into registry ops") 
   m.node("Div", {"d", "sd"}, {"n"});
   m.node("Mul", {"n", "w"}, {"nw"});
   m.node("Add", {"nw", "b"}, {"h"});
-  m.node("Div", {"h", "sqrt2"}, {"q"});
-  m.node("Erf", {"q"}, {"e"});
-  m.node("Add", {"e", "one"}, {"a"});
-  m.node("Mul", {"h", "a"}, {"ha"});
-  m.node("Mul", {"ha", "half"}, {"y"});
+  add_erf_gelu(m, "h", "y");
   const auto model = import(m);
   const auto ops = op_counts(model);
   INFO("nodes: " << model.graph().nodes_size());
@@ -348,15 +352,10 @@ OnnxModel linear_then_gelu(bool product_out) {
   std::vector<float> w(15);
   for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i) - 7) * 0.1f;
   m.floats("W", {5, 3}, w).floats("b", {5}, {0.1f, -0.2f, 0.3f, 0, 0.5f});
-  m.floats("sqrt2", {}, {1.41421356f}).floats("one", {}, {1}).floats("half", {}, {0.5f});
   set_ints(m.node("Transpose", {"W"}, {"Wt"}), "perm", {1, 0});
   m.node("MatMul", {"x", "Wt"}, {"xw"});
   m.node("Add", {"xw", "b"}, {"h"});
-  m.node("Div", {"h", "sqrt2"}, {"q"});
-  m.node("Erf", {"q"}, {"e"});
-  m.node("Add", {"e", "one"}, {"a"});
-  m.node("Mul", {"h", "a"}, {"ha"});
-  m.node("Mul", {"ha", "half"}, {"y"});
+  add_erf_gelu(m, "h", "y");
   return m;
 }
 
