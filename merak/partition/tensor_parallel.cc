@@ -672,7 +672,9 @@ TpRank Pass::build(int64_t rank) const {
 TpPass Pass::run() {
   find_vocab();
   for (size_t n = 0; n < f_.nodes.size(); ++n) {
-    if (!dense(int(n)) || claimed_.count(int(n))) continue;
+    // Each candidate is a region's row-parallel end, which linear_gelu cannot be.
+    const std::optional<Dense> d = dense(int(n));
+    if (!d || d->column_only || claimed_.count(int(n))) continue;
     const Region r = grow(int(n));
     if (!r.failure.empty()) continue;  // not the end of a region: left whole, or a column end
     check_divisible(r);

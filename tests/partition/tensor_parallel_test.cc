@@ -5,6 +5,9 @@
 #include "merak/partition/tensor_parallel.h"
 
 #include "merak/graph/convert.h"
+#include "merak/graph/tracer.h"
+#include "merak/nn/layers.h"
+#include "merak/ops/functional.h"
 #include "merak/partition/analysis.h"
 #include "merak/partition/partitioner.h"
 #include "tests/partition/helpers.h"
@@ -29,7 +32,32 @@ Plan plan(const graph::Model& m, int64_t pp, int64_t tp) {
   return run_partition(m, r).plan;
 }
 
+// x -> a -> relu -> b with GELU (linear_gelu) -> c: b can only be column-parallel.
+class ThreeLinears : public nn::Module {
+ public:
+  nn::Linear& a = add<nn::Linear>("a", 8, 16);
+  nn::Linear& b = add<nn::Linear>("b", 16, 16);
+  nn::Linear& c = add<nn::Linear>("c", 16, 8);
+};
+
 }  // namespace
+
+TEST_CASE("linear_gelu is only ever a column-parallel linear", "[partition]") {
+  ThreeLinears module;
+  const graph::TraceFn fn = [&](const std::vector<Tensor>& x) {
+    const Tensor h = ops::relu(module.a.forward(x[0]));
+    return std::vector<Tensor>{module.c.forward(module.b.forward_gelu(h, "tanh"))};
+  };
+  const graph::Model m = graph::trace(module, 1, {{"x", {4, 8}, DType::F32}}, fn, {"y"});
+  const TpPass pass = shard_tensor_parallel(m, 2);
+  // The region is b (column) to c (row); a, which could only end a region at b, stays whole.
+  const auto& shards = pass.ranks[0].shards;
+  CHECK(shards.at("b.weight").split == "column");
+  CHECK(shards.at("c.weight").split == "row");
+  CHECK(shards.at("a.weight").split == "replicated");
+  CHECK(pass.notes[0] == "1 regions split (0 attention over heads, 1 MLP): 1 column-parallel and "
+                         "1 row-parallel linears");
+}
 
 TEST_CASE("the pass splits attention by heads, the MLP by features, the vocabulary by rows",
           "[partition]") {
