@@ -19,7 +19,6 @@ namespace {
 struct Reachable {
   std::vector<std::shared_ptr<Node>> nodes;  // keeps them alive for the walk
   std::unordered_map<Node*, int> deps;
-  std::unordered_map<Node*, size_t> index;  // position in nodes
   std::map<TensorImpl*, int> leaf_edges;
   std::vector<std::shared_ptr<TensorImpl>> leaves;
 
@@ -36,7 +35,6 @@ struct Reachable {
       auto [it, fresh] = deps.emplace(e.node.get(), 0);
       if (counted) ++it->second;
       if (fresh) {
-        index[e.node.get()] = nodes.size();
         nodes.push_back(e.node);
         stack.push_back(e.node.get());
       }
@@ -48,8 +46,6 @@ struct Reachable {
       for (const Edge& e : n->next) visit(e, true);
     }
   }
-
-  std::shared_ptr<Node> keep(Node* n) const { return nodes[index.at(n)]; }
 
   // One edge into `acc`'s leaf has been walked; reports the leaf when it was the last.
   void passed(const AccumulateGrad& acc, const LeafReadyFn& report) {
@@ -186,7 +182,7 @@ void walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
     // A node no gradient reached does not run; its edges still count as walked.
     std::vector<Tensor> grad_inputs;
     if (any && defers) {
-      later->push_back({graph.keep(node), grad_outputs, deferred});
+      later->push_back({node->shared_from_this(), grad_outputs, deferred});
       std::vector<bool> now(deferred.size());
       bool any_now = false;
       for (size_t i = 0; i < now.size(); ++i) {

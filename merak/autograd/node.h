@@ -21,7 +21,7 @@ struct Edge {
   int input_nr = 0;
 };
 
-struct Node : GradFn {
+struct Node : GradFn, std::enable_shared_from_this<Node> {
   uint64_t sequence = 0;     // creation order; leaf accumulators use 0 and run last
   int num_outputs = 1;       // how many forward outputs send gradients here
   std::vector<Edge> next;    // one per forward input

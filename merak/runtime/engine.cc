@@ -76,9 +76,9 @@ struct Engine::Impl {
     int loss_output = -1;
     bool recompute = false;   // the schedule has this chunk recompute its forward
     int last_backward = -1;   // micro-batch of the chunk's last backward in the step
-    // Zero-bubble schedules: Backward leaves the parameters' gradients to WeightGrad.
-    bool split = false;
-    int last_weight_grad = -1;  // micro-batch of the chunk's last WeightGrad in the step
+    // Micro-batch of the chunk's last WeightGrad in the step; -1 when the schedule has none.
+    // With WeightGrads (zero bubble) Backward leaves the parameters' gradients to them.
+    int last_weight_grad = -1;
     std::map<int, Micro> micro;
     std::map<int, autograd::DeferredGrads> deferred;  // per micro-batch, Backward to WeightGrad
   };
@@ -130,6 +130,13 @@ struct Engine::Impl {
   void rerun(Chunk& c, int mb, int64_t step);
   void backward(Chunk& c, int mb);
   void weight_grads(Chunk& c, int mb);
+  // Hands each parameter whose gradient is final to its data-parallel bucket.
+  autograd::LeafReadyFn bucket_ready() {
+    return [this](const Tensor& leaf) {
+      auto it = param_index.find(&leaf.impl());
+      if (it != param_index.end()) buckets->ready(it->second);
+    };
+  }
   void send_activations(Chunk& c, int mb);
   void recv_activations(Chunk& c, int mb);
   void send_grads(Chunk& c, int mb);
@@ -180,10 +187,7 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
                 to_string(in), " names chunk ", in.chunk, " of ", virtual_stages);
     if (in.op == Op::Recompute) chunks[size_t(in.chunk)].recompute = recompute = true;
     if (in.op == Op::Backward) chunks[size_t(in.chunk)].last_backward = in.micro_batch;
-    if (in.op == Op::WeightGrad) {
-      chunks[size_t(in.chunk)].split = true;
-      chunks[size_t(in.chunk)].last_weight_grad = in.micro_batch;
-    }
+    if (in.op == Op::WeightGrad) chunks[size_t(in.chunk)].last_weight_grad = in.micro_batch;
   }
   if (options.zero1 && replicas > 1)
     zero = std::make_unique<ShardedAdamW>(grid.dp(), params, options.adamw,
@@ -382,7 +386,7 @@ void Engine::Impl::backward(Chunk& c, int mb) {
   }
   std::optional<cpu::TpDeferScope> defer;  // the halves' backward all-reduces, posted
   if (options.tp_subpipeline) defer.emplace();
-  if (!roots.empty() && c.split) {
+  if (!roots.empty() && c.last_weight_grad >= 0) {
     // Only what other stages wait for now (activation gradients); the parameters' gradients
     // when the schedule's WeightGrad comes.
     autograd::backward(roots, grads, [this](const Tensor& leaf) {
@@ -391,10 +395,7 @@ void Engine::Impl::backward(Chunk& c, int mb) {
   } else if (!roots.empty() && buckets && mb == c.last_backward) {
     // The chunk's last backward of the step: each of its parameters' gradients is final once
     // backward has passed it, so its bucket can start its all-reduce while the rest computes.
-    autograd::backward(roots, grads, [this](const Tensor& leaf) {
-      auto it = param_index.find(&leaf.impl());
-      if (it != param_index.end()) buckets->ready(it->second);
-    });
+    autograd::backward(roots, grads, bucket_ready());
   } else if (!roots.empty()) {
     autograd::backward(roots, grads);
   }
@@ -539,15 +540,9 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
 void Engine::Impl::weight_grads(Chunk& c, int mb) {
   auto it = c.deferred.find(mb);
   if (it == c.deferred.end()) return;  // its backward had no roots
-  if (buckets && mb == c.last_weight_grad) {
-    // The chunk's last parameter gradients of the step: buckets start as they complete.
-    autograd::run_deferred(it->second, [this](const Tensor& leaf) {
-      auto p = param_index.find(&leaf.impl());
-      if (p != param_index.end()) buckets->ready(p->second);
-    });
-  } else {
-    autograd::run_deferred(it->second, autograd::LeafReadyFn());
-  }
+  // The chunk's last parameter gradients of the step: buckets start as they complete.
+  const bool last = buckets && mb == c.last_weight_grad;
+  autograd::run_deferred(it->second, last ? bucket_ready() : autograd::LeafReadyFn());
   c.deferred.erase(it);
 }
 
