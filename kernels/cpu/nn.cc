@@ -17,12 +17,6 @@ namespace {
 
 using ops::Attrs;
 
-// Enough elements per parallel chunk that a chunk's work outweighs waking a thread.
-constexpr int64_t kGrainElems = 32768;
-inline int64_t grain_rows(int64_t row_len) {
-  return std::max<int64_t>(1, kGrainElems / std::max<int64_t>(1, row_len));
-}
-
 // A tensor seen as [outer, len, inner] around one dim.
 struct Dims {
   int64_t outer = 1, len = 1, inner = 1;

@@ -16,6 +16,13 @@ namespace merak::cpu::nn {
 
 // Every exp in these kernels takes a shifted argument (<= 0), so they use exp_bounded.
 
+// Enough elements per parallel chunk that a chunk's work outweighs waking a thread; the rows
+// of length row_len a chunk of a row-wise kernel takes.
+constexpr int64_t kGrainElems = 32768;
+inline int64_t grain_rows(int64_t row_len) {
+  return std::max<int64_t>(1, kGrainElems / std::max<int64_t>(1, row_len));
+}
+
 // One AVX-512 register of T as a GCC vector type: arithmetic on it is always vector code, and
 // accumulators of this type stay in registers.
 template <typename T>

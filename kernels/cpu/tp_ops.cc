@@ -157,7 +157,7 @@ void cross_entropy_kernel(const Tensor& logits, const Tensor& targets, const Ten
   T* mp = m.data<T>();
   T* sp = s.data<T>();
   T* tp = tgt.data<T>();
-  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(V, 1));
+  const int64_t grain = cpu::nn::grain_rows(V);
   parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r)
       mp[r] = V ? cpu::nn::row_max(x + r * V, V) : -std::numeric_limits<T>::infinity();
@@ -194,7 +194,7 @@ void cross_entropy_grad_kernel(const Tensor& dloss, const Tensor& logits, const 
   T* g = dx.data<T>();
   const int64_t count = count_targets(t, rows, ignore, "tp_cross_entropy_grad");
   const T scale = count ? *dloss.data<T>() / T(count) : T(0);
-  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(V, 1));
+  const int64_t grain = cpu::nn::grain_rows(V);
   parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       T* gr = g + r * V;

@@ -52,6 +52,12 @@ inline DType stat_dtype(DType input) {
   return input == DType::BF16 || input == DType::F16 ? DType::F32 : input;
 }
 
+// GELU's `approximate` attribute: "tanh" (GPT-2's form) or "none" (the exact erf form).
+inline void check_gelu_mode(const std::string& approximate) {
+  MERAK_CHECK(approximate == "tanh" || approximate == "none", "approximate must be \"tanh\" or ",
+              "\"none\", got \"", approximate, "\"");
+}
+
 inline void expect_rank_at_least(const TensorMeta& m, int64_t rank, const char* what) {
   MERAK_CHECK(int64_t(m.shape.size()) >= rank, what, " needs rank >= ", rank, ", got ",
               shape_str(m.shape));

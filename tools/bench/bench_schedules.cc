@@ -35,6 +35,7 @@
 #include "merak/runtime/schedule_recompute.h"
 #include "merak/runtime/simulator.h"
 #include "merak/runtime/simulator_trace.h"
+#include "tools/common/median.h"
 
 namespace {
 
@@ -92,10 +93,7 @@ double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using merak::tools::median;
 
 // One block, measured: seconds per micro-batch and bytes it saves for backward.
 struct BlockCost {

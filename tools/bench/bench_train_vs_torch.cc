@@ -28,6 +28,7 @@
 #include "merak/optim/grad_norm.h"
 #include "models/model.h"
 #include "tools/common/fma_peak.h"
+#include "tools/common/median.h"
 
 namespace {
 
@@ -95,10 +96,7 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using merak::tools::median;
 
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();

@@ -1,7 +1,9 @@
 #include "tools/train/progress.h"
 
-#include <algorithm>
 #include <cinttypes>
+#include <utility>
+
+#include "tools/common/median.h"
 
 namespace merak::train {
 
@@ -58,11 +60,7 @@ void draw_progress(std::FILE* out, int64_t step, int64_t total, double loss) {
 }
 
 std::string steady_rate(std::vector<double> step_seconds, double tokens_per_step) {
-  if (step_seconds.empty()) return "";
-  const size_t n = step_seconds.size();
-  std::sort(step_seconds.begin(), step_seconds.end());
-  const double median = n % 2 ? step_seconds[n / 2]
-                              : (step_seconds[n / 2 - 1] + step_seconds[n / 2]) / 2;
+  const double median = tools::median(std::move(step_seconds));
   if (median <= 0) return "";
   char buf[96];
   std::snprintf(buf, sizeof buf, "(median step %.1f ms = %.0f tok/s)", median * 1e3,

@@ -101,11 +101,6 @@ OpDef unary_def(const char* name, const char* doc, double fwd_flops, double bwd_
   return d;
 }
 
-void check_gelu_mode(const std::string& approximate) {
-  MERAK_CHECK(approximate == "tanh" || approximate == "none", "approximate must be \"tanh\" or ",
-              "\"none\", got \"", approximate, "\"");
-}
-
 }  // namespace
 
 // --- add: y = a + b; da, db = dy summed over broadcast dims ---

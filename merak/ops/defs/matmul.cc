@@ -195,9 +195,7 @@ MERAK_REGISTER_OP(linear_gelu) {
   d.outputs = {"y", "pre"};
   d.attrs = {{"approximate", AttrKind::String, std::string("tanh")}};
   d.infer = [](const std::vector<TensorMeta>& in, const Attrs& a) {
-    const std::string& mode = a.s("approximate");
-    MERAK_CHECK(mode == "tanh" || mode == "none",
-                "approximate must be \"tanh\" or \"none\", got \"", mode, "\"");
+    check_gelu_mode(a.s("approximate"));
     const TensorMeta y = infer_linear(in);
     return std::vector<TensorMeta>{y, y};
   };
