@@ -59,7 +59,9 @@ std::unique_ptr<NodeSum> NodeSum::create(const MpiCommunicator& group,
   const int n = group.size();
   const size_t k = sum->regions_.size();
   const int64_t counter_bytes = round_up(int64_t(3 * k * sizeof(uint64_t)), 64);
-  const int64_t part_bytes = counter_bytes + at * int64_t(sizeof(float));
+  // Every part: counters, then the slot; member 0's also holds the results.
+  const int64_t slot_bytes = at * int64_t(sizeof(float));
+  const int64_t part_bytes = counter_bytes + slot_bytes * (group.rank() == 0 ? 2 : 1);
   MPI_Info info;
   MPI_Info_create(&info);
   MPI_Info_set(info, "alloc_shared_noncontig", "true");  // each part near its owner's memory
@@ -79,6 +81,7 @@ std::unique_ptr<NodeSum> NodeSum::create(const MpiCommunicator& group,
     sum->counters_.push_back({c, c + k, c + 2 * k});
     sum->slots_.push_back(reinterpret_cast<float*>(static_cast<char*>(part) + counter_bytes));
   }
+  sum->results_ = sum->slots_[0] + at;
   auto* mine = static_cast<char*>(base);
   for (size_t i = 0; i < 3 * k; ++i)
     new (mine + i * sizeof(uint64_t)) std::atomic<uint64_t>(0);
@@ -101,6 +104,7 @@ NodeSum::NodeSum(const MpiCommunicator& group, std::vector<Region> regions)
       regions_(std::move(regions)),
       round_(regions_.size(), 0),
       summed_(regions_.size(), 0),
+      lent_(regions_.size(), false),
       pieces_(regions_.size()) {}
 
 NodeSum::~NodeSum() {
@@ -162,7 +166,7 @@ void NodeSum::post(int k, std::vector<Piece> pieces) {
   const uint64_t round = round_[size_t(k)];
   MERAK_CHECK(counters_[size_t(me)].collected[k].load(std::memory_order_relaxed) == round,
               "shared-memory sum over ", group_.describe(), ": region ", k,
-              " posted again before its sum was collected");
+              " posted again before its sum was collected or released");
   int64_t total = 0;
   for (const Piece& p : pieces) total += p.count;
   MERAK_CHECK(total == floats(k), "shared-memory sum over ", group_.describe(), ": region ", k,
@@ -234,6 +238,19 @@ void NodeSum::progress() {
 }
 
 void NodeSum::collect(int k, float* out) {
+  std::memcpy(out, sum(k), size_t(floats(k)) * sizeof(float));
+  release(k);
+}
+
+void NodeSum::release(int k) {
+  MERAK_CHECK(k >= 0 && k < regions(), "shared-memory sum: no region ", k, " of ", regions());
+  if (!lent_[size_t(k)]) return;
+  lent_[size_t(k)] = false;
+  counters_[size_t(group_.rank())].collected[k].store(round_[size_t(k)],
+                                                      std::memory_order_release);
+}
+
+const float* NodeSum::sum(int k) {
   MERAK_CHECK(k >= 0 && k < regions(), "shared-memory sum: no region ", k, " of ", regions());
   const uint64_t round = round_[size_t(k)];
   wait_posted(k);
@@ -241,9 +258,13 @@ void NodeSum::collect(int k, float* out) {
     progress();
     return summed_[size_t(k)] == round;
   }, [] { return std::string("this member's sum"); });
-  all_gather(k, [&](int64_t begin, const float* values, int64_t count) {
-    std::memcpy(out + begin, values, size_t(count) * sizeof(float));
-  });
+  wait_summed(k);
+  lent_[size_t(k)] = true;
+  return results_ + regions_[size_t(k)].offset;
+}
+
+void NodeSum::wait_summed(int k) {
+  wait_all(&Counters::summed, k, round_[size_t(k)], "added up its part of");
 }
 
 void NodeSum::wait_posted(int k) {
@@ -262,8 +283,7 @@ void NodeSum::reduce_scatter(int k, float* out) {
 }
 
 float* NodeSum::own_segment(int k) {
-  return slots_[size_t(group_.rank())] + regions_[size_t(k)].offset +
-         segment_begin(k, group_.rank());
+  return results_ + regions_[size_t(k)].offset + segment_begin(k, group_.rank());
 }
 
 void NodeSum::all_gather(int k,
@@ -277,11 +297,11 @@ void NodeSum::all_gather(int k,
               " gathered before it was posted");
   summed_[size_t(k)] = round;
   counters_[size_t(me)].summed[k].store(round, std::memory_order_release);
-  wait_all(&Counters::summed, k, round, "shared its part of");
-  const int64_t off = regions_[size_t(k)].offset;
+  wait_summed(k);
+  const float* results = results_ + regions_[size_t(k)].offset;
   for (int m = 0; m < group_.size(); ++m) {
     const int64_t lo = segment_begin(k, m), hi = segment_begin(k, m + 1);
-    take(lo, slots_[size_t(m)] + off + lo, hi - lo);
+    take(lo, results + lo, hi - lo);
   }
   counters_[size_t(me)].collected[k].store(round, std::memory_order_release);
 }

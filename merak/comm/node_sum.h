@@ -2,16 +2,15 @@
 // window of shared memory instead of messages. Region k is cut into one segment per member.
 // Posting copies the segments other members add up into this member's slot (its own segment
 // stays in the caller's memory); once every member has posted, member r adds up segment r
-// (the members' inputs in rank order, so all members get the same bits) into its own slot, and
-// each member collects the whole sum from the segments' owners. Per member that is (n-1)/n of
-// the region copied in, 1/n of the additions and the region copied out, as much as a
-// reduce-scatter plus all-gather moves, but nothing waits on MPI's progress engine or its
-// protocol: that is what makes it cheaper between processes of one machine (data-parallel
-// replicas on a CPU host).
+// (the members' inputs in rank order, so all members get the same bits) into the window's one
+// copy of the results, where every member reads the whole sum in place (sum()) or copies it
+// out (collect()). Per member that is (n-1)/n of the region copied in and 1/n of the additions:
+// nothing waits on MPI's progress engine or its protocol, which is what makes it cheaper than
+// messages between processes of one machine (data-parallel replicas on a CPU host).
 //
-// Rounds: each region is posted and collected once per round (a training step). post(k)
-// waits until every member has collected the previous round of region k, so a fast member
-// never overwrites a slot a slow one still reads.
+// Rounds: each region is posted and read once per round (a training step). post(k) waits until
+// every member is done with the previous round of region k (collected it, or released what it
+// read in place), so a fast member never overwrites what a slow one still reads.
 //
 // The same window serves ZeRO-1 (a sharded optimizer): reduce_scatter() gives a member only
 // its segment's sum, it updates its share of the parameters, writes them over its segment
@@ -68,13 +67,18 @@ class NodeSum {
   // Waits for the sum of region k (adding up this member's segments meanwhile) and copies it,
   // `floats(k)` values, to `out`.
   void collect(int k, float* out);
+  // Waits for the sum of region k like collect() and returns where it lies in the window,
+  // `floats(k)` values, to read in place until release(k).
+  const float* sum(int k);
+  // This member is done with what sum(k) returned; no-op when it holds nothing of region k.
+  void release(int k);
 
   // Member m's segment of region k: [segment_begin(k, m), segment_begin(k, m + 1)).
   int64_t segment_begin(int k, int member) const;
   // Waits until every member has posted region k and writes the sum of this member's segment
-  // to `out` (its slot keeps its input; nothing is shared yet).
+  // to `out` (the results are left as they are; nothing is shared yet).
   void reduce_scatter(int k, float* out);
-  // This member's segment of its own slot, to overwrite with what all_gather() should share.
+  // This member's segment of the results, to overwrite with what all_gather() should share.
   float* own_segment(int k);
   // Shares this member's segment, waits for everyone's and hands each (this member's too) to
   // take(begin, values, count); ends the round.
@@ -98,6 +102,8 @@ class NodeSum {
   // Region floats [begin, begin + count) of this member's posted input, into dst.
   void copy_input(int k, int64_t begin, int64_t count, float* dst) const;
   void wait_posted(int k);
+  // Waits until every member has added up its segment of region k's current round.
+  void wait_summed(int k);
   // Spins (then yields the core) until ready() holds, or ends the job after the group's timeout
   // with `what` in the message.
   template <typename Ready, typename What> void wait_until(Ready ready, What what);
@@ -110,10 +116,12 @@ class NodeSum {
   std::vector<Region> regions_;
   MPI_Comm node_ = MPI_COMM_NULL;
   MPI_Win window_ = MPI_WIN_NULL;
-  std::vector<float*> slots_;        // per member
+  std::vector<float*> slots_;        // per member: the inputs others add up
+  float* results_ = nullptr;         // one for all, in member 0's part: the sums
   std::vector<Counters> counters_;   // per member
   std::vector<uint64_t> round_;      // per region: rounds this member has posted
   std::vector<uint64_t> summed_;     // per region: rounds this member has added up
+  std::vector<bool> lent_;           // per region: sum() handed out, not yet released
   std::vector<std::vector<Piece>> pieces_;  // per region: this member's input, this round
 };
 

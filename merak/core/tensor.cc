@@ -12,7 +12,7 @@ Storage::Storage(size_t nbytes, Device dev) : bytes(nbytes), device(dev) {
 }
 
 Storage::~Storage() {
-  if (data) allocator->deallocate(data, bytes);
+  if (data && allocator) allocator->deallocate(data, bytes);
 }
 
 namespace {
@@ -80,6 +80,20 @@ void strided_copy(const Tensor& dst, const Tensor& src) {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   return Tensor(make_impl(shape, dtype, device));
+}
+
+Tensor Tensor::borrow(void* data, const Shape& shape, DType dtype) {
+  for (int64_t d : shape) MERAK_CHECK(d >= 0, "negative size in shape ", shape_str(shape));
+  MERAK_CHECK(data != nullptr || merak::numel(shape) == 0, "Tensor::borrow of a null pointer for ",
+              shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  impl->device = Device::cpu();
+  const size_t bytes = size_t(merak::numel(shape)) * dtype_size(dtype);
+  impl->storage = std::make_shared<Storage>(data, bytes, Device::cpu());
+  return Tensor(std::move(impl));
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {

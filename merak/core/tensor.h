@@ -16,9 +16,12 @@
 
 namespace merak {
 
-// A contiguous block of device memory. Freed through its allocator when the last view goes.
+// A contiguous block of device memory. Freed through its allocator when the last view goes;
+// borrowed memory (no allocator) is left to whoever lent it.
 struct Storage {
   Storage(size_t bytes, Device device);
+  Storage(void* borrowed, size_t bytes, Device device)
+      : data(borrowed), bytes(bytes), device(device) {}
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -65,6 +68,9 @@ class Tensor {
   static Tensor scalar(double value, DType dtype = DType::F32) { return full({}, value, dtype); }
   template <typename T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape);
+  // A contiguous CPU tensor over memory it does not own (a shared-memory window, say): the
+  // lender keeps it alive and unchanged for as long as the tensor or a view of it is used.
+  static Tensor borrow(void* data, const Shape& shape, DType dtype = DType::F32);
 
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const { return impl().shape; }

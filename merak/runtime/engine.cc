@@ -489,6 +489,8 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
     Tensor g = params[i].value.grad();
     if (!g.defined()) g = Tensor::zeros(params[i].value.shape(), params[i].value.dtype());
     if (!g.is_contiguous()) g = g.contiguous();
+    // The tied sum below writes in place; the buckets' sums may be the replicas' shared copy.
+    if (shards[i]->tied_ranks_size() > 0 && buckets && buckets->shares_sums()) g = g.clone();
     params[i].value.set_grad(g);
     grads.push_back(g);
     if (shards[i]->tied_ranks_size() > 0) tied.push_back(g);
@@ -608,6 +610,7 @@ EngineStepResult Engine::step(int64_t step, double lr, const MicroBatchFn& batch
   e.loss_sum = 0;
   const int64_t posted_before = e.tp_scope ? e.tp_scope->posted() : 0;
   for (const optim::Param& p : e.params) p.value.set_grad(Tensor());
+  if (e.buckets) e.buckets->release();  // the last step's summed gradients, views of its window
   EngineStepResult r;
   for (const Instruction& in : e.program) {
     if (in.op == Op::ReduceGrads) {

@@ -91,14 +91,19 @@ void GradBuckets::post(size_t index) {
   b.posted = true;
 }
 
+void GradBuckets::release() {
+  if (node_sum_)
+    for (int i = 0; i < node_sum_->regions(); ++i) node_sum_->release(i);
+}
+
 int GradBuckets::finish() {
   for (size_t i = 0; i < buckets_.size(); ++i)
     if (!buckets_[i].posted) post(i);
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];
     if (node_sum_) {
-      b.flat = Tensor::empty({b.floats}, DType::F32);
-      node_sum_->collect(int(i), b.flat.data<float>());
+      // Read in place from the window, no copy out, until release().
+      b.flat = Tensor::borrow(const_cast<float*>(node_sum_->sum(int(i))), {b.floats});
       b.inputs.clear();
     } else {
       b.work.wait();

@@ -5,7 +5,8 @@
 // while backward computes. finish() posts what is left and waits for everything.
 // When the replicas share one node (CPU processes on one host) the sums go through shared
 // memory (comm::NodeSum) rather than MPI messages: no progress engine to drive, each member
-// adding up its share of every bucket. Otherwise, or when asked, MPI's non-blocking all-reduce.
+// adding up its share of every bucket, and the summed gradients are views of the shared window
+// until release(). Otherwise, or when asked, MPI's non-blocking all-reduce.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +38,12 @@ class GradBuckets {
   // and leaves each parameter's gradient summed over the group. Ends the step's reduction;
   // returns how many buckets were posted before it (overlapped with backward).
   int finish();
+  // The gradients finish() left are gone (cleared): the shared sums may be overwritten. Call it
+  // before the next step's backward.
+  void release();
   int buckets() const { return int(buckets_.size()); }
+  // Whether finish() leaves gradients as views of memory the replicas share (read-only then).
+  bool shares_sums() const { return node_sum_ != nullptr; }
   // How the sums travel, for the start-up report: "shared memory" or "MPI all-reduce (why)".
   const std::string& transport() const { return transport_; }
 

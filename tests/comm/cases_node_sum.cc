@@ -1,6 +1,7 @@
 // The shared-memory sum (comm::NodeSum) of data-parallel replicas on one node, MPI backend only:
-// regions of awkward sizes summed over several rounds, posted all at once and collected out of
-// order; the ZeRO-1 form (reduce_scatter, own segment overwritten, all_gather); the refusal
+// regions of awkward sizes summed over several rounds, posted all at once and collected (or
+// read in place) out of order; the ZeRO-1 form (reduce_scatter, own segment overwritten,
+// all_gather); a region posted again while its sum is still read in place, refused; the refusal
 // when the regions exceed the allowed size. Values are small integers, so sums are exact.
 #include <string>
 #include <vector>
@@ -41,21 +42,60 @@ void check_sums(Ctx& c, const MpiCommunicator& group, const std::string& label) 
       sum->post(k, pieces);
       sum->progress();
     }
-    for (int k = sum->regions() - 1; k >= 0; --k) {  // collected in reverse order
-      std::vector<float> out(size_t(kRegions[size_t(k)]), -1.0f);
-      sum->collect(k, out.data());
+    // In reverse order; odd regions read in place (released once all are checked), even ones
+    // copied out.
+    for (int k = sum->regions() - 1; k >= 0; --k) {
+      std::vector<float> copied(size_t(kRegions[size_t(k)]), -1.0f);
+      const float* out = copied.data();
+      if (k % 2) out = sum->sum(k);
+      else sum->collect(k, copied.data());
       bool ok = true;
       int64_t bad = -1;
       for (int64_t i = 0; i < kRegions[size_t(k)] && ok; ++i) {
         double want = 0;
         for (int m = 0; m < n; ++m) want += (i / 100) % 5 == 4 ? 0 : input_value(m, k, i, round);
-        ok = out[size_t(i)] == float(want);
+        ok = out[i] == float(want);
         if (!ok) bad = i;
       }
       c.checks.expect(ok, label + ": round " + std::to_string(round) + " region " +
-                              std::to_string(k) + " sum (first wrong element " +
-                              std::to_string(bad) + ")");
+                              std::to_string(k) + (k % 2 ? " sum in place" : " sum") +
+                              " (first wrong element " + std::to_string(bad) + ")");
     }
+    for (int k = 1; k < sum->regions(); k += 2) sum->release(k);
+  }
+}
+
+// Every member reads a sum in place and posts the region again without releasing it: refused
+// before anything is shared, so after release() the next round goes through.
+void check_release(Ctx& c, const MpiCommunicator& group) {
+  std::string why;
+  std::unique_ptr<NodeSum> sum = NodeSum::create(group, {100}, int64_t(1) << 30, &why);
+  c.checks.expect(sum != nullptr, "release: created (" + why + ")");
+  if (!sum) return;
+  std::vector<float> in(100);
+  for (int round = 1; round <= 2; ++round) {
+    for (int64_t i = 0; i < 100; ++i) in[size_t(i)] = input_value(group.rank(), 0, i, round);
+    sum->post(0, {{in.data(), 100}});
+    const float* out = sum->sum(0);
+    bool ok = true;
+    for (int64_t i = 0; i < 100; ++i) {
+      double want = 0;
+      for (int m = 0; m < group.size(); ++m) want += input_value(m, 0, i, round);
+      ok = ok && out[i] == float(want);
+    }
+    c.checks.expect(ok, "release: round " + std::to_string(round) + " sum in place");
+    if (round == 1) {
+      std::string error;
+      try {
+        sum->post(0, {{in.data(), 100}});
+      } catch (const Error& e) {
+        error = e.what();
+      }
+      c.checks.expect(error.find("before its sum was collected or released") != std::string::npos,
+                      "release: posting again while the sum is read in place is refused (" +
+                          error + ")");
+    }
+    sum->release(0);
   }
 }
 
@@ -107,6 +147,7 @@ void case_mpi_node_sum(Ctx& c) {
   const auto& world = dynamic_cast<const MpiCommunicator&>(world_grid.dp());
   check_sums(c, world, "world");
   check_zero(c, world);
+  check_release(c, world);
   if (c.world % 2 == 0) {
     // Pairs (the data-parallel groups of a dp 2 grid) at once, each through its own window.
     Grid pairs({2, 1, c.world / 2}, c.kit.factory(c.options));

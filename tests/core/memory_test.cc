@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "merak/core/parallel.h"
 #include "merak/core/tensor.h"
@@ -35,6 +36,24 @@ TEST_CASE("Meta tensors never allocate", "[core][memory]") {
   CHECK(m.transpose(0, 1).shape() == Shape{1 << 14, 1 << 20});
   CHECK(m.clone().is_meta());
   CHECK(cpu_memory_stats().live_bytes == live);
+}
+
+TEST_CASE("a borrowed tensor reads and writes the lender's memory and never frees it",
+          "[core][memory]") {
+  std::vector<float> lent = {1, 2, 3, 4, 5, 6};
+  const int64_t live = cpu_memory_stats().live_bytes;
+  {
+    Tensor t = Tensor::borrow(lent.data(), {2, 3});
+    CHECK(t.raw_data() == lent.data());
+    CHECK(t.is_contiguous());
+    CHECK(t.nbytes() == 24);
+    CHECK(t.narrow(0, 1, 1).view({3}).to_vector<float>() == std::vector<float>{4, 5, 6});
+    t.narrow(0, 1, 1).fill_(9);  // through a view, into the lender's memory
+    CHECK(cpu_memory_stats().live_bytes == live);  // the allocator saw nothing
+  }
+  CHECK(lent == std::vector<float>{1, 2, 3, 9, 9, 9});  // still there after the last view went
+  CHECK_THROWS_WITH(Tensor::borrow(nullptr, {2}), Catch::Contains("null pointer"));
+  CHECK(Tensor::borrow(nullptr, {0}).numel() == 0);
 }
 
 TEST_CASE("parallel_for covers the range once, with any thread count", "[core][threads]") {
