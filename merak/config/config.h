@@ -99,6 +99,9 @@ struct ParallelConfig {
   // Replicas on one node sum their gradients through shared memory instead of MPI messages
   // (less CPU work, no progress engine to drive); false forces MPI's all-reduce.
   bool dp_shared_memory = true;
+  // With shared-memory sums, the replicas also keep one copy of the parameters there and each
+  // updates its share of them (the segments it sums): 1/dp of AdamW's work and state a replica.
+  bool dp_shared_params = true;
 };
 
 struct Config {

@@ -21,6 +21,7 @@
 #include "merak/runtime/engine_split.h"
 #include "merak/runtime/engine_params.h"
 #include "merak/runtime/engine_tp.h"
+#include "merak/runtime/engine_shared_update.h"
 #include "merak/runtime/engine_zero.h"
 
 namespace merak::runtime {
@@ -99,6 +100,8 @@ struct Engine::Impl {
   std::vector<const partition::ParamShard*> shards;  // per params entry
   std::unique_ptr<optim::AdamW> adamw;      // unsharded
   std::unique_ptr<ShardedAdamW> zero;       // ZeRO-1 (dp > 1)
+  std::unique_ptr<SharedUpdate> shared;     // replicas sharing one parameter copy (dp > 1)
+  std::string dp_parameters;                // how the replicas hold parameters, for the report
   std::unique_ptr<GradBuckets> buckets;     // data-parallel sums overlapping backward (dp > 1)
   std::map<const TensorImpl*, size_t> param_index;  // params entry of each parameter tensor
   std::unique_ptr<TpCollectiveScope> tp_scope;
@@ -192,11 +195,19 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
   if (options.zero1 && replicas > 1)
     zero = std::make_unique<ShardedAdamW>(grid.dp(), params, options.adamw,
                                           options.dp_shared_memory);
-  else
-    adamw = std::make_unique<optim::AdamW>(params, options.adamw);
   if (replicas > 1 && !zero)
     buckets = std::make_unique<GradBuckets>(grid.dp(), params, options.bucket_bytes,
                                             options.dp_shared_memory);
+  std::vector<GradBuckets::Piece> mine;
+  std::string why_not = "turned off";
+  if (buckets && options.dp_shared_params && buckets->share_parameters(&mine, &why_not)) {
+    shared = std::make_unique<SharedUpdate>(params, std::move(mine), *buckets->parameter_copy(),
+                                            options.adamw);
+    dp_parameters = detail::concat("one shared copy, each replica updating 1/", replicas);
+  } else if (!zero) {
+    adamw = std::make_unique<optim::AdamW>(params, options.adamw);
+    if (buckets) dp_parameters = "a copy a replica (not shared: " + why_not + ")";
+  }
   for (size_t i = 0; i < params.size(); ++i) param_index[&params[i].value.impl()] = i;
   for (Chunk& c : chunks) make_ports(c);
 
@@ -522,6 +533,8 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
   double sq = 0;
   if (zero) {
     sq = zero->sum_of_squares(counted);
+  } else if (shared) {
+    sq = shared->sum_of_squares(counted);
   } else {
     for (size_t i = 0; i < params.size(); ++i)
       if (counted(i) && int(i % size_t(replicas)) == replica) sq += optim::sum_of_squares(grads[i]);
@@ -581,6 +594,7 @@ void Engine::Impl::run(const Instruction& in, int64_t step, double lr,
     case Op::ReduceGrads: category = "collective"; break;  // done by step(): it fills the result
     case Op::OptimizerStep:
       if (zero) zero->step(lr, clip_scale);
+      else if (shared) shared->step(lr, clip_scale);
       else adamw->step(lr, clip_scale);
       category = "update";
       break;
@@ -651,6 +665,7 @@ std::string Engine::dp_transport() const {
   if (impl_->zero) return "ZeRO-1 over " + impl_->zero->transport();
   return impl_->buckets ? impl_->buckets->transport() : std::string();
 }
+const std::string& Engine::dp_parameters() const { return impl_->dp_parameters; }
 std::vector<std::string> Engine::data_inputs() const {
   std::set<std::string> names;
   for (const Impl::Chunk& c : impl_->chunks)

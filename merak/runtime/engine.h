@@ -56,6 +56,8 @@ struct EngineOptions {
   double grad_clip = 1.0;           // global-norm clipping over the whole job; 0 = off
   int64_t bucket_bytes = 1 << 20;   // data-parallel gradient buckets
   bool dp_shared_memory = true;     // replicas on one node sum through shared memory
+  // ... and keep one parameter copy there, each updating its share (engine_shared_update.h)
+  bool dp_shared_params = true;
   bool zero1 = false;               // optimizer state sharded over dp (engine_zero.h)
   // Sub-pipelined tensor parallelism: each schedule slot runs two of the plan's micro-batches
   // (the halves of a micro-batch twice their size, which the plan must be made for) interleaved,
@@ -94,10 +96,14 @@ class Engine {
   // How data-parallel gradient sums travel ("shared memory", "MPI all-reduce (...)", "ZeRO-1
   // over ..."); empty without dp.
   std::string dp_transport() const;
+  // How data-parallel replicas hold their parameters ("one shared copy, ..."); empty at dp 1
+  // and under ZeRO-1.
+  const std::string& dp_parameters() const;
   const Program& instructions() const;  // this rank's schedule for one step
   bool recomputes() const;              // whether the schedule has one of its chunks recompute
   int micro_batches() const;            // per replica and step
-  // This rank's parameters (local shards) by global name.
+  // This rank's parameters (local shards) by global name. Their memory may be the engine's
+  // (replicas sharing one copy): clone what must outlive it.
   std::vector<std::pair<std::string, Tensor>> parameters() const;
   // Spans recorded so far when options.trace (seconds since the engine started, the same
   // instant on every rank).

@@ -1,5 +1,8 @@
 #include "merak/runtime/engine_buckets.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "merak/runtime/engine_comm.h"
 
 namespace merak::runtime {
@@ -32,6 +35,52 @@ GradBuckets::GradBuckets(comm::Communicator& group, const std::vector<optim::Par
 }
 
 GradBuckets::~GradBuckets() = default;
+
+bool GradBuckets::share_parameters(std::vector<Piece>* mine, std::string* why_not) {
+  if (!node_sum_) {
+    *why_not = "the gradient sums do not go through shared memory";
+    return false;
+  }
+  int64_t total = 0;
+  for (const Bucket& b : buckets_) total += b.floats;
+  shared_params_ = comm::SharedArray::create(group_, total, why_not);
+  if (!shared_params_) return false;
+  std::vector<float*> place(params_.size());
+  float* at = shared_params_->data();
+  for (const Bucket& b : buckets_)
+    for (size_t k : b.members) {
+      place[k] = at;
+      at += params_[k].value.numel();
+    }
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const Tensor& p = params_[k].value;
+    MERAK_CHECK(p.is_contiguous(), "shared parameters: '", params_[k].name, "' is ", p.str(),
+                ", not contiguous");
+    if (group_.rank() == 0) std::memcpy(place[k], p.data<float>(), size_t(p.nbytes()));
+  }
+  shared_params_->barrier();
+  // Every holder of a parameter (the executor's graph, autograd) shares its TensorImpl, so
+  // pointing that at the shared copy moves the parameter for all of them.
+  for (size_t k = 0; k < params_.size(); ++k) {
+    TensorImpl& impl = params_[k].value.impl();
+    impl.storage = Tensor::borrow(place[k], impl.shape).impl().storage;
+    impl.offset = 0;
+  }
+  mine->clear();
+  const int me = group_.rank();
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    const int64_t lo = node_sum_->segment_begin(int(i), me);
+    const int64_t hi = node_sum_->segment_begin(int(i), me + 1);
+    int64_t begin = 0;  // the parameter's place in the bucket
+    for (size_t k : buckets_[i].members) {
+      const int64_t end = begin + params_[k].value.numel();
+      const int64_t from = std::max(begin, lo), to = std::min(end, hi);
+      if (from < to) mine->push_back({k, from - begin, to - from});
+      begin = end;
+    }
+  }
+  return true;
+}
 
 void GradBuckets::ready(size_t index) {
   MERAK_CHECK(index < params_.size(), "gradient bucket: no parameter ", index);

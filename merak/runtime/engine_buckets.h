@@ -16,6 +16,7 @@
 
 #include "merak/comm/communicator.h"
 #include "merak/comm/node_sum.h"
+#include "merak/comm/shared_array.h"
 #include "merak/optim/adamw.h"
 
 namespace merak::runtime {
@@ -44,6 +45,18 @@ class GradBuckets {
   int buckets() const { return int(buckets_.size()); }
   // Whether finish() leaves gradients as views of memory the replicas share (read-only then).
   bool shares_sums() const { return node_sum_ != nullptr; }
+
+  // Elements [begin, begin + length) of parameter `param`, flattened.
+  struct Piece {
+    size_t param;
+    int64_t begin, length;
+  };
+  // With shared-memory sums, moves the parameters into one copy the group shares, laid out as
+  // the buckets (member 0's values: every replica starts from the same), and sets *mine to the
+  // pieces of this member's segments of the buckets: the sums it adds up, the part of the update
+  // it can do alone. Collective. False, moving nothing, with the reason in *why_not otherwise.
+  bool share_parameters(std::vector<Piece>* mine, std::string* why_not);
+  comm::SharedArray* parameter_copy() const { return shared_params_.get(); }  // null: not shared
   // How the sums travel, for the start-up report: "shared memory" or "MPI all-reduce (why)".
   const std::string& transport() const { return transport_; }
 
@@ -63,6 +76,7 @@ class GradBuckets {
   std::vector<optim::Param> params_;
   std::vector<Bucket> buckets_;
   std::unique_ptr<comm::NodeSum> node_sum_;  // null: MPI all-reduce
+  std::unique_ptr<comm::SharedArray> shared_params_;  // null: each member has its own
   std::string transport_;
   std::vector<size_t> bucket_of_;      // per parameter
   std::vector<bool> final_;            // per parameter, this step

@@ -104,6 +104,7 @@ int run_suite(Kit& kit) {
       {"mpi_errors", case_mpi_errors},
       {"mpi_tensors", case_mpi_tensors},
       {"mpi_node_sum", case_mpi_node_sum},
+      {"mpi_shared_array", case_mpi_shared_array},
   };
   Checks checks(rank);
   // A hung case ends the job with its message; generous for 8 ranks on 2 cores.

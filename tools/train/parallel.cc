@@ -145,6 +145,7 @@ runtime::EngineOptions engine_options(const config::Config& c) {
   o.tp_subpipeline = c.parallel.tp_subpipeline;
   o.bucket_bytes = std::max<int64_t>(1, int64_t(c.parallel.bucket_mb * double(1 << 20)));
   o.dp_shared_memory = c.parallel.dp_shared_memory;
+  o.dp_shared_params = c.parallel.dp_shared_params;
   return o;
 }
 
@@ -204,8 +205,8 @@ int run_parallel(const config::Config& c, const ParallelRun& run) {
     if (!engine.dp_transport().empty() && p.zero1)
       std::printf("  data-parallel gradient sums: %s\n", engine.dp_transport().c_str());
     else if (!engine.dp_transport().empty())
-      std::printf("  data-parallel gradient sums: %s, buckets of %g MiB\n",
-                  engine.dp_transport().c_str(), p.bucket_mb);
+      std::printf("  data-parallel gradient sums: %s, buckets of %g MiB; parameters: %s\n",
+                  engine.dp_transport().c_str(), p.bucket_mb, engine.dp_parameters().c_str());
     std::fflush(stdout);
   }
 

@@ -123,6 +123,7 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     bool subpipeline;
     int virtual_stages = 1;
     bool shared_memory = true;  // replicas' sums through shared memory (false: MPI messages)
+    bool shared_params = true;  // ... and one parameter copy there (false: one a replica)
   };
   std::vector<Combo> combos;
   for (const char* schedule : {"gpipe", "1f1b", "shifted"})
@@ -140,6 +141,8 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     // The replicas' sums through MPI messages too (shared memory is the default on one node).
     combos.push_back({"1f1b", "none", false, false, 1, false});
     combos.push_back({"1f1b", "full", true, false, 1, false});
+    // Shared-memory sums read in place, but a parameter copy a replica.
+    combos.push_back({"1f1b", "none", false, false, 1, true, false});
   }
   // Those are compared with the single process at half the micro-batch: the halves are the
   // micro-batches (BERT's loss averages over each one's masked tokens).
@@ -159,6 +162,7 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     cfg.parallel.tp_subpipeline = combo.subpipeline;
     cfg.parallel.virtual_stages = combo.virtual_stages;
     cfg.parallel.dp_shared_memory = combo.shared_memory;
+    cfg.parallel.dp_shared_params = combo.shared_params;
     const partition::Plan plan = train::shared_plan(grid.world(), cfg);
     const runtime::MicroBatchFn batches =
         train::micro_batch_source(source, config::model_micro_batch_size(cfg));
@@ -226,9 +230,15 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     const std::string transport = engine.dp_transport();
     const bool shared = transport.find("over shared memory") != std::string::npos ||
                         transport.rfind("shared memory", 0) == 0;
-    const bool transport_right = dp == 1 ? transport.empty() : shared == combo.shared_memory;
+    // ... and the parameters are held as asked (ZeRO-1 has its own).
+    const bool params_shared = engine.dp_parameters().rfind("one shared copy", 0) == 0;
+    const bool transport_right =
+        dp == 1 ? transport.empty()
+                : shared == combo.shared_memory &&
+                      params_shared == (combo.shared_memory && combo.shared_params && !combo.zero1);
     if (!transport_right && root)
-      std::printf("  data-parallel sums went by '%s'\n", transport.c_str());
+      std::printf("  data-parallel sums went by '%s', parameters: '%s'\n", transport.c_str(),
+                  engine.dp_parameters().c_str());
     const bool pass = worst <= kTolerance && transport_right && recomputing == want_recomputing &&
                       wrong_readers == 0 && overlaps && deferring;
     ok = ok && pass;
@@ -238,7 +248,8 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
                   "%s\n",
                   cfg.model.family.c_str(), cfg.model.dropout > 0 ? " with dropout" : "", dp, pp,
                   tp, schedule, combo.zero1 ? " zero1" : combo.subpipeline ? " sub-pipelined tp" : "",
-                  dp > 1 && !combo.shared_memory ? " (mpi)" : "",
+                  dp > 1 && !combo.shared_memory ? " (mpi)"
+                  : dp > 1 && !combo.shared_params && !combo.zero1 ? " (params a replica)" : "",
                   recompute, recomputing, dp * pp * tp, (long long)cfg.train.steps, worst,
                   worst_norm, int(fewest_overlapped > 1e8 ? 0 : fewest_overlapped),
                   pass ? "ok" : "FAIL");

@@ -1,0 +1,60 @@
+#include "merak/comm/shared_array.h"
+
+#include <atomic>
+
+#include "merak/comm/mpi_env.h"
+#include "merak/core/error.h"
+
+namespace merak::comm {
+
+std::unique_ptr<SharedArray> SharedArray::create(Communicator& group, int64_t floats,
+                                                 std::string* why_not) {
+  MERAK_CHECK(floats >= 0, "shared array over ", group.describe(), ": ", floats, " floats");
+  const auto* mpi = dynamic_cast<const MpiCommunicator*>(&group);
+  if (!mpi) {
+    *why_not = std::string("the ") + group.backend() + " backend";
+    return nullptr;
+  }
+  // Every member sees the same node size and makes the same choice, so the group stays in step.
+  MPI_Comm node;
+  check_mpi(MPI_Comm_split_type(mpi->mpi_comm(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+            group.describe() + ": MPI_Comm_split_type");
+  int node_size = 0;
+  MPI_Comm_size(node, &node_size);
+  if (node_size != group.size()) {
+    MPI_Comm_free(&node);
+    *why_not = "its members are on more than one node";
+    return nullptr;
+  }
+  std::unique_ptr<SharedArray> array(new SharedArray(group, floats));
+  array->node_ = node;
+  const MPI_Aint bytes = group.rank() == 0 ? MPI_Aint(floats) * MPI_Aint(sizeof(float)) : 0;
+  void* base = nullptr;
+  check_mpi(MPI_Win_allocate_shared(bytes, sizeof(float), MPI_INFO_NULL, node, &base,
+                                    &array->window_),
+            group.describe() + ": MPI_Win_allocate_shared of " + std::to_string(bytes) +
+                " bytes");
+  MPI_Aint size = 0;
+  int unit = 0;
+  void* held = nullptr;
+  check_mpi(MPI_Win_shared_query(array->window_, 0, &size, &unit, &held),
+            group.describe() + ": MPI_Win_shared_query");
+  array->data_ = static_cast<float*>(held);
+  return array;
+}
+
+SharedArray::~SharedArray() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (window_ != MPI_WIN_NULL) MPI_Win_free(&window_);
+  if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
+}
+
+void SharedArray::barrier() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  group_.barrier();
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+}  // namespace merak::comm
