@@ -192,22 +192,29 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
     if (in.op == Op::Backward) chunks[size_t(in.chunk)].last_backward = in.micro_batch;
     if (in.op == Op::WeightGrad) chunks[size_t(in.chunk)].last_weight_grad = in.micro_batch;
   }
-  if (options.zero1 && replicas > 1)
-    zero = std::make_unique<ShardedAdamW>(grid.dp(), params, options.adamw,
-                                          options.dp_shared_memory);
-  if (replicas > 1 && !zero)
-    buckets = std::make_unique<GradBuckets>(grid.dp(), params, options.bucket_bytes,
-                                            options.dp_shared_memory);
+  // Replicas on one node share one parameter copy and split the update, which shards AdamW's
+  // state as ZeRO-1 does (and overlaps the sums with backward, with nothing to all-gather): so
+  // that is ZeRO-1 there too. Otherwise ZeRO-1 has its own exchange, and plain data parallelism
+  // a copy and a full update a replica.
   std::vector<GradBuckets::Piece> mine;
   std::string why_not = "turned off";
-  if (buckets && options.dp_shared_params && buckets->share_parameters(&mine, &why_not)) {
-    shared = std::make_unique<SharedUpdate>(params, std::move(mine), *buckets->parameter_copy(),
-                                            options.adamw);
-    dp_parameters = detail::concat("one shared copy, each replica updating 1/", replicas);
-  } else if (!zero) {
-    adamw = std::make_unique<optim::AdamW>(params, options.adamw);
-    if (buckets) dp_parameters = "a copy a replica (not shared: " + why_not + ")";
+  if (replicas > 1) {
+    buckets = std::make_unique<GradBuckets>(grid.dp(), params, options.bucket_bytes,
+                                            options.dp_shared_memory);
+    if (options.dp_shared_params && buckets->share_parameters(&mine, &why_not)) {
+      shared = std::make_unique<SharedUpdate>(params, std::move(mine),
+                                              *buckets->parameter_copy(), options.adamw);
+      dp_parameters = detail::concat("one shared copy, each replica updating 1/", replicas,
+                                     options.zero1 ? " (ZeRO-1: its moments only)" : "");
+    } else if (options.zero1) {
+      buckets.reset();
+      zero = std::make_unique<ShardedAdamW>(grid.dp(), params, options.adamw,
+                                            options.dp_shared_memory);
+    } else {
+      dp_parameters = "a copy a replica (not shared: " + why_not + ")";
+    }
   }
+  if (!zero && !shared) adamw = std::make_unique<optim::AdamW>(params, options.adamw);
   for (size_t i = 0; i < params.size(); ++i) param_index[&params[i].value.impl()] = i;
   for (Chunk& c : chunks) make_ports(c);
 

@@ -97,7 +97,7 @@ class Engine {
   // over ..."); empty without dp.
   std::string dp_transport() const;
   // How data-parallel replicas hold their parameters ("one shared copy, ..."); empty at dp 1
-  // and under ZeRO-1.
+  // and under ZeRO-1's own exchange (replicas on several nodes, or shared parameters off).
   const std::string& dp_parameters() const;
   const Program& instructions() const;  // this rank's schedule for one step
   bool recomputes() const;              // whether the schedule has one of its chunks recompute

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Scaling of the 3D engine on this machine: tokens/s of 2 ranks with 1 thread each against 1
 # rank with 1 thread, the same model (gpt-tiny), global batch (16 x seq 64) and micro-batch size:
-#   dp 2  micro-batches of 8: one per replica, its gradient sums overlapping its backward; then
-#         again with ZeRO-1 (each replica updates half the parameters)
+#   dp 2  micro-batches of 8: one per replica, its gradient sums overlapping its backward, one
+#         parameter copy in shared memory, each replica updating its half; then again with a
+#         copy and a full update a replica (parallel.dp_shared_params: false)
 #   pp 2  micro-batches of 2: the 8 micro-batches the issue asks the pipeline to fill, under
 #         1F1B, interleaved (two model chunks a rank: half the fill-and-drain bubble) and zero
 #         bubble (backward split, parameter gradients filling the waits)
@@ -34,7 +35,7 @@ tps() { sed -n 's/^done: [^|]*|[^|]*| \([0-9]*\) tok\/s.*/\1/p'; }
 steady() { sed -n 's/^done:.*median step [0-9.]* ms = \([0-9]*\) tok\/s.*/\1/p'; }
 median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-layouts=("dp 2 1 1 8 1.85" "dp-zero 2 1 1 8 1.85" "pp 1 2 1 2 1.7" "pp-il 1 2 1 2 1.7"
+layouts=("dp 2 1 1 8 1.85" "dp-copy 2 1 1 8 1.85" "pp 1 2 1 2 1.7" "pp-il 1 2 1 2 1.7"
          "pp-zb 1 2 1 2 1.7" "tp 1 1 2 16 1.6" "tp-sub 1 1 2 16 1.6")
 # Round-robin over the layouts, so a burst of load on the shared host lands on several rows'
 # samples rather than on every sample of one row.
@@ -49,7 +50,7 @@ for ((r = 0; r < repeats; ++r)); do
     [ "$1" = pp-zb ] && extra=(--set parallel.schedule=zb
                                --trace "${TMPDIR:-/tmp}/bench_scaling_pp2_zb.json")
     [ "$1" = tp-sub ] && extra=(--set parallel.tp_subpipeline=true)
-    [ "$1" = dp-zero ] && extra=(--set parallel.zero1=true)
+    [ "$1" = dp-copy ] && extra=(--set parallel.dp_shared_params=false)
     one=$("$train" "${common[@]}" --set train.micro_batch="$5")
     singles[$l]+="$(tps <<< "$one") "
     singles_steady[$l]+="$(steady <<< "$one") "
@@ -69,7 +70,8 @@ for ((l = 0; l < ${#layouts[@]}; ++l)); do
   rate_steady=$(tr ' ' '\n' <<< "${rates_steady[$l]}" | grep . | median)
   awk -v n="$1" -v r="$rate" -v s="$single" -v want="$6" -v mb="$5" -v rs="$rate_steady" \
       -v ss="$single_steady" 'BEGIN {
-    sub(/-sub/, "2 sub-pipelined", n); sub(/-il/, "2 interleaved", n); sub(/-zero/, "2 ZeRO-1", n)
+    sub(/-sub/, "2 sub-pipelined", n); sub(/-il/, "2 interleaved", n)
+    sub(/-copy/, "2 a copy a replica", n)
     sub(/-zb/, "2 zero bubble", n)
     if (n !~ / /) n = n "2"
     printf "%s: %d tok/s vs 1 rank %d tok/s (medians, micro-batches of %d) = %.2fx (target >= %.2fx)",

@@ -202,7 +202,7 @@ int run_parallel(const config::Config& c, const ParallelRun& run) {
                 (long long)config::micro_batches_per_replica(c),
                 (long long)config::micro_batch_size(c), p.schedule.c_str(), p.recompute.c_str(),
                 (long long)t.steps, num_threads(), num_threads() == 1 ? "" : "s", peak_rank);
-    if (!engine.dp_transport().empty() && p.zero1)
+    if (!engine.dp_transport().empty() && engine.dp_parameters().empty())
       std::printf("  data-parallel gradient sums: %s\n", engine.dp_transport().c_str());
     else if (!engine.dp_transport().empty())
       std::printf("  data-parallel gradient sums: %s, buckets of %g MiB; parameters: %s\n",

@@ -141,8 +141,10 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     // The replicas' sums through MPI messages too (shared memory is the default on one node).
     combos.push_back({"1f1b", "none", false, false, 1, false});
     combos.push_back({"1f1b", "full", true, false, 1, false});
-    // Shared-memory sums read in place, but a parameter copy a replica.
+    // Shared-memory sums read in place, but a parameter copy a replica; ZeRO-1's own exchange
+    // through shared memory.
     combos.push_back({"1f1b", "none", false, false, 1, true, false});
+    combos.push_back({"1f1b", "full", true, false, 1, true, false});
   }
   // Those are compared with the single process at half the micro-batch: the halves are the
   // micro-batches (BERT's loss averages over each one's masked tokens).
@@ -213,7 +215,9 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     double fewest_overlapped = 1e9;
     for (double n : runtime::all_gather_doubles(grid.world(), {double(overlapped)}))
       fewest_overlapped = std::min(fewest_overlapped, n);
-    const bool overlaps = dp == 1 || combo.zero1 || fewest_overlapped >= 1;
+    // ZeRO-1's own exchange runs after backward; with shared parameters it is the buckets'.
+    const bool own_exchange = combo.zero1 && !(combo.shared_memory && combo.shared_params);
+    const bool overlaps = dp == 1 || own_exchange || fewest_overlapped >= 1;
     if (!overlaps && root)
       std::printf("  a rank started no gradient bucket during backward\n");
     // Sub-pipelined: every rank posted its tp all-reduces without waiting; otherwise none did.
@@ -230,12 +234,12 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     const std::string transport = engine.dp_transport();
     const bool shared = transport.find("over shared memory") != std::string::npos ||
                         transport.rfind("shared memory", 0) == 0;
-    // ... and the parameters are held as asked (ZeRO-1 has its own).
+    // ... and the parameters are held as asked (shared ones make ZeRO-1 too).
     const bool params_shared = engine.dp_parameters().rfind("one shared copy", 0) == 0;
     const bool transport_right =
         dp == 1 ? transport.empty()
                 : shared == combo.shared_memory &&
-                      params_shared == (combo.shared_memory && combo.shared_params && !combo.zero1);
+                      params_shared == (combo.shared_memory && combo.shared_params);
     if (!transport_right && root)
       std::printf("  data-parallel sums went by '%s', parameters: '%s'\n", transport.c_str(),
                   engine.dp_parameters().c_str());
@@ -249,7 +253,7 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
                   cfg.model.family.c_str(), cfg.model.dropout > 0 ? " with dropout" : "", dp, pp,
                   tp, schedule, combo.zero1 ? " zero1" : combo.subpipeline ? " sub-pipelined tp" : "",
                   dp > 1 && !combo.shared_memory ? " (mpi)"
-                  : dp > 1 && !combo.shared_params && !combo.zero1 ? " (params a replica)" : "",
+                  : dp > 1 && !combo.shared_params ? " (params a replica)" : "",
                   recompute, recomputing, dp * pp * tp, (long long)cfg.train.steps, worst,
                   worst_norm, int(fewest_overlapped > 1e8 ? 0 : fewest_overlapped),
                   pass ? "ok" : "FAIL");
