@@ -48,6 +48,29 @@ void check_mpi(int code, const std::string& what) {
   if (code != MPI_SUCCESS) throw Error(what + ": " + mpi_error_string(code));
 }
 
+MPI_Comm one_node_comm(MPI_Comm comm, const std::string& what, std::string* why_not) {
+  MPI_Comm node;
+  check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+            what + ": MPI_Comm_split_type");
+  int node_size = 0, size = 0;
+  MPI_Comm_size(node, &node_size);
+  MPI_Comm_size(comm, &size);
+  if (node_size != size) {
+    MPI_Comm_free(&node);
+    *why_not = "its members are on more than one node";
+    return MPI_COMM_NULL;
+  }
+  return node;
+}
+
+void free_node_window(MPI_Win* window, MPI_Comm* node) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (*window != MPI_WIN_NULL) MPI_Win_free(window);
+  if (*node != MPI_COMM_NULL) MPI_Comm_free(node);
+}
+
 int world_rank() {
   if (!mpi_running()) return 0;
   int r = 0;

@@ -28,6 +28,15 @@ std::string mpi_error_string(int code);
 // Throws merak::Error "<what>: <MPI error text>" unless code is MPI_SUCCESS.
 void check_mpi(int code, const std::string& what);
 
+// The members of `comm` (`what` names it in errors) as one node's communicator, in the same
+// order, to free with MPI_Comm_free; MPI_COMM_NULL, with the reason in *why_not, when they are
+// on more than one node. Collective; every member gets the same answer.
+MPI_Comm one_node_comm(MPI_Comm comm, const std::string& what, std::string* why_not);
+
+// Frees a shared-memory window and the node communicator it was made on (either may be null),
+// unless MPI has already been finalised (then there is nothing left to free).
+void free_node_window(MPI_Win* window, MPI_Comm* node);
+
 int world_rank();  // rank in MPI_COMM_WORLD; 0 before MPI_Init
 // The rank among the processes on this node (for choosing a GPU).
 int local_rank();

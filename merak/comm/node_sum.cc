@@ -38,17 +38,8 @@ std::unique_ptr<NodeSum> NodeSum::create(const MpiCommunicator& group,
                               max_bytes >> 20, " MiB allowed in shared memory");
     return nullptr;
   }
-  // Every member sees the same node size and makes the same choice, so the group stays in step.
-  MPI_Comm node;
-  check_mpi(MPI_Comm_split_type(group.mpi_comm(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-            group.describe() + ": MPI_Comm_split_type");
-  int node_size = 0;
-  MPI_Comm_size(node, &node_size);
-  if (node_size != group.size()) {
-    MPI_Comm_free(&node);
-    *why_not = "its members are on more than one node";
-    return nullptr;
-  }
+  MPI_Comm node = one_node_comm(group.mpi_comm(), group.describe(), why_not);
+  if (node == MPI_COMM_NULL) return nullptr;
   std::unique_ptr<NodeSum> sum(new NodeSum(group, std::move(regions)));
   sum->node_ = node;
   int node_rank = -1;
@@ -107,13 +98,7 @@ NodeSum::NodeSum(const MpiCommunicator& group, std::vector<Region> regions)
       lent_(regions_.size(), false),
       pieces_(regions_.size()) {}
 
-NodeSum::~NodeSum() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized) return;
-  if (window_ != MPI_WIN_NULL) MPI_Win_free(&window_);
-  if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
-}
+NodeSum::~NodeSum() { free_node_window(&window_, &node_); }
 
 int64_t NodeSum::segment_begin(int k, int member) const {
   const int64_t n = regions_[size_t(k)].floats;

@@ -15,17 +15,8 @@ std::unique_ptr<SharedArray> SharedArray::create(Communicator& group, int64_t fl
     *why_not = std::string("the ") + group.backend() + " backend";
     return nullptr;
   }
-  // Every member sees the same node size and makes the same choice, so the group stays in step.
-  MPI_Comm node;
-  check_mpi(MPI_Comm_split_type(mpi->mpi_comm(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-            group.describe() + ": MPI_Comm_split_type");
-  int node_size = 0;
-  MPI_Comm_size(node, &node_size);
-  if (node_size != group.size()) {
-    MPI_Comm_free(&node);
-    *why_not = "its members are on more than one node";
-    return nullptr;
-  }
+  MPI_Comm node = one_node_comm(mpi->mpi_comm(), group.describe(), why_not);
+  if (node == MPI_COMM_NULL) return nullptr;
   std::unique_ptr<SharedArray> array(new SharedArray(group, floats));
   array->node_ = node;
   const MPI_Aint bytes = group.rank() == 0 ? MPI_Aint(floats) * MPI_Aint(sizeof(float)) : 0;
@@ -43,13 +34,7 @@ std::unique_ptr<SharedArray> SharedArray::create(Communicator& group, int64_t fl
   return array;
 }
 
-SharedArray::~SharedArray() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized) return;
-  if (window_ != MPI_WIN_NULL) MPI_Win_free(&window_);
-  if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
-}
+SharedArray::~SharedArray() { free_node_window(&window_, &node_); }
 
 void SharedArray::barrier() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
