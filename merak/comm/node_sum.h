@@ -50,6 +50,7 @@ class NodeSum {
   NodeSum& operator=(const NodeSum&) = delete;
 
   int regions() const { return int(regions_.size()); }
+  int64_t bytes() const { return bytes_; }  // this member's part of the window
   int64_t floats(int k) const { return regions_.at(size_t(k)).floats; }
 
   // Consecutive pieces of a member's input, together floats(k) values; data null: zeros.
@@ -118,6 +119,7 @@ class NodeSum {
   MPI_Win window_ = MPI_WIN_NULL;
   std::vector<float*> slots_;        // per member: the inputs others add up
   float* results_ = nullptr;         // one for all, in member 0's part: the sums
+  int64_t bytes_ = 0;
   std::vector<Counters> counters_;   // per member
   std::vector<uint64_t> round_;      // per region: rounds this member has posted
   std::vector<uint64_t> summed_;     // per region: rounds this member has added up

@@ -673,6 +673,10 @@ std::string Engine::dp_transport() const {
   return impl_->buckets ? impl_->buckets->transport() : std::string();
 }
 const std::string& Engine::dp_parameters() const { return impl_->dp_parameters; }
+int64_t Engine::shared_memory_bytes() const {
+  return (impl_->buckets ? impl_->buckets->shared_bytes() : 0) +
+         (impl_->zero ? impl_->zero->shared_bytes() : 0);
+}
 std::vector<std::string> Engine::data_inputs() const {
   std::set<std::string> names;
   for (const Impl::Chunk& c : impl_->chunks)

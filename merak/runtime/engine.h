@@ -99,6 +99,9 @@ class Engine {
   // How data-parallel replicas hold their parameters ("one shared copy, ..."); empty at dp 1
   // and under ZeRO-1's own exchange (replicas on several nodes, or shared parameters off).
   const std::string& dp_parameters() const;
+  // This rank's part of the data-parallel shared-memory windows (gradient sums, the replicas'
+  // one parameter copy on their first member), which the CPU allocator's counts leave out.
+  int64_t shared_memory_bytes() const;
   const Program& instructions() const;  // this rank's schedule for one step
   bool recomputes() const;              // whether the schedule has one of its chunks recompute
   int micro_batches() const;            // per replica and step

@@ -57,6 +57,10 @@ class GradBuckets {
   // it can do alone. Collective. False, moving nothing, with the reason in *why_not otherwise.
   bool share_parameters(std::vector<Piece>* mine, std::string* why_not);
   comm::SharedArray* parameter_copy() const { return shared_params_.get(); }  // null: not shared
+  // This member's part of the shared memory (sums, parameters), which no allocator counts.
+  int64_t shared_bytes() const {
+    return (node_sum_ ? node_sum_->bytes() : 0) + (shared_params_ ? shared_params_->bytes() : 0);
+  }
   // How the sums travel, for the start-up report: "shared memory" or "MPI all-reduce (why)".
   const std::string& transport() const { return transport_; }
 

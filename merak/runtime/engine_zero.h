@@ -39,6 +39,7 @@ class ShardedAdamW {
   int64_t segment_size() const { return counts_[size_t(dp_.rank())]; }
   // "shared memory" or "MPI (not shared memory: why)", for the start-up report.
   const std::string& transport() const { return transport_; }
+  int64_t shared_bytes() const { return node_sum_ ? node_sum_->bytes() : 0; }  // see NodeSum
 
  private:
   // Values [begin, begin + count) of the flattened parameters into the parameters.

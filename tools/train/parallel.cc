@@ -224,7 +224,7 @@ int run_parallel(const config::Config& c, const ParallelRun& run) {
     s.seconds = b.step;
     s.tokens = double(t.batch) * double(t.seq_len);
     s.model_flops = flops_per_token * s.tokens;
-    s.peak_mem_bytes = cpu_memory_stats().peak_bytes;
+    s.peak_mem_bytes = cpu_memory_stats().peak_bytes + engine.shared_memory_bytes();
     if (i == 0) first_loss = s.loss;
     last_loss = s.loss;
     if (i > 0) {
