@@ -40,6 +40,9 @@ grep -q "dp 2, pp 2, tp 2 on 8 ranks" <<< "$out" || fail "3D run: no layout line
 grep '^step ' <<< "$out" | grep -q "compute .*p2p wait .*collectives .*bubble" ||
   fail "3D run: no time breakdown: $out"
 grep -q '^done: 4 steps' <<< "$out" || fail "3D run: no summary: $out"
+report="data-parallel gradient sums: shared memory, buckets of 1 MiB; parameters: one shared"
+grep -q "$report copy, each replica updating 1/2" <<< "$out" ||
+  fail "3D run: no data-parallel report (shared sums and parameters): $out"
 [ "$(wc -l < "$tmp/m.jsonl")" -eq 4 ] || fail "3D run: want 4 metrics lines"
 [ "$(grep -c '"thread_name"' "$tmp/t.json")" -eq 8 ] || fail "trace: want 8 rank tracks"
 # Every rank's forwards and backwards: 4 steps x 4 micro-batches of each, on each of 8 ranks.

@@ -236,6 +236,19 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
                         transport.rfind("shared memory", 0) == 0;
     // ... and the parameters are held as asked (shared ones make ZeRO-1 too).
     const bool params_shared = engine.dp_parameters().rfind("one shared copy", 0) == 0;
+    // The memory reports count the shared windows, each at least the parameters' size: every
+    // member's slot of inputs; on the first, the sums and the parameter copy as well.
+    int64_t param_bytes = 0;
+    for (const auto& named : engine.parameters()) param_bytes += named.second.nbytes();
+    const int64_t held = engine.shared_memory_bytes();
+    const int windows = grid.coord().dp == 0 ? (params_shared ? 3 : 2) : 1;
+    const bool counted = shared ? held >= windows * param_bytes : held == 0;
+    bool memory_right = true;
+    for (double wrong : runtime::all_gather_doubles(grid.world(), {counted ? 0.0 : 1.0}))
+      memory_right = memory_right && wrong == 0;
+    if (!memory_right && root)
+      std::printf("  shared-memory bytes left out of the memory report (rank 0 holds %lld)\n",
+                  (long long)held);
     const bool transport_right =
         dp == 1 ? transport.empty()
                 : shared == combo.shared_memory &&
@@ -244,7 +257,7 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
       std::printf("  data-parallel sums went by '%s', parameters: '%s'\n", transport.c_str(),
                   engine.dp_parameters().c_str());
     const bool pass = worst <= kTolerance && transport_right && recomputing == want_recomputing &&
-                      wrong_readers == 0 && overlaps && deferring;
+                      wrong_readers == 0 && overlaps && deferring && memory_right;
     ok = ok && pass;
     if (root)
       std::printf("%s%s (%d,%d,%d) | %-7s%s%s | recompute %-4s (%d of %d ranks) | %lld steps | "
