@@ -196,12 +196,14 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
   // state as ZeRO-1 does (and overlaps the sums with backward, with nothing to all-gather): so
   // that is ZeRO-1 there too. Otherwise ZeRO-1 has its own exchange, and plain data parallelism
   // a copy and a full update a replica.
-  std::vector<GradBuckets::Piece> mine;
+  std::vector<ParamPiece> mine;
   std::string why_not = "turned off";
   if (replicas > 1) {
-    buckets = std::make_unique<GradBuckets>(grid.dp(), params, options.bucket_bytes,
-                                            options.dp_shared_memory);
-    if (options.dp_shared_params && buckets->share_parameters(&mine, &why_not)) {
+    // (ZeRO-1 without shared parameters needs no buckets: not even their window.)
+    if (options.dp_shared_params || !options.zero1)
+      buckets = std::make_unique<GradBuckets>(grid.dp(), params, options.bucket_bytes,
+                                              options.dp_shared_memory);
+    if (buckets && options.dp_shared_params && buckets->share_parameters(&mine, &why_not)) {
       shared = std::make_unique<SharedUpdate>(params, std::move(mine),
                                               *buckets->parameter_copy(), options.adamw);
       dp_parameters = detail::concat("one shared copy, each replica updating 1/", replicas,

@@ -1,6 +1,5 @@
 #include "merak/runtime/engine_buckets.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "merak/runtime/engine_comm.h"
@@ -36,7 +35,7 @@ GradBuckets::GradBuckets(comm::Communicator& group, const std::vector<optim::Par
 
 GradBuckets::~GradBuckets() = default;
 
-bool GradBuckets::share_parameters(std::vector<Piece>* mine, std::string* why_not) {
+bool GradBuckets::share_parameters(std::vector<ParamPiece>* mine, std::string* why_not) {
   if (!node_sum_) {
     *why_not = "the gradient sums do not go through shared memory";
     return false;
@@ -68,17 +67,9 @@ bool GradBuckets::share_parameters(std::vector<Piece>* mine, std::string* why_no
   }
   mine->clear();
   const int me = group_.rank();
-  for (size_t i = 0; i < buckets_.size(); ++i) {
-    const int64_t lo = node_sum_->segment_begin(int(i), me);
-    const int64_t hi = node_sum_->segment_begin(int(i), me + 1);
-    int64_t begin = 0;  // the parameter's place in the bucket
-    for (size_t k : buckets_[i].members) {
-      const int64_t end = begin + params_[k].value.numel();
-      const int64_t from = std::max(begin, lo), to = std::min(end, hi);
-      if (from < to) mine->push_back({k, from - begin, to - from});
-      begin = end;
-    }
-  }
+  for (size_t i = 0; i < buckets_.size(); ++i)
+    append_pieces(params_, buckets_[i].members, 0, node_sum_->segment_begin(int(i), me),
+                  node_sum_->segment_begin(int(i), me + 1), mine);
   return true;
 }
 

@@ -18,6 +18,7 @@
 #include "merak/comm/node_sum.h"
 #include "merak/comm/shared_array.h"
 #include "merak/optim/adamw.h"
+#include "merak/runtime/engine_pieces.h"
 
 namespace merak::runtime {
 
@@ -46,16 +47,11 @@ class GradBuckets {
   // Whether finish() leaves gradients as views of memory the replicas share (read-only then).
   bool shares_sums() const { return node_sum_ != nullptr; }
 
-  // Elements [begin, begin + length) of parameter `param`, flattened.
-  struct Piece {
-    size_t param;
-    int64_t begin, length;
-  };
   // With shared-memory sums, moves the parameters into one copy the group shares, laid out as
   // the buckets (member 0's values: every replica starts from the same), and sets *mine to the
   // pieces of this member's segments of the buckets: the sums it adds up, the part of the update
   // it can do alone. Collective. False, moving nothing, with the reason in *why_not otherwise.
-  bool share_parameters(std::vector<Piece>* mine, std::string* why_not);
+  bool share_parameters(std::vector<ParamPiece>* mine, std::string* why_not);
   comm::SharedArray* parameter_copy() const { return shared_params_.get(); }  // null: not shared
   // This member's part of the shared memory (sums, parameters), which no allocator counts.
   int64_t shared_bytes() const {

@@ -20,7 +20,7 @@ class SharedUpdate {
  public:
   // `params`: the engine's parameters (already moved into the shared copy); `mine`: this
   // member's pieces of them; `shared`: the copy, for its barrier.
-  SharedUpdate(const std::vector<optim::Param>& params, std::vector<GradBuckets::Piece> mine,
+  SharedUpdate(const std::vector<optim::Param>& params, std::vector<ParamPiece> mine,
                comm::SharedArray& shared, optim::AdamWOptions options);
 
   // Sum of squares of this member's pieces of the (summed) gradients of the parameters
@@ -32,7 +32,7 @@ class SharedUpdate {
 
  private:
   const std::vector<optim::Param>& params_;
-  std::vector<GradBuckets::Piece> mine_;
+  std::vector<ParamPiece> mine_;
   std::vector<Tensor> values_;  // per piece: a view of its elements of the parameter
   comm::SharedArray& shared_;
   std::unique_ptr<optim::AdamW> adamw_;

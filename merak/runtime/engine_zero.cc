@@ -1,6 +1,5 @@
 #include "merak/runtime/engine_zero.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "merak/runtime/engine_comm.h"
@@ -31,20 +30,10 @@ ShardedAdamW::ShardedAdamW(comm::Communicator& dp, const std::vector<optim::Para
   for (int64_t r = 0; r < dp_.rank(); ++r) begin_ += counts_[size_t(r)];
   const int64_t end = begin_ + segment_size();
 
-  std::vector<optim::Param> pieces;
-  int64_t at = 0;  // flat offset of the current parameter
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const int64_t numel = params_[i].value.numel();
-    const int64_t lo = std::max(at, begin_), hi = std::min(at + numel, end);
-    if (lo < hi) {
-      pieces_.push_back({i, lo - at, hi - lo});
-      Tensor view = params_[i].value.view({numel}).narrow(0, lo - at, hi - lo);
-      piece_values_.push_back(view);
-      pieces.push_back({params_[i].name, view, params_[i].decay});
-    }
-    at += numel;
-  }
-  adamw_ = std::make_unique<optim::AdamW>(pieces, options);
+  order_.resize(params_.size());
+  for (size_t i = 0; i < order_.size(); ++i) order_[i] = i;
+  append_pieces(params_, order_, 0, begin_, end, &pieces_);
+  adamw_ = piece_adamw(params_, pieces_, options, &piece_values_);
 }
 
 ShardedAdamW::~ShardedAdamW() = default;
@@ -73,21 +62,19 @@ void ShardedAdamW::reduce_scatter(const std::vector<Tensor>& grads) {
 }
 
 void ShardedAdamW::scatter_flat(int64_t begin, const float* values, int64_t count) {
-  int64_t at = 0;  // flat offset of the current parameter
-  for (const optim::Param& p : params_) {
-    const int64_t numel = p.value.numel();
-    const int64_t lo = std::max(at, begin), hi = std::min(at + numel, begin + count);
-    if (lo < hi)
-      std::memcpy(p.value.data<float>() + (lo - at), values + (lo - begin),
-                  size_t(hi - lo) * sizeof(float));
-    at += numel;
+  std::vector<ParamPiece> pieces;
+  append_pieces(params_, order_, 0, begin, begin + count, &pieces);
+  for (const ParamPiece& piece : pieces) {
+    std::memcpy(params_[piece.param].value.data<float>() + piece.begin, values,
+                size_t(piece.length) * sizeof(float));
+    values += piece.length;
   }
 }
 
 double ShardedAdamW::sum_of_squares(const std::function<bool(size_t)>& count) const {
   double sq = 0;
   int64_t at = 0;
-  for (const Piece& p : pieces_) {
+  for (const ParamPiece& p : pieces_) {
     if (count(p.param)) {
       sq += optim::sum_of_squares(segment_grad_.narrow(0, at, p.length));
     }

@@ -16,6 +16,7 @@
 #include "merak/comm/communicator.h"
 #include "merak/comm/node_sum.h"
 #include "merak/optim/adamw.h"
+#include "merak/runtime/engine_pieces.h"
 
 namespace merak::runtime {
 
@@ -45,16 +46,13 @@ class ShardedAdamW {
   // Values [begin, begin + count) of the flattened parameters into the parameters.
   void scatter_flat(int64_t begin, const float* values, int64_t count);
 
-  struct Piece {
-    size_t param;             // index into params_
-    int64_t offset, length;   // elements of the flattened parameter
-  };
   comm::Communicator& dp_;
   std::vector<optim::Param> params_;
+  std::vector<size_t> order_;    // 0, 1, ...: the flat vector lays the parameters out in order
   std::vector<int64_t> counts_;  // segment sizes per member
   int64_t begin_ = 0;            // this member's segment starts here in the flat vector
-  std::vector<Piece> pieces_;
-  std::vector<Tensor> piece_values_;
+  std::vector<ParamPiece> pieces_;
+  std::vector<Tensor> piece_values_;  // per piece: its view of the parameter
   Tensor segment_grad_;
   std::unique_ptr<optim::AdamW> adamw_;
   std::unique_ptr<comm::NodeSum> node_sum_;  // null: MPI

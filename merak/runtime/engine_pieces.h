@@ -1,0 +1,36 @@
+// Pieces of parameters: what one data-parallel replica updates when the update is split over
+// the replicas (ZeRO-1's segments, or its segments of the buckets when they share parameters).
+// The parameters are laid end to end, flattened, in some order; a member owns a range of that
+// layout, which cuts it into pieces of whole or partial parameters.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "merak/optim/adamw.h"
+
+namespace merak::runtime {
+
+// Elements [begin, begin + length) of parameter `param`, flattened.
+struct ParamPiece {
+  size_t param;
+  int64_t begin, length;
+};
+
+// Appends to *out the pieces of range [lo, hi) of `params` laid end to end in `order`, the
+// first starting at `start`. Returns where the last one ends.
+int64_t append_pieces(const std::vector<optim::Param>& params, const std::vector<size_t>& order,
+                      int64_t start, int64_t lo, int64_t hi, std::vector<ParamPiece>* out);
+
+// A view of a piece's elements of `whole` (its parameter, or that parameter's gradient).
+Tensor piece_of(const Tensor& whole, const ParamPiece& piece);
+
+// AdamW over the pieces of `params` (each a view, with its parameter's name and decay); the
+// views go to *values, in order, for the caller to give gradients.
+std::unique_ptr<optim::AdamW> piece_adamw(const std::vector<optim::Param>& params,
+                                          const std::vector<ParamPiece>& pieces,
+                                          optim::AdamWOptions options,
+                                          std::vector<Tensor>* values);
+
+}  // namespace merak::runtime
