@@ -1,14 +1,11 @@
 #include "merak/comm/node_sum.h"
 
-#include <sched.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <new>
-#include <thread>
 
 #include "merak/comm/mpi_env.h"
+#include "merak/comm/node_wait.h"
 #include "merak/core/error.h"
 
 namespace merak::comm {
@@ -107,31 +104,11 @@ int64_t NodeSum::segment_begin(int k, int member) const {
   return std::min(n, n * member / group_.size() / kAlignFloats * kAlignFloats);
 }
 
-template <typename Ready, typename What>
-void NodeSum::wait_until(Ready ready, What what) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  for (long spins = 0; !ready(); ++spins) {
-    if (spins < 64) continue;
-    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-    if (waited > group_.timeout_s())
-      abort_job(detail::concat("shared-memory sum over ", group_.describe(), ": ", what(),
-                               " after ", group_.timeout_s(), " s (stuck or dead)"));
-    // The wait may be on a member that itself waits for a message this process must progress.
-    int flag = 0;
-    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, node_, &flag, MPI_STATUS_IGNORE);
-    // Give the core away: members are often more than cores, and spinning would starve them.
-    if (waited < 0.01)
-      sched_yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-}
-
 void NodeSum::wait_all(std::atomic<uint64_t>* Counters::*counter, int k, uint64_t round,
                        const char* done) {
   int late = -1;
-  wait_until(
+  wait_on_node(
+      group_, node_, "shared-memory sum",
       [&] {
         for (int m = 0; m < group_.size(); ++m)
           if ((counters_[size_t(m)].*counter)[k].load(std::memory_order_acquire) < round) {
@@ -240,7 +217,7 @@ const float* NodeSum::sum(int k) {
   MERAK_CHECK(k >= 0 && k < regions(), "shared-memory sum: no region ", k, " of ", regions());
   const uint64_t round = round_[size_t(k)];
   wait_posted(k);
-  wait_until([&] {
+  wait_on_node(group_, node_, "shared-memory sum", [&] {
     progress();
     return summed_[size_t(k)] == round;
   }, [] { return std::string("this member's sum"); });

@@ -105,9 +105,6 @@ class NodeSum {
   void wait_posted(int k);
   // Waits until every member has added up its segment of region k's current round.
   void wait_summed(int k);
-  // Spins (then yields the core) until ready() holds, or ends the job after the group's timeout
-  // with `what` in the message.
-  template <typename Ready, typename What> void wait_until(Ready ready, What what);
   // Waits until every member's `counter` of region k has reached `round`; `done` names the
   // step for the timeout's message ("posted").
   void wait_all(std::atomic<uint64_t>* Counters::*counter, int k, uint64_t round,

@@ -102,6 +102,9 @@ struct ParallelConfig {
   // With shared-memory sums, the replicas also keep one copy of the parameters there and each
   // updates its share of them (the segments it sums): 1/dp of AdamW's work and state a replica.
   bool dp_shared_params = true;
+  // Tensor-parallel ranks on one node all-reduce activations and their gradients through shared
+  // memory instead of MPI messages; false forces MPI's all-reduce.
+  bool tp_shared_memory = true;
 };
 
 struct Config {

@@ -69,6 +69,7 @@ std::vector<Field> fields_of(Config& c) {
       {"parallel", "bucket_mb", &p.bucket_mb},
       {"parallel", "dp_shared_memory", &p.dp_shared_memory},
       {"parallel", "dp_shared_params", &p.dp_shared_params},
+      {"parallel", "tp_shared_memory", &p.tp_shared_memory},
       {"parallel", "tp_subpipeline", &p.tp_subpipeline},
       {"parallel", "hardware", &p.hardware},
   };

@@ -225,7 +225,7 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
     std::vector<std::string> names;
     for (const Chunk& c : chunks)
       names.push_back(partition::tp_group_name(c.model_stage, grid.coord().dp));
-    tp_scope = std::make_unique<TpCollectiveScope>(grid.tp(), names);
+    tp_scope = std::make_unique<TpCollectiveScope>(grid.tp(), names, options.tp_shared_memory);
   }
   // Spans are measured from one instant on every rank.
   grid.world().barrier();
@@ -675,9 +675,13 @@ std::string Engine::dp_transport() const {
   return impl_->buckets ? impl_->buckets->transport() : std::string();
 }
 const std::string& Engine::dp_parameters() const { return impl_->dp_parameters; }
+std::string Engine::tp_transport() const {
+  return impl_->tp_scope ? impl_->tp_scope->transport() : std::string();
+}
 int64_t Engine::shared_memory_bytes() const {
   return (impl_->buckets ? impl_->buckets->shared_bytes() : 0) +
-         (impl_->zero ? impl_->zero->shared_bytes() : 0);
+         (impl_->zero ? impl_->zero->shared_bytes() : 0) +
+         (impl_->tp_scope ? impl_->tp_scope->shared_bytes() : 0);
 }
 std::vector<std::string> Engine::data_inputs() const {
   std::set<std::string> names;

@@ -65,6 +65,7 @@ struct EngineOptions {
   // in forward and backward (engine_split.h). Needs tp > 1 and an even number of plan
   // micro-batches.
   bool tp_subpipeline = false;
+  bool tp_shared_memory = true;     // tp ranks on one node all-reduce through shared memory
   bool trace = false;               // keep a span per instruction (spans())
 };
 
@@ -99,8 +100,12 @@ class Engine {
   // How data-parallel replicas hold their parameters ("one shared copy, ..."); empty at dp 1
   // and under ZeRO-1's own exchange (replicas on several nodes, or shared parameters off).
   const std::string& dp_parameters() const;
-  // This rank's part of the data-parallel shared-memory windows (gradient sums, the replicas'
-  // one parameter copy on their first member), which the CPU allocator's counts leave out.
+  // How tensor-parallel all-reduces travel ("shared memory", "MPI all-reduce (...)"); empty at
+  // tp 1.
+  std::string tp_transport() const;
+  // This rank's part of the shared-memory windows (data-parallel gradient sums, the replicas'
+  // one parameter copy on their first member, the tensor-parallel all-reduce slots), which the
+  // CPU allocator's counts leave out.
   int64_t shared_memory_bytes() const;
   const Program& instructions() const;  // this rank's schedule for one step
   bool recomputes() const;              // whether the schedule has one of its chunks recompute

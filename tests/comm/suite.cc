@@ -104,6 +104,7 @@ int run_suite(Kit& kit) {
       {"mpi_errors", case_mpi_errors},
       {"mpi_tensors", case_mpi_tensors},
       {"mpi_node_sum", case_mpi_node_sum},
+      {"mpi_node_all_reduce", case_mpi_node_all_reduce},
       {"mpi_shared_array", case_mpi_shared_array},
   };
   Checks checks(rank);

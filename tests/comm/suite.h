@@ -108,6 +108,7 @@ void case_mpi_tags(Ctx& c);
 void case_mpi_errors(Ctx& c);
 void case_mpi_tensors(Ctx& c);
 void case_mpi_node_sum(Ctx& c);
+void case_mpi_node_all_reduce(Ctx& c);
 void case_mpi_shared_array(Ctx& c);
 
 // Runs every case (or those named in MERAK_COMM_CASES, comma-separated) and prints the counts.

@@ -107,6 +107,7 @@ TEST_CASE("the parallel section round-trips through to_yaml", "[config][parallel
   c.path = "p.yaml";
   c.train.batch = 32;
   c.parallel = {2, 4, 2, "shifted", 1, 4, "ratio", 0.25, true, 0.5, true, "h200", false};
+  c.parallel.tp_shared_memory = false;
   const std::string text = to_yaml(c);
   INFO(text);
   const Config back = parse(text, "p.yaml");
@@ -122,6 +123,7 @@ TEST_CASE("the parallel section round-trips through to_yaml", "[config][parallel
   CHECK(back.parallel.tp_subpipeline);
   CHECK(back.parallel.hardware == "h200");
   CHECK(!back.parallel.dp_shared_memory);
+  CHECK(!back.parallel.tp_shared_memory);
   CHECK(to_yaml(back) == text);
   // Interleaved, with its virtual stages.
   c.parallel = {2, 4, 2, "interleaved", 3, 4, "none", 1.0, false, 1.0, false, "cpu-local"};

@@ -43,6 +43,8 @@ grep -q '^done: 4 steps' <<< "$out" || fail "3D run: no summary: $out"
 report="data-parallel gradient sums: shared memory, buckets of 1 MiB; parameters: one shared"
 grep -q "$report copy, each replica updating 1/2" <<< "$out" ||
   fail "3D run: no data-parallel report (shared sums and parameters): $out"
+grep -q "^  tensor-parallel all-reduces: shared memory$" <<< "$out" ||
+  fail "3D run: no tensor-parallel report (shared memory): $out"
 [ "$(wc -l < "$tmp/m.jsonl")" -eq 4 ] || fail "3D run: want 4 metrics lines"
 [ "$(grep -c '"thread_name"' "$tmp/t.json")" -eq 8 ] || fail "trace: want 8 rank tracks"
 # Every rank's forwards and backwards: 4 steps x 4 micro-batches of each, on each of 8 ranks.

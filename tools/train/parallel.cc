@@ -146,6 +146,7 @@ runtime::EngineOptions engine_options(const config::Config& c) {
   o.bucket_bytes = std::max<int64_t>(1, int64_t(c.parallel.bucket_mb * double(1 << 20)));
   o.dp_shared_memory = c.parallel.dp_shared_memory;
   o.dp_shared_params = c.parallel.dp_shared_params;
+  o.tp_shared_memory = c.parallel.tp_shared_memory;
   return o;
 }
 
@@ -207,6 +208,8 @@ int run_parallel(const config::Config& c, const ParallelRun& run) {
     else if (!engine.dp_transport().empty())
       std::printf("  data-parallel gradient sums: %s, buckets of %g MiB; parameters: %s\n",
                   engine.dp_transport().c_str(), p.bucket_mb, engine.dp_parameters().c_str());
+    if (!engine.tp_transport().empty())
+      std::printf("  tensor-parallel all-reduces: %s\n", engine.tp_transport().c_str());
     std::fflush(stdout);
   }
 

@@ -18,6 +18,7 @@
 
 #include "merak/comm/grid.h"
 #include "merak/comm/mpi_env.h"
+#include "merak/comm/node_all_reduce.h"
 #include "merak/config/config.h"
 #include "merak/optim/adamw.h"
 #include "merak/runtime/engine.h"
@@ -124,6 +125,7 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     int virtual_stages = 1;
     bool shared_memory = true;  // replicas' sums through shared memory (false: MPI messages)
     bool shared_params = true;  // ... and one parameter copy there (false: one a replica)
+    bool tp_shared = true;      // tp all-reduces through shared memory (false: MPI messages)
   };
   std::vector<Combo> combos;
   for (const char* schedule : {"gpipe", "1f1b", "shifted"})
@@ -152,6 +154,10 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     combos.push_back({"1f1b", "none", false, true});
     combos.push_back({"shifted", "full", false, true});
     if (pp > 1) combos.push_back({"zb", "none", false, true});
+    // The tp all-reduces through MPI messages too (shared memory is the default on one node),
+    // waited for and posted.
+    combos.push_back({"1f1b", "none", false, false, 1, true, true, false});
+    combos.push_back({"1f1b", "full", false, true, 1, true, true, false});
   }
   if (dp > 1 && pp > 1) combos.push_back({"zb", "none", true, false});  // ZeRO-1
   bool ok = true;
@@ -165,6 +171,7 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     cfg.parallel.virtual_stages = combo.virtual_stages;
     cfg.parallel.dp_shared_memory = combo.shared_memory;
     cfg.parallel.dp_shared_params = combo.shared_params;
+    cfg.parallel.tp_shared_memory = combo.tp_shared;
     const partition::Plan plan = train::shared_plan(grid.world(), cfg);
     const runtime::MicroBatchFn batches =
         train::micro_batch_source(source, config::model_micro_batch_size(cfg));
@@ -236,13 +243,21 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
                         transport.rfind("shared memory", 0) == 0;
     // ... and the parameters are held as asked (shared ones make ZeRO-1 too).
     const bool params_shared = engine.dp_parameters().rfind("one shared copy", 0) == 0;
-    // The memory reports count the shared windows, each at least the parameters' size: every
-    // member's slot of inputs; on the first, the sums and the parameter copy as well.
+    // ... and so do the tp all-reduces.
+    const std::string tp_transport = engine.tp_transport();
+    const bool tp_shared = tp_transport.rfind("shared memory", 0) == 0;
+    // The memory reports count the shared windows: the data-parallel ones at least the
+    // parameters' size each (every member's slot of inputs; on the first, the sums and the
+    // parameter copy as well), the tp one's slots at least a micro-batch's activations each.
     int64_t param_bytes = 0;
     for (const auto& named : engine.parameters()) param_bytes += named.second.nbytes();
     const int64_t held = engine.shared_memory_bytes();
     const int windows = grid.coord().dp == 0 ? (params_shared ? 3 : 2) : 1;
-    const bool counted = shared ? held >= windows * param_bytes : held == 0;
+    const int64_t activation_bytes = config::model_micro_batch_size(cfg) * cfg.train.seq_len *
+                                     cfg.model.hidden * int64_t(sizeof(float));
+    const int64_t least = (shared ? windows * param_bytes : 0) +
+                          (tp_shared ? comm::NodeAllReduce::kSlots * activation_bytes : 0);
+    const bool counted = least > 0 ? held >= least : held == 0;
     bool memory_right = true;
     for (double wrong : runtime::all_gather_doubles(grid.world(), {counted ? 0.0 : 1.0}))
       memory_right = memory_right && wrong == 0;
@@ -250,12 +265,13 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
       std::printf("  shared-memory bytes left out of the memory report (rank 0 holds %lld)\n",
                   (long long)held);
     const bool transport_right =
-        dp == 1 ? transport.empty()
-                : shared == combo.shared_memory &&
-                      params_shared == (combo.shared_memory && combo.shared_params);
+        (dp == 1 ? transport.empty()
+                 : shared == combo.shared_memory &&
+                       params_shared == (combo.shared_memory && combo.shared_params)) &&
+        (tp == 1 ? tp_transport.empty() : tp_shared == combo.tp_shared);
     if (!transport_right && root)
-      std::printf("  data-parallel sums went by '%s', parameters: '%s'\n", transport.c_str(),
-                  engine.dp_parameters().c_str());
+      std::printf("  data-parallel sums went by '%s', parameters: '%s'; tp all-reduces: '%s'\n",
+                  transport.c_str(), engine.dp_parameters().c_str(), tp_transport.c_str());
     const bool pass = worst <= kTolerance && transport_right && recomputing == want_recomputing &&
                       wrong_readers == 0 && overlaps && deferring && memory_right;
     ok = ok && pass;
@@ -266,7 +282,9 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
                   cfg.model.family.c_str(), cfg.model.dropout > 0 ? " with dropout" : "", dp, pp,
                   tp, schedule, combo.zero1 ? " zero1" : combo.subpipeline ? " sub-pipelined tp" : "",
                   dp > 1 && !combo.shared_memory ? " (mpi)"
-                  : dp > 1 && !combo.shared_params ? " (params a replica)" : "",
+                  : dp > 1 && !combo.shared_params ? " (params a replica)"
+                  : tp > 1 && !combo.tp_shared     ? " (tp mpi)"
+                                                   : "",
                   recompute, recomputing, dp * pp * tp, (long long)cfg.train.steps, worst,
                   worst_norm, int(fewest_overlapped > 1e8 ? 0 : fewest_overlapped),
                   pass ? "ok" : "FAIL");
