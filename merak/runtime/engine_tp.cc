@@ -28,7 +28,7 @@ TpCollectiveScope::TpCollectiveScope(comm::Communicator& tp, std::vector<std::st
   MERAK_CHECK(!groups.empty(), "a tensor-parallel scope needs its group's name");
   std::string why_not;
   node_ = comm::NodeAllReduce::create_if(shared_memory, tp, &why_not);
-  transport_ = node_ ? "shared memory" : "MPI all-reduce (not shared: " + why_not + ")";
+  transport_ = node_ ? "shared memory" : "MPI all-reduce (not shared memory: " + why_not + ")";
   cpu::set_tp_collective([&tp, groups, this](const Tensor& t, cpu::TpReduce op,
                                              const std::string& name, int64_t size) {
     check_group(tp, groups, name, size);

@@ -29,7 +29,7 @@ class TpCollectiveScope {
   double seconds() const { return seconds_; }
   // All-reduces posted without waiting so far (the sub-pipelined mode).
   int64_t posted() const { return posted_; }
-  // How the all-reduces travel ("shared memory", "MPI all-reduce (not shared: why)").
+  // How the all-reduces travel ("shared memory", "MPI all-reduce (not shared memory: why)").
   const std::string& transport() const { return transport_; }
   int64_t shared_bytes() const { return node_ ? node_->bytes() : 0; }
 
