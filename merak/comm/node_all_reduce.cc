@@ -106,20 +106,12 @@ float* NodeAllReduce::slot(int member, uint64_t round) const {
 
 void NodeAllReduce::wait_all(std::atomic<uint64_t>* Counters::*counter, uint64_t round,
                              const char* done) {
-  int late = -1;
-  wait_on_node(
+  wait_for_members(
       group_, node_, "shared-memory all-reduce",
-      [&] {
-        for (int m = 0; m < group_.size(); ++m)
-          if ((counters_[size_t(m)].*counter)->load(std::memory_order_acquire) < round) {
-            late = m;
-            return false;
-          }
-        return true;
+      [&](int m) {
+        return (counters_[size_t(m)].*counter)->load(std::memory_order_acquire) >= round;
       },
-      [&] {
-        return detail::concat(group_.describe_peer(late), " has not ", done, " round ", round);
-      });
+      [&] { return detail::concat(done, " round ", round); });
 }
 
 uint64_t NodeAllReduce::post(float* data, int64_t count, ReduceOp op) {

@@ -106,21 +106,12 @@ int64_t NodeSum::segment_begin(int k, int member) const {
 
 void NodeSum::wait_all(std::atomic<uint64_t>* Counters::*counter, int k, uint64_t round,
                        const char* done) {
-  int late = -1;
-  wait_on_node(
+  wait_for_members(
       group_, node_, "shared-memory sum",
-      [&] {
-        for (int m = 0; m < group_.size(); ++m)
-          if ((counters_[size_t(m)].*counter)[k].load(std::memory_order_acquire) < round) {
-            late = m;
-            return false;
-          }
-        return true;
+      [&](int m) {
+        return (counters_[size_t(m)].*counter)[k].load(std::memory_order_acquire) >= round;
       },
-      [&] {
-        return detail::concat(group_.describe_peer(late), " has not ", done, " region ", k,
-                              " of round ", round);
-      });
+      [&] { return detail::concat(done, " region ", k, " of round ", round); });
 }
 
 void NodeSum::post(int k, std::vector<Piece> pieces) {

@@ -39,4 +39,23 @@ void wait_on_node(const Communicator& group, MPI_Comm node, const char* kind, Re
   }
 }
 
+// Returns once reached(m) holds for every member m of `group`; behind(m) says what member m,
+// the first found behind, has not done yet, for the timeout's message.
+template <typename Reached, typename Behind>
+void wait_for_members(const Communicator& group, MPI_Comm node, const char* kind, Reached reached,
+                      Behind behind) {
+  int late = -1;
+  wait_on_node(
+      group, node, kind,
+      [&] {
+        for (int m = 0; m < group.size(); ++m)
+          if (!reached(m)) {
+            late = m;
+            return false;
+          }
+        return true;
+      },
+      [&] { return group.describe_peer(late) + " has not " + behind(); });
+}
+
 }  // namespace merak::comm

@@ -38,4 +38,11 @@ want="shared-memory sum over group 'tp' (rank 0 of 3, world ranks 0,1,2): peer 2
 grep -qF "$want" <<< "$out" || fail "node_sum: message lacks \"$want\": $out"
 [ "$secs" -lt 30 ] || fail "node_sum: took $secs s"
 echo "node_sum: ended in ${secs} s with status $rc: $(grep 'shared-memory sum' <<< "$out")"
-echo "comm_timeout_test: 3 passed, 0 failed"
+run 3 node_all_reduce
+[ "$rc" -ne 124 ] || fail "node_all_reduce: the job hung (killed after 60 s): $out"
+[ "$rc" -ne 0 ] || fail "node_all_reduce: exit status 0: $out"
+want="shared-memory all-reduce over group 'tp' (rank 0 of 3, world ranks 0,1,2): peer 2 (world rank 2) has not posted round 1 after 2 s"
+grep -qF "$want" <<< "$out" || fail "node_all_reduce: message lacks \"$want\": $out"
+[ "$secs" -lt 30 ] || fail "node_all_reduce: took $secs s"
+echo "node_all_reduce: ended in ${secs} s with status $rc: $(grep 'shared-memory all-reduce' <<< "$out")"
+echo "comm_timeout_test: 4 passed, 0 failed"

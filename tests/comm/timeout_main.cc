@@ -3,6 +3,7 @@
 //   timeout_main p2p SECONDS         rank 1 never receives rank 0's 4 MiB send
 //   timeout_main collective SECONDS  the last rank skips an all_reduce on the tp group
 //   timeout_main node_sum SECONDS    the last rank never posts its part of a shared-memory sum
+//   timeout_main node_all_reduce SECONDS   ... nor its input of a shared-memory all-reduce
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "merak/comm/grid.h"
 #include "merak/comm/mpi_env.h"
+#include "merak/comm/node_all_reduce.h"
 #include "merak/comm/node_sum.h"
 
 using namespace merak;
@@ -18,7 +20,7 @@ using namespace merak::comm;
 int main(int argc, char** argv) {
   MpiSession mpi(&argc, &argv);
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s p2p|collective|node_sum SECONDS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s p2p|collective|node_sum|node_all_reduce SECONDS\n", argv[0]);
     return 2;
   }
   const std::string scenario = argv[1];
@@ -54,6 +56,16 @@ int main(int argc, char** argv) {
       sum->post(0, {{out.data(), 1024}});
       sum->collect(0, out.data());
     }
+    park();
+  } else if (scenario == "node_all_reduce") {
+    if (rank != 0) g.tp().set_timeout(60);
+    std::string why;
+    auto reduce = NodeAllReduce::create_if(true, g.tp(), &why);
+    if (!reduce) {
+      std::fprintf(stderr, "no shared-memory all-reduce: %s\n", why.c_str());
+      return 1;
+    }
+    if (rank != world - 1) reduce->all_reduce(data.data(), 1024, ReduceOp::Sum);
     park();
   } else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
