@@ -14,7 +14,8 @@
 # 1.85x, pp2 >= 1.7x, tp2 >= 1.6x, and simulated step within 10% of the measured one. Needs an
 # otherwise idle machine with >= 2 cores.
 #
-# Each side runs REPEATS times, alternating, and the ratio is of the medians (the machine is
+# Each side runs REPEATS times, alternating (every run's rate is printed under its row), and the
+# ratio is of the medians (the machine is
 # shared and single runs vary by several percent). Each run's rate is its tokens over its time
 # (warm-up step left out); a second ratio, "steady state", uses each run's median step time,
 # which a step slowed by another process on the host does not move (two ranks are about twice
@@ -131,6 +132,7 @@ for ((l = 0; l < ${#layouts[@]}; ++l)); do
     if (ss > 0) printf "; steady state (median step) %.2fx", rs / ss
     if (redone > 0) printf "; %d run%s redone for host load", redone, (redone > 1) ? "s" : ""
     printf "\n" }'
+  echo "  runs, tok/s: 1 rank ${singles[$l]% }; 2 ranks ${rates[$l]% }"
   [[ "$1" = pp* ]] && grep '^simulator' <<< "${last[$l]}"
 done
 echo "host: other processes used up to $worst cores during the runs kept; runs redone because" \
