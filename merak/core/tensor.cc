@@ -17,13 +17,19 @@ Storage::~Storage() {
 
 namespace {
 
-std::shared_ptr<TensorImpl> make_impl(const Shape& shape, DType dtype, Device device) {
+// A contiguous tensor's description, without storage.
+std::shared_ptr<TensorImpl> make_layout(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape) MERAK_CHECK(d >= 0, "negative size in shape ", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
   impl->device = device;
+  return impl;
+}
+
+std::shared_ptr<TensorImpl> make_impl(const Shape& shape, DType dtype, Device device) {
+  auto impl = make_layout(shape, dtype, device);
   if (!device.is_meta())
     impl->storage = std::make_shared<Storage>(numel(shape) * dtype_size(dtype), device);
   return impl;
@@ -83,14 +89,9 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 }
 
 Tensor Tensor::borrow(void* data, const Shape& shape, DType dtype) {
-  for (int64_t d : shape) MERAK_CHECK(d >= 0, "negative size in shape ", shape_str(shape));
+  auto impl = make_layout(shape, dtype, Device::cpu());
   MERAK_CHECK(data != nullptr || merak::numel(shape) == 0, "Tensor::borrow of a null pointer for ",
               shape_str(shape));
-  auto impl = std::make_shared<TensorImpl>();
-  impl->shape = shape;
-  impl->strides = contiguous_strides(shape);
-  impl->dtype = dtype;
-  impl->device = Device::cpu();
   const size_t bytes = size_t(merak::numel(shape)) * dtype_size(dtype);
   impl->storage = std::make_shared<Storage>(data, bytes, Device::cpu());
   return Tensor(std::move(impl));
