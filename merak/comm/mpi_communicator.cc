@@ -261,4 +261,10 @@ CommFactory mpi_backend(CommOptions options) {
   };
 }
 
+const MpiCommunicator* as_mpi(const Communicator& group, std::string* why_not) {
+  const auto* mpi = dynamic_cast<const MpiCommunicator*>(&group);
+  if (!mpi) *why_not = std::string("the ") + group.backend() + " backend";
+  return mpi;
+}
+
 }  // namespace merak::comm

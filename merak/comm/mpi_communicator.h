@@ -35,6 +35,10 @@ class MpiCommunicator : public Communicator {
   int tag_ub_ = 32767;
 };
 
+// `group` as an MPI communicator, or null with the reason ("the nccl backend") in *why_not: what
+// the shared-memory pieces, which need MPI's windows, ask first.
+const MpiCommunicator* as_mpi(const Communicator& group, std::string* why_not);
+
 // A CommFactory for Grid: MPI communicators with these options.
 CommFactory mpi_backend(CommOptions options = {});
 

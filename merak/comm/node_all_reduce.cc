@@ -29,15 +29,12 @@ int64_t max_capacity() {
 
 std::unique_ptr<NodeAllReduce> NodeAllReduce::create_if(bool wanted, const Communicator& group,
                                                         std::string* why_not) {
-  const auto* mpi = dynamic_cast<const MpiCommunicator*>(&group);
   if (!wanted) {
     *why_not = "turned off";
     return nullptr;
   }
-  if (!mpi) {
-    *why_not = std::string("the ") + group.backend() + " backend";
-    return nullptr;
-  }
+  const MpiCommunicator* mpi = as_mpi(group, why_not);
+  if (!mpi) return nullptr;
   MPI_Comm node = one_node_comm(mpi->mpi_comm(), group.describe(), why_not);
   if (node == MPI_COMM_NULL) return nullptr;
   std::unique_ptr<NodeAllReduce> reduce(new NodeAllReduce(*mpi));

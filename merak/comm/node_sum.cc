@@ -81,11 +81,12 @@ std::unique_ptr<NodeSum> NodeSum::create(const MpiCommunicator& group,
 std::unique_ptr<NodeSum> NodeSum::create_if(bool wanted, const Communicator& group,
                                             const std::vector<int64_t>& region_floats,
                                             std::string* why_not) {
-  const auto* mpi = dynamic_cast<const MpiCommunicator*>(&group);
-  if (!wanted) *why_not = "turned off";
-  else if (!mpi) *why_not = std::string("the ") + group.backend() + " backend";
-  else return create(*mpi, region_floats, kMaxBytes, why_not);
-  return nullptr;
+  if (!wanted) {
+    *why_not = "turned off";
+    return nullptr;
+  }
+  const MpiCommunicator* mpi = as_mpi(group, why_not);
+  return mpi ? create(*mpi, region_floats, kMaxBytes, why_not) : nullptr;
 }
 
 NodeSum::NodeSum(const MpiCommunicator& group, std::vector<Region> regions)

@@ -10,11 +10,8 @@ namespace merak::comm {
 std::unique_ptr<SharedArray> SharedArray::create(Communicator& group, int64_t floats,
                                                  std::string* why_not) {
   MERAK_CHECK(floats >= 0, "shared array over ", group.describe(), ": ", floats, " floats");
-  const auto* mpi = dynamic_cast<const MpiCommunicator*>(&group);
-  if (!mpi) {
-    *why_not = std::string("the ") + group.backend() + " backend";
-    return nullptr;
-  }
+  const MpiCommunicator* mpi = as_mpi(group, why_not);
+  if (!mpi) return nullptr;
   MPI_Comm node = one_node_comm(mpi->mpi_comm(), group.describe(), why_not);
   if (node == MPI_COMM_NULL) return nullptr;
   std::unique_ptr<SharedArray> array(new SharedArray(group, floats));
