@@ -34,7 +34,7 @@ Tensor Bert::encode(const Batch& batch) const {
   x = drop_.forward(emb_ln.forward(x));
   for (size_t i = 0; i < layers.size(); ++i) {
     const auto& layer = layers.at<nn::PostLnLayer>(i);
-    if (options_.recompute && training()) {
+    if (recompute() && training()) {
       auto segment_fn = [&layer](const std::vector<Tensor>& in) {
         return std::vector<Tensor>{layer.forward(in[0], in[1])};
       };

@@ -28,7 +28,7 @@ Tensor Gpt::hidden_states(const Tensor& tokens) const {
   x = drop_.forward(x);
   for (size_t i = 0; i < blocks.size(); ++i) {
     const auto& block = blocks.at<nn::PreLnBlock>(i);
-    if (options_.recompute && training()) {
+    if (recompute() && training()) {
       auto segment = [&block](const std::vector<Tensor>& in) {
         return std::vector<Tensor>{block.forward(in[0])};
       };

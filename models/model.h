@@ -8,21 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "merak/config/config.h"
 #include "merak/nn/module.h"
 #include "merak/nn/transformer.h"
 
 namespace merak::models {
 
-struct ModelOptions {
-  std::string family = "gpt";
-  int64_t layers = 4, hidden = 256, heads = 4;
-  int64_t ffn_hidden = 0;  // 0 = 4 * hidden
-  int64_t max_seq = 64, vocab = 256, type_vocab = 2;
-  double dropout = 0.0, ln_eps = 1e-5, init_std = 0.02;
-  bool recompute = false;  // checkpoint every block (activations rebuilt in backward)
-
-  int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
-};
+// A family's options are the config's model section: one struct, not a copy of it.
+using ModelOptions = config::ModelConfig;
 
 // Inputs of one (micro-)batch; a family reads the fields it needs.
 struct Batch {
@@ -40,6 +33,14 @@ class Model : public nn::Module {
   // Training FLOPs (forward + backward) per token at sequence length `seq`.
   virtual double flops_per_token(int64_t seq) const = 0;
   virtual const ModelOptions& options() const = 0;
+
+  // Eager training only: checkpoint every block, so backward rebuilds its activations. (The
+  // runtime recomputes whole stages, as parallel.recompute says.)
+  void set_recompute(bool on) { recompute_ = on; }
+  bool recompute() const { return recompute_; }
+
+ private:
+  bool recompute_ = false;
 };
 
 // The transformer-block options a family's blocks share; proj_std initialises the residual

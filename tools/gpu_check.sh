@@ -7,8 +7,9 @@
 #      non-finite check);
 #   3. the NCCL communicator suite on the GPUs present (needs mpirun);
 #   4. bf16 matmul TFLOP/s against the device's peak (tools/bench/bench_cuda);
-#   5. GPT training with merak_train: GPT-tiny for 50 steps in f32, bf16 and f16 on the GPU
-#      against f32 on the CPU (per-step losses within 1%), then GPT-2 124M (batch 16 x 1024)
+#   5. GPT training with merak_train (the one engine, (1, 1, 1) layout): GPT-tiny for 50 steps
+#      in f32, bf16 and f16 on the GPU against f32 on the CPU (per-step losses within 1e-4 in
+#      f32, 1% in bf16 and f16), then GPT-2 124M (batch 16 x 1024)
 #      and GPT 1.3B (batch 8 x 2048) steps in bf16: tokens/s and MFU.
 #
 #   tools/gpu_check.sh                 on a machine set up with tools/setup.sh: builds, then runs
@@ -98,16 +99,19 @@ tiny() {  # device precision: 50 steps of GPT-tiny, per-step metrics in $tmp/<de
 losses() { sed -n 's/.*"loss": \([^,]*\),.*/\1/p' "$1"; }
 if tiny cpu f32; then
   for p in f32 bf16 f16; do
+    tolerance=0.01
+    [ "$p" = f32 ] && tolerance=0.0001
     if tiny cuda "$p"; then
       worst=$(paste <(losses "$tmp/cpu-f32.jsonl") <(losses "$tmp/cuda-$p.jsonl") | awk '
         {d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d; n++}
         END {if (n != 50) print "missing"; else printf "%.2e", w}')
       skipped=$(grep -c 'step skipped' "$tmp/cuda-$p.log")
       verdict=pass
-      [ "$worst" = missing ] || awk -v w="$worst" 'BEGIN {exit !(w > 0.01)}' && verdict=FAIL
+      [ "$worst" = missing ] || awk -v w="$worst" -v t="$tolerance" 'BEGIN {exit !(w > t)}' &&
+        verdict=FAIL
       [ "$verdict" = FAIL ] && status=1
       summary+=("$(row "GPT-tiny $p on GPU vs f32 CPU" "$verdict: largest per-step loss \
-difference $worst over 50 steps (target 1%); $skipped steps skipped")")
+difference $worst over 50 steps (target $tolerance); $skipped steps skipped")")
     else
       tail -5 "$tmp/cuda-$p.log"
       summary+=("$(row "GPT-tiny $p on GPU" "FAIL: $(tail -1 "$tmp/cuda-$p.log")")"); status=1

@@ -46,6 +46,11 @@ Communicator::Communicator(MPI_Comm group, std::string name, CommOptions options
   MPI_Group_free(&world);
 }
 
+Communicator::Communicator(std::string name, CommOptions options)
+    : name_(std::move(name)), world_ranks_{0} {
+  set_timeout(options.timeout_s);
+}
+
 void Communicator::set_timeout(double seconds) {
   MERAK_CHECK(seconds > 0, "communicator '", name_, "': timeout must be > 0 s, got ", seconds);
   options_.timeout_s = seconds;

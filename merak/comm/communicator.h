@@ -90,6 +90,8 @@ class Communicator {
   // `group` gives the members (translated to world ranks once, for messages); backends keep
   // or free it as they need.
   Communicator(MPI_Comm group, std::string name, CommOptions options);
+  // A group of this process alone, world rank 0, without MPI (SelfCommunicator).
+  Communicator(std::string name, CommOptions options);
 
   // The backend's part: arguments are already checked. Even all_gather and reduce_scatter come
   // with equal counts.

@@ -1,6 +1,7 @@
 #include "merak/comm/grid.h"
 
 #include "merak/comm/mpi_env.h"
+#include "merak/comm/self_communicator.h"
 
 namespace merak::comm {
 
@@ -36,6 +37,19 @@ Grid::Grid(const GridShape& shape, CommFactory factory, MPI_Comm world) : shape_
   pp_ = split(world, c.dp * s.tp + c.tp, c.pp, "pp", factory);
   const bool holds_tied = c.pp == 0 || c.pp == s.pp - 1;
   tied_ = split(world, holds_tied ? c.dp * s.tp + c.tp : MPI_UNDEFINED, c.pp, "tied", factory);
+}
+
+std::unique_ptr<Grid> Grid::single_process() {
+  std::unique_ptr<Grid> g(new Grid());
+  g->shape_ = {1, 1, 1};
+  g->coord_ = {0, 0, 0};
+  g->rank_ = 0;
+  g->world_ = std::make_unique<SelfCommunicator>("world");
+  g->tp_ = std::make_unique<SelfCommunicator>("tp");
+  g->dp_ = std::make_unique<SelfCommunicator>("dp");
+  g->pp_ = std::make_unique<SelfCommunicator>("pp");
+  g->tied_ = std::make_unique<SelfCommunicator>("tied");
+  return g;
 }
 
 Communicator& Grid::axis(Axis a) {

@@ -19,6 +19,9 @@ class Grid {
   // before any rank waits on another. Groups are made in a fixed order: world, tp, dp, pp, tied.
   explicit Grid(const GridShape& shape, CommFactory factory = mpi_backend(),
                 MPI_Comm world = MPI_COMM_WORLD);
+  // The (1, 1, 1) grid of a process running alone: every group is this process, and MPI is
+  // neither needed nor started.
+  static std::unique_ptr<Grid> single_process();
 
   const GridShape& shape() const { return shape_; }
   const GridCoord& coord() const { return coord_; }
@@ -39,6 +42,8 @@ class Grid {
   GridShape shape_;
   GridCoord coord_;
   int rank_ = 0;
+  Grid() = default;
+
   std::unique_ptr<Communicator> world_, tp_, dp_, pp_, tied_;
 };
 

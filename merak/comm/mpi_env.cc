@@ -78,14 +78,18 @@ int world_rank() {
   return r;
 }
 
-int local_rank() {
+int local_rank() { return node_place().local_rank; }
+
+NodePlace node_place() {
+  NodePlace place;
+  if (!mpi_running()) return place;
   MPI_Comm node;
   check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-            "local_rank: MPI_Comm_split_type");
-  int r = 0;
-  MPI_Comm_rank(node, &r);
+            "node_place: MPI_Comm_split_type");
+  MPI_Comm_rank(node, &place.local_rank);
+  MPI_Comm_size(node, &place.local_size);
   MPI_Comm_free(&node);
-  return r;
+  return place;
 }
 
 void abort_job(const std::string& msg) {

@@ -40,6 +40,12 @@ void free_node_window(MPI_Win* window, MPI_Comm* node);
 int world_rank();  // rank in MPI_COMM_WORLD; 0 before MPI_Init
 // The rank among the processes on this node (for choosing a GPU).
 int local_rank();
+// This process's place among the processes of its node: (0, 1) without MPI running.
+struct NodePlace {
+  int local_rank = 0;
+  int local_size = 1;
+};
+NodePlace node_place();  // collective over MPI_COMM_WORLD when MPI runs
 
 // Prints "merak: [rank R] <msg>" as one line on stderr, then MPI_Abort(MPI_COMM_WORLD, 3), so
 // mpirun ends every rank with a non-zero status. Without MPI running it exits the process.

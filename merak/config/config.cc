@@ -208,6 +208,10 @@ class Builder {
   }
 
   std::string unknown(const std::string& key) const {
+    // Keys that existed once and now live elsewhere: say where.
+    if (key == "model.recompute")
+      return "no longer a model key: recomputation is chosen by parallel.recompute (none, full, "
+             "ratio)";
     std::vector<std::string> keys;
     std::string group;
     for (const Field& f : fields_) {

@@ -9,6 +9,8 @@
 
 namespace merak::config {
 
+// The model a config describes; models/ builds from it directly (models::ModelOptions is this
+// struct). Recomputation is a runtime choice, not the model's: parallel.recompute.
 struct ModelConfig {
   std::string family = "gpt";  // a name registered in models/ ("gpt", "bert")
   int64_t layers = 4;
@@ -21,7 +23,8 @@ struct ModelConfig {
   double dropout = 0.0;        // attention-probability and residual dropout
   double ln_eps = 1e-5;
   double init_std = 0.02;
-  bool recompute = false;      // recompute each block's activations in backward
+
+  int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
 };
 
 struct DataConfig {
@@ -68,12 +71,15 @@ struct TrainConfig {
   uint64_t seed = 42;           // parameter initialisation and dropout
   int threads = 0;              // intra-op threads; 0 = the cores (a node's shared by its ranks)
   std::string device = "cpu";   // cpu | cuda
+  // cuda: each rank takes the GPU of its node-local rank; true lets several ranks of a node share
+  // its GPUs (round robin) when the node has fewer GPUs than ranks.
+  bool gpus_share = false;
   std::string precision = "f32";  // f32 | bf16 | f16 compute; 16-bit needs device cuda
   LossScaleConfig loss_scale;   // f16 only
 };
 
 // The (dp, pp, tp) layout `mpirun -np dp*pp*tp merak_train` runs, and the runtime's techniques.
-// All ones (the default) is the single-process trainer.
+// All ones (the default) is one process: the (1, 1, 1) layout of the same engine.
 struct ParallelConfig {
   int64_t dp = 1;                  // data-parallel replicas (train.batch is split over them)
   int64_t pp = 1;                  // pipeline stages

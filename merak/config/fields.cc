@@ -21,7 +21,6 @@ std::vector<Field> fields_of(Config& c) {
       {"model", "dropout", &m.dropout},
       {"model", "ln_eps", &m.ln_eps},
       {"model", "init_std", &m.init_std},
-      {"model", "recompute", &m.recompute},
 
       {"data", "source", &d.source},
       {"data", "files", &d.files},
@@ -48,6 +47,7 @@ std::vector<Field> fields_of(Config& c) {
       {"train", "seed", &t.seed},
       {"train", "threads", &t.threads},
       {"train", "device", &t.device},
+      {"train", "gpus_share", &t.gpus_share},
       {"train", "precision", &t.precision},
       {"train", "loss_scale.mode", &t.loss_scale.mode},
       {"train", "loss_scale.initial", &t.loss_scale.initial},

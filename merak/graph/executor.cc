@@ -6,7 +6,9 @@
 #include "merak/core/philox.h"
 #include "merak/graph/convert.h"
 #include "merak/nn/module.h"
+#include "merak/autograd/grad_mode.h"
 #include "merak/ops/dispatch.h"
+#include "merak/ops/functional.h"
 
 namespace merak::graph {
 
@@ -287,6 +289,18 @@ std::vector<std::pair<std::string, Tensor>> Executor::parameters() const {
   for (const Initializer& init : model_.graph().initializers())
     if (init.trainable()) out.emplace_back(init.name(), initializers_.at(init.name()));
   return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Executor::cast_parameters(DType dtype) {
+  autograd::NoGradGuard no_grad;  // the copies are leaves, not results of a cast
+  std::vector<std::pair<std::string, Tensor>> masters = parameters();
+  for (const auto& [name, master] : masters) {
+    if (!is_floating(master.dtype()) || master.dtype() == dtype) continue;
+    Tensor copy = ops::cast(master, dtype);
+    copy.set_requires_grad(true).set_name(name);
+    initializers_[name] = copy;
+  }
+  return masters;
 }
 
 const Tensor& Executor::value(const std::string& initializer) const {

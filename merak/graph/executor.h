@@ -38,6 +38,10 @@ class Executor {
 
   // Trainable initializers by name, for the optimizer.
   std::vector<std::pair<std::string, Tensor>> parameters() const;
+  // Mixed precision: every trainable floating-point initializer is replaced by a `dtype` copy
+  // (a new leaf, same name) that the graph computes with from now on. Returns the replaced
+  // originals, as parameters() listed them: the master weights.
+  std::vector<std::pair<std::string, Tensor>> cast_parameters(DType dtype);
   const Tensor& value(const std::string& initializer) const;
 
  private:

@@ -230,7 +230,6 @@ Model trace_model(models::Model& model, int64_t batch, int64_t seq, uint64_t see
   meta["max_seq"] = std::to_string(o.max_seq);
   meta["vocab"] = std::to_string(o.vocab);
   meta["dropout"] = std::to_string(o.dropout);
-  meta["recompute"] = o.recompute ? "true" : "false";
   meta["batch"] = std::to_string(batch);
   meta["seq"] = std::to_string(seq);
   meta["tokens"] = std::to_string(batch * seq);

@@ -12,6 +12,7 @@
 #include "kernels/cpu/tp_ops.h"
 #include "merak/core/pending.h"
 #include "merak/core/philox.h"
+#include "merak/cuda/runtime.h"
 #include "merak/graph/convert.h"
 #include "merak/graph/executor.h"
 #include "merak/ops/functional.h"
@@ -21,6 +22,7 @@
 #include "merak/runtime/engine_split.h"
 #include "merak/runtime/engine_params.h"
 #include "merak/runtime/engine_tp.h"
+#include "merak/runtime/mixed_precision.h"
 #include "merak/runtime/engine_shared_update.h"
 #include "merak/runtime/engine_zero.h"
 
@@ -98,7 +100,8 @@ struct Engine::Impl {
   std::vector<Chunk> chunks;
   std::vector<optim::Param> params;         // every chunk's, in chunk order
   std::vector<const partition::ParamShard*> shards;  // per params entry
-  std::unique_ptr<optim::AdamW> adamw;      // unsharded
+  std::unique_ptr<MixedPrecision> mixed;    // bf16 / f16 compute: params are its 16-bit copies
+  std::unique_ptr<optim::AdamW> adamw;      // unsharded (of the masters under mixed precision)
   std::unique_ptr<ShardedAdamW> zero;       // ZeRO-1 (dp > 1)
   std::unique_ptr<SharedUpdate> shared;     // replicas sharing one parameter copy (dp > 1)
   std::string dp_parameters;                // how the replicas hold parameters, for the report
@@ -108,7 +111,8 @@ struct Engine::Impl {
 
   std::vector<comm::Work> pending_sends;
   double loss_sum = 0;
-  float clip_scale = 1;  // clipping's factor, from reduce_grads for the optimizer step
+  float clip_scale = 1;  // clipping's factor over the loss scale, for the optimizer step
+  bool apply = true;     // whether the optimizer step applies (f16: no overflow anywhere)
   StepTimes times;
   SpanLog log;
 
@@ -150,6 +154,7 @@ struct Engine::Impl {
 
 Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptions& o)
     : grid(g), options(o), log(Clock::now()) {
+  std::vector<optim::Param> masters;  // mixed precision: the f32 parameters, in params' order
   stage = grid.coord().pp;
   stages = grid.shape().pp;
   replica = grid.coord().dp;
@@ -177,7 +182,10 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
     const comm::GridCoord& me = grid.coord();
     chunk.prog = plan.ranks(comm::grid_rank(model_shape, {me.dp, chunk.model_stage, me.tp}));
     chunk.exec = std::make_unique<graph::Executor>(stage_model(chunk.prog, options.seed),
-                                                   options.seed);
+                                                   options.seed, options.device);
+    if (options.compute != DType::F32)
+      for (const optim::Param& m : optim::make_params(chunk.exec->cast_parameters(options.compute)))
+        masters.push_back(m);
     std::map<std::string, const partition::ParamShard*> by_name;
     for (const partition::ParamShard& s : chunk.prog.params()) by_name[s.name()] = &s;
     for (const optim::Param& p : optim::make_params(chunk.exec->parameters())) {
@@ -196,6 +204,15 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
   // state as ZeRO-1 does (and overlaps the sums with backward, with nothing to all-gather): so
   // that is ZeRO-1 there too. Otherwise ZeRO-1 has its own exchange, and plain data parallelism
   // a copy and a full update a replica.
+  if (options.compute != DType::F32) {
+    MERAK_CHECK(replicas == 1, "mixed precision keeps f32 master weights a replica; data-parallel ",
+                "replicas sharing parameters or optimizer state in ", dtype_name(options.compute),
+                " are not supported");
+    std::vector<Tensor> copies;
+    for (const optim::Param& p : params) copies.push_back(p.value);
+    mixed = std::make_unique<MixedPrecision>(std::move(masters), std::move(copies),
+                                             options.compute, options.loss_scale);
+  }
   std::vector<ParamPiece> mine;
   std::string why_not = "turned off";
   if (replicas > 1) {
@@ -216,7 +233,8 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
       dp_parameters = "a copy a replica (not shared: " + why_not + ")";
     }
   }
-  if (!zero && !shared) adamw = std::make_unique<optim::AdamW>(params, options.adamw);
+  if (!zero && !shared)
+    adamw = std::make_unique<optim::AdamW>(mixed ? mixed->master_params() : params, options.adamw);
   for (size_t i = 0; i < params.size(); ++i) param_index[&params[i].value.impl()] = i;
   for (Chunk& c : chunks) make_ports(c);
 
@@ -306,6 +324,7 @@ void Engine::Impl::make_ports(Chunk& c) {
                 "crossing a pipeline cut to have the micro-batch as dim 0");
     if (parts > 1) p.shape[0] *= parts;
     p.dtype = graph::from_proto(b.type().dtype());
+    if (is_floating(p.dtype)) p.dtype = options.compute;  // activations in the compute dtype
     p.peer = pp_rank(world_rank_of(b.peer()));
     p.grad = b.has_grad();
     if (b.direction() == partition::Boundary::SEND) {
@@ -348,7 +367,9 @@ void Engine::Impl::forward(Chunk& c, int mb, int64_t step, const MicroBatchFn& b
         auto it = data.find(name);
         MERAK_CHECK(it != data.end() && it->second.defined(), "the batch source gave no '", name,
                     "' for micro-batch ", global_mb);
-        pieces[name].push_back(it->second);
+        // Staged to the rank's device (through pinned host memory on a GPU).
+        pieces[name].push_back(options.device.is_cpu() ? it->second
+                                                       : it->second.to(options.device));
       }
     }
     for (auto& [name, p] : pieces) m.inputs[name] = parts == 1 ? p[0] : ops::concat(p, 0);
@@ -395,8 +416,9 @@ void Engine::Impl::backward(Chunk& c, int mb) {
   if (c.loss_output >= 0) {
     const Tensor& loss = m.outputs[size_t(c.loss_output)];
     roots.push_back(loss);
-    grads.push_back(Tensor::full(loss.shape(), 1.0 / double(plan_micro_batches * replicas),
-                                 loss.dtype()));
+    const double scale = mixed ? mixed->loss_scale() : 1.0;
+    grads.push_back(Tensor::full(loss.shape(), scale / double(plan_micro_batches * replicas),
+                                 loss.dtype(), loss.device()));
   }
   for (size_t k = 0; k < c.send_ports.size(); ++k) {
     const Tensor& out = m.outputs[size_t(c.send_ports[k].output)];
@@ -427,7 +449,7 @@ void Engine::Impl::backward(Chunk& c, int mb) {
       continue;
     }
     Tensor g = m.inputs.at(p.value).grad();
-    m.in_grads.push_back(g.defined() ? g.contiguous() : Tensor::zeros(p.shape, p.dtype));
+    m.in_grads.push_back(g.defined() ? g.contiguous() : Tensor::zeros(p.shape, p.dtype, options.device));
   }
   m.outputs.clear();
   m.out_grads.clear();
@@ -455,7 +477,7 @@ void Engine::Impl::recv_activations(Chunk& c, int mb) {
   std::vector<Tensor> bufs;
   for (size_t k = 0; k < c.recv_ports.size(); ++k) {
     const Port& p = c.recv_ports[k];
-    bufs.push_back(Tensor::empty(p.shape, wire_dtype(p.dtype)));
+    bufs.push_back(Tensor::empty(p.shape, wire_dtype(p.dtype), options.device));
     ops.push_back({comm::P2P::Recv, bufs.back(), p.peer, tag(p, mb, false, k)});
   }
   if (!ops.empty()) grid.pp().batch(ops);
@@ -487,7 +509,7 @@ void Engine::Impl::recv_grads(Chunk& c, int mb) {
   for (size_t k = 0; k < c.send_ports.size(); ++k) {
     const Port& p = c.send_ports[k];
     if (!p.grad) continue;
-    m.out_grads[k] = Tensor::empty(p.shape, p.dtype);
+    m.out_grads[k] = Tensor::empty(p.shape, p.dtype, options.device);
     ops.push_back({comm::P2P::Recv, m.out_grads[k], p.peer, tag(p, mb, true, k)});
   }
   if (!ops.empty()) grid.pp().batch(ops);
@@ -507,7 +529,8 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
   std::vector<Tensor> grads, tied;
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor g = params[i].value.grad();
-    if (!g.defined()) g = Tensor::zeros(params[i].value.shape(), params[i].value.dtype());
+    const Tensor& v = params[i].value;
+    if (!g.defined()) g = Tensor::zeros(v.shape(), v.dtype(), v.device());
     if (!g.is_contiguous()) g = g.contiguous();
     // The tied sum below writes in place; the buckets' sums may be the replicas' shared copy.
     if (shards[i]->tied_ranks_size() > 0 && buckets && buckets->shares_sums()) g = g.clone();
@@ -549,16 +572,24 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
       if (counted(i) && int(i % size_t(replicas)) == replica) sq += optim::sum_of_squares(grads[i]);
   }
   const bool reports_loss = chunks.back().loss_output >= 0 && grid.coord().tp == 0;
-  const std::vector<double> all =
-      all_gather_doubles(grid.world(), {reports_loss ? loss_sum : 0.0, sq});
+  // The loss, the squares and (f16) whether this rank's gradients overflowed, from every rank:
+  // a step skipped anywhere is skipped everywhere.
+  const std::vector<double> all = all_gather_doubles(
+      grid.world(), {reports_loss ? loss_sum : 0.0, sq, mixed && mixed->overflowed() ? 1.0 : 0.0});
   double loss = 0, total_sq = 0;
-  for (size_t i = 0; i < all.size(); i += 2) {
+  bool overflow = false;
+  for (size_t i = 0; i < all.size(); i += 3) {
     loss += all[i];
     total_sq += all[i + 1];
+    overflow = overflow || all[i + 2] != 0;
   }
+  const double scale = mixed ? mixed->loss_scale() : 1.0;  // this step's, before update()
   r.loss = loss / double(plan_micro_batches * replicas);
-  r.grad_norm = std::sqrt(total_sq);
-  clip_scale = optim::clip_coefficient(r.grad_norm, options.grad_clip);  // applied by the step
+  r.grad_norm = std::sqrt(total_sq) / scale;
+  apply = mixed ? mixed->update(overflow, &r.event) : true;
+  r.skipped = !apply;
+  // Applied by the optimizer step, with the loss scale divided out in the same pass.
+  clip_scale = float(double(optim::clip_coefficient(r.grad_norm, options.grad_clip)) / scale);
 }
 
 void Engine::Impl::weight_grads(Chunk& c, int mb) {
@@ -602,9 +633,16 @@ void Engine::Impl::run(const Instruction& in, int64_t step, double lr,
       break;
     case Op::ReduceGrads: category = "collective"; break;  // done by step(): it fills the result
     case Op::OptimizerStep:
-      if (zero) zero->step(lr, clip_scale);
-      else if (shared) shared->step(lr, clip_scale);
-      else adamw->step(lr, clip_scale);
+      if (!apply) {
+      } else if (zero) {
+        zero->step(lr, clip_scale);
+      } else if (shared) {
+        shared->step(lr, clip_scale);
+      } else {
+        if (mixed) mixed->gradients_to_masters();
+        adamw->step(lr, clip_scale);
+        if (mixed) mixed->masters_to_copies();
+      }
       category = "update";
       break;
   }
@@ -656,6 +694,8 @@ EngineStepResult Engine::step(int64_t step, double lr, const MicroBatchFn& batch
   }
   const auto t0 = Clock::now();
   e.wait_sends();
+  // A GPU runs behind the host: the step ends when its work does.
+  if (e.options.device.is_cuda()) cuda::synchronize(e.options.device.index);
   e.times.p2p_wait += seconds(t0, Clock::now());
   e.times.total = seconds(start, Clock::now());
   r.times = e.times;

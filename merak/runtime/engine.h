@@ -32,6 +32,7 @@
 #include "merak/comm/grid.h"
 #include "merak/core/tensor.h"
 #include "merak/optim/adamw.h"
+#include "merak/optim/loss_scaler.h"
 #include "merak/partition/plan.pb.h"
 #include "merak/runtime/engine_trace.h"
 #include "merak/runtime/schedule.h"
@@ -44,6 +45,13 @@ using MicroBatchFn = std::function<std::map<std::string, Tensor>(
     int64_t step, int64_t micro_batch, const std::vector<std::string>& names)>;
 
 struct EngineOptions {
+  // Where this rank's parameters, activations, received values, gradients and optimizer state
+  // live. The batches arrive on the host and are moved there.
+  Device device = Device::cpu();
+  // What forward and backward compute in: f32, or bf16 / f16 with f32 master weights and
+  // moments (mixed_precision.h); f16 scales the loss as `loss_scale` says.
+  DType compute = DType::F32;
+  optim::LossScalerOptions loss_scale;
   ScheduleKind schedule = ScheduleKind::OneFOneB;
   // Model chunks per rank, > 1 with the interleaved schedule only: the plan then has
   // pp * virtual_stages model stages and rank (d, r, t) runs stages r, r + pp, ...
@@ -71,7 +79,9 @@ struct EngineOptions {
 
 struct EngineStepResult {
   double loss = 0;       // mean over the global batch, as one process computes it
-  double grad_norm = 0;  // of the whole model, before clipping
+  double grad_norm = 0;  // of the whole model, before clipping (and unscaled)
+  bool skipped = false;  // f16: some rank's gradients overflowed; no rank applied the update
+  std::string event;     // f16: what the loss scaler did this step, if anything
   int overlapped_buckets = 0;  // data-parallel buckets whose all-reduce started during backward
   int64_t deferred_all_reduces = 0;  // tensor-parallel all-reduces posted without waiting
   StepTimes times;       // this rank's

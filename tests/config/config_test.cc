@@ -63,7 +63,6 @@ void check_same(const Config& a, const Config& b) {
   CHECK(a.model.dropout == b.model.dropout);
   CHECK(a.model.ln_eps == b.model.ln_eps);
   CHECK(a.model.init_std == b.model.init_std);
-  CHECK(a.model.recompute == b.model.recompute);
   CHECK(a.data.source == b.data.source);
   CHECK(a.data.files == b.data.files);
   CHECK(a.data.generated_tokens == b.data.generated_tokens);
@@ -86,6 +85,7 @@ void check_same(const Config& a, const Config& b) {
   CHECK(a.train.seed == b.train.seed);
   CHECK(a.train.threads == b.train.threads);
   CHECK(a.train.device == b.train.device);
+  CHECK(a.train.gpus_share == b.train.gpus_share);
   CHECK(a.train.precision == b.train.precision);
   CHECK(a.train.loss_scale.mode == b.train.loss_scale.mode);
   CHECK(a.train.loss_scale.initial == b.train.loss_scale.initial);
@@ -246,8 +246,12 @@ TEST_CASE("wrong types are named with what was expected and what was found", "[c
         "x.yaml: key 'optimizer.lr': expected a number, got 'inf'");
   CHECK(error_of("model:\n  family: {name: gpt}\n") ==
         "x.yaml: key 'model.family': expected a string, got a map");
-  CHECK(error_of("model:\n  recompute: maybe\n") ==
-        "x.yaml: key 'model.recompute': expected true or false, got 'maybe'");
+  CHECK(error_of("train:\n  gpus_share: maybe\n") ==
+        "x.yaml: key 'train.gpus_share': expected true or false, got 'maybe'");
+  // A key that moved says where it went.
+  CHECK(error_of("model:\n  recompute: true\n") ==
+        "x.yaml: key 'model.recompute': no longer a model key: recomputation is chosen by "
+        "parallel.recompute (none, full, ratio)");
   CHECK(error_of("data:\n  seed: -1\n") ==
         "x.yaml: key 'data.seed': expected a non-negative integer, got '-1'");
   CHECK(error_of("data:\n  files: a.txt\n") ==
@@ -406,7 +410,7 @@ TEST_CASE("--set overrides apply after the file, in order", "[config]") {
   Config c = parse(file, "x.yaml", {"data.source=text", "data.files=[a.txt,b.txt]"});
   CHECK(c.data.source == "text");
   CHECK(c.data.files == std::vector<std::string>{"a.txt", "b.txt"});
-  CHECK(parse(file, "x.yaml", {"model.recompute=true"}).model.recompute);
+  CHECK(parse(file, "x.yaml", {"train.gpus_share=true"}).train.gpus_share);
 
   // Validation sees the final values: a later override may repair an earlier one, and an
   // override may make a file's value valid.
@@ -448,7 +452,7 @@ TEST_CASE("to_yaml writes every key and reads back to the same config", "[config
   // Every field away from its default, strings that need quoting, and a double that only
   // survives with full precision.
   Config c;
-  c.model = {"bert", 3, 48, 6, 40, 100, 99, 3, 0.25, 1e-12, 0.01, true};
+  c.model = {"bert", 3, 48, 6, 40, 100, 99, 3, 0.25, 1e-12, 0.01};
   c.data.source = "tokens";
   c.data.files = {"a b.txt", "x: y.bin", "~", "[z]", "#c", "null", "yes", "-", "a,b", "é"};
   c.data.generated_tokens = 12345;
@@ -464,6 +468,7 @@ TEST_CASE("to_yaml writes every key and reads back to the same config", "[config
   c.train.seed = 99;
   c.train.threads = 3;
   c.train.device = "cuda";
+  c.train.gpus_share = true;
   c.train.precision = "f16";
   c.train.loss_scale = {"dynamic", 1024, 4, 0.25, 50, 3, 0.5};
   c.path = "orig.yaml";
@@ -478,13 +483,13 @@ TEST_CASE("to_yaml writes every key and reads back to the same config", "[config
   const std::map<std::string, std::set<std::string>> keys = {
       {"model",
        {"family", "layers", "hidden", "heads", "ffn_hidden", "max_seq", "vocab", "type_vocab",
-        "dropout", "ln_eps", "init_std", "recompute"}},
+        "dropout", "ln_eps", "init_std"}},
       {"data", {"source", "files", "generated_tokens", "mlm_probability", "seed"}},
       {"optimizer", {"lr", "beta1", "beta2", "eps", "weight_decay", "grad_clip"}},
       {"schedule", {"warmup_steps", "decay", "min_lr"}},
       {"train",
        {"steps", "batch", "micro_batch", "seq_len", "log_interval", "seed", "threads", "device",
-        "precision", "loss_scale"}},
+        "gpus_share", "precision", "loss_scale"}},
       {"parallel",
        {"dp", "pp", "tp", "schedule", "micro_batches", "recompute", "recompute_ratio", "zero1",
         "bucket_mb", "tp_subpipeline", "hardware", "virtual_stages",

@@ -41,9 +41,12 @@ std::map<std::string, Tensor> feed(const models::Batch& b, const graph::Model& m
 }
 
 // Eager loss and gradients against the traced graph's, same seed and rng stream.
-void check_same_as_eager(const models::ModelOptions& o, const models::Batch& batch, uint64_t seed) {
+// `eager_recompute`: the eager model checkpoints every block (the traced graph is the same).
+void check_same_as_eager(const models::ModelOptions& o, const models::Batch& batch, uint64_t seed,
+                         bool eager_recompute = false) {
   const int64_t b = batch.tokens.size(0), t = batch.tokens.size(1);
   auto eager = models::make_model(o);
+  eager->set_recompute(eager_recompute);
   eager->materialize(seed);
   set_rng_stream(5);
   const Tensor loss = eager->loss(batch);
@@ -89,8 +92,7 @@ TEST_CASE("trace-then-execute equals eager GPT with dropout and recomputation",
           "[graph][executor]") {
   models::ModelOptions o = test::small_gpt();
   o.dropout = 0.2;
-  o.recompute = true;
-  check_same_as_eager(o, test::gpt_batch(3, 16, o.vocab), 12);
+  check_same_as_eager(o, test::gpt_batch(3, 16, o.vocab), 12, /*eager_recompute=*/true);
 }
 
 TEST_CASE("trace-then-execute equals eager BERT: loss and every gradient", "[graph][executor]") {

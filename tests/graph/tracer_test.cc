@@ -15,7 +15,7 @@
 #include "merak/ops/dispatch.h"
 #include "merak/ops/functional.h"
 #include "tests/graph/test_models.h"
-#include "tools/train/trainer.h"
+#include "models/model.h"
 
 using namespace merak;
 using merak::graph::Model;
@@ -251,7 +251,7 @@ TEST_CASE(
 TEST_CASE("configs/gpt20b.yaml's 20B model traces in well under 10 s, allocating nothing",
           "[graph][tracer]") {
   const config::Config cfg = config::load("configs/gpt20b.yaml");
-  auto model = models::make_model(train::model_options(cfg.model));
+  auto model = models::make_model(cfg.model);
   const MemoryStats before = cpu_memory_stats();
   const auto start = std::chrono::steady_clock::now();
   const Model m = graph::trace_model(*model, 1, cfg.train.seq_len, cfg.train.seed);

@@ -103,9 +103,9 @@ TEST_CASE("GPT loss at initialisation is close to log(vocab) and gradients reach
 TEST_CASE("recomputing every block gives the same loss and gradients", "[nn][recompute]") {
   auto run = [](bool recompute, double dropout) {
     ModelOptions o = tiny_gpt();
-    o.recompute = recompute;
     o.dropout = dropout;
     auto model = models::make_model(o);
+    model->set_recompute(recompute);
     model->materialize(3);
     set_rng_stream(11);
     const Tensor loss = model->loss(lm_batch(2, 16, 64));

@@ -64,18 +64,19 @@ grep -q "ours (exact" "$tmp/calibrated" || fail "the calibrated profile does not
 # Bad input.
 bad "no split into 1 pipeline stages fits in 80.0 GiB" --config configs/gpt20b.yaml --pp 1 --tp 1 --hardware a100-80g
 bad "needs" --config configs/gpt20b.yaml --pp 1 --tp 1 --hardware a100-80g
-bad "into 64 attention heads, not divisible by 3" --config configs/gpt20b.yaml --pp 8 --tp 3 \
-  --hardware a100-80g
+bad "model.heads 64 is not divisible by parallel.tp 3" --config configs/gpt20b.yaml --pp 8 \
+  --tp 3 --hardware a100-80g
 bad "--pp must be a positive integer" --config configs/gpt-tiny.yaml --pp 0 --hardware a100-80g
 bad "hardware profile 'tpu-v9' not found" --config configs/gpt-tiny.yaml --hardware tpu-v9
-bad "--hardware NAME is required" --config configs/gpt-tiny.yaml --pp 2
+bad "--hardware NAME is required with --onnx" --onnx no/such.onnx
 bad "cannot open config file" --config no/such.yaml --hardware a100-80g
 bad "give one of --config FILE.yaml or --onnx FILE.onnx" --hardware a100-80g
 bad "unknown option '--pipeline'" --config configs/gpt-tiny.yaml --pipeline 2 --hardware a100-80g
-bad "schedule 'pipedream' is not one of 1f1b, gpipe, zb" --config configs/gpt-tiny.yaml --schedule pipedream \
-  --hardware a100-80g
-bad "is not divisible into 3 micro-batches" --config configs/gpt-tiny.yaml --micro-batches 3 \
-  --hardware a100-80g
+# (Flags stand for config keys: their values are checked as the config's.)
+bad "parallel.schedule: must be one of gpipe, 1f1b, shifted, interleaved, zb, got 'pipedream'" \
+  --config configs/gpt-tiny.yaml --schedule pipedream --hardware a100-80g
+bad "3 micro-batches do not divide the 16 sequences" --config configs/gpt-tiny.yaml \
+  --micro-batches 3 --hardware a100-80g
 bad "too few for" --config configs/gpt-tiny.yaml --pp 1000 --hardware a100-80g
 bad "no/such.onnx" --onnx no/such.onnx --hardware a100-80g
 echo "all checks passed"

@@ -10,7 +10,7 @@
 #include "merak/partition/partitioner.h"
 #include "merak/partition/tensor_parallel.h"
 #include "tests/partition/helpers.h"
-#include "tools/train/trainer.h"
+#include "models/model.h"
 
 using namespace merak;
 using namespace merak::partition;
@@ -18,13 +18,13 @@ using namespace merak::partition;
 TEST_CASE("GPT-20B: ours beats both baselines, within 5% where the layer count allows",
           "[partition]") {
   const config::Config cfg = config::load("configs/gpt20b.yaml");
-  auto model = models::make_model(train::model_options(cfg.model));
+  auto model = models::make_model(cfg.model);
   const graph::Model m = graph::trace_model(*model, 1, cfg.train.seq_len, cfg.train.seed);
   const Hardware hw = test::profile("a100-80g");
   const double limit = double(hw.memory_bytes);
   MemoryOptions mem;
   mem.precision = Precision::BF16;
-  mem.recompute = cfg.model.recompute;
+  mem.recompute = cfg.parallel.recompute != "none";
   mem.micro_batches = cfg.train.batch;  // micro-batches of one sequence, dp 1
 
   for (int64_t tp : {1, 2, 4, 8}) {
@@ -67,7 +67,7 @@ TEST_CASE("GPT-20B: ours beats both baselines, within 5% where the layer count a
 
 TEST_CASE("GPT-20B over tp 3, 5, 6 or 7: 64 heads do not split, a one-line error", "[partition]") {
   const config::Config cfg = config::load("configs/gpt20b.yaml");
-  auto model = models::make_model(train::model_options(cfg.model));
+  auto model = models::make_model(cfg.model);
   const graph::Model m = graph::trace_model(*model, 1, 128, cfg.train.seed);
   for (int64_t tp : {3, 5, 6, 7})
     CHECK_THROWS_WITH(shard_tensor_parallel(m, tp),

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # merak_train's command line: bad input ends with exit 2 and one line naming the file and key;
-# a short run prints its step lines, writes the metrics file and a summary.
+# a short run prints its step lines, writes the metrics file, a Chrome trace and a summary; the
+# dry run explains exactly the plan merak_partition explains, for every config.
 set -u
 train="$1"
-configs="$2"
+partition="$2"
+configs="$3"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -32,4 +34,56 @@ grep -q '^done: 12 steps' <<< "$out" || fail "no summary: $out"
 for key in step loss lr grad_norm tokens_per_s gflops peak_mem_bytes; do
   grep -q "\"$key\": " "$tmp/m.jsonl" || fail "metrics lack $key"
 done
+# One process is the (1, 1, 1) layout of the engine: the trace works there too.
+out=$("$train" --config "$configs/gpt-tiny.yaml" --set train.steps=3 --set model.layers=1 \
+      --set train.micro_batch=4 --trace "$tmp/t.json" 2>&1); rc=$?
+[ "$rc" -eq 0 ] || fail "traced run: exit $rc: $out"
+grep -q "dp 1, pp 1, tp 1 on 1 rank$" <<< "$out" || fail "traced run: no layout: $out"
+grep -q "^trace: $tmp/t.json (.* spans from 1 rank)" <<< "$out" || fail "no trace line: $out"
+# 3 steps x 4 micro-batches of forward spans on the one track.
+[ "$(grep -c '"name": "F[0-9]*", "cat": "compute"' "$tmp/t.json")" -eq 12 ] ||
+  fail "trace: want 12 forward spans: $(grep -c '"name": "F' "$tmp/t.json")"
+
+# A GPU asked for where there is none: exit 2, one line with the runtime's reason.
+out=$("$train" --config "$configs/gpt-tiny.yaml" --set train.device=cuda 2>&1); rc=$?
+if [ "$rc" -eq 2 ]; then
+  [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "no GPU: more than one line: $out"
+  grep -q "key 'train.device': cuda, but no CUDA device was found (" <<< "$out" ||
+    fail "no GPU: message: $out"
+else
+  # A machine with a GPU trains on it.
+  [ "$rc" -eq 0 ] && grep -q "cuda:0" <<< "$out" || fail "train.device cuda: exit $rc: $out"
+fi
+
+# The old recomputation key says where it went.
+out=$("$train" --config "$configs/gpt-tiny.yaml" --set model.recompute=true 2>&1); rc=$?
+[ "$rc" -eq 2 ] && grep -q "model.recompute: no longer a model key.*parallel.recompute" \
+  <<< "$out" || fail "model.recompute: exit $rc: $out"
+
+# The plan explained is the plan that runs: merak_train --dry-run and merak_partition build the
+# same request from every config (the JSON reports equal but for the time partitioning took).
+strip() { sed -E 's/"partition_seconds": [0-9.e+-]+//' "$1"; }
+for cfg in "$configs"/*.yaml; do
+  "$train" --config "$cfg" --dry-run --json > "$tmp/train.json" 2> "$tmp/train.err"; a=$?
+  "$partition" --config "$cfg" --json > "$tmp/part.json" 2> "$tmp/part.err"; b=$?
+  [ "$a" -eq "$b" ] || fail "$cfg: merak_train --dry-run exit $a, merak_partition $b: $(cat "$tmp/train.err" "$tmp/part.err")"
+  if [ "$a" -eq 0 ]; then
+    diff <(strip "$tmp/train.json") <(strip "$tmp/part.json") > "$tmp/diff" ||
+      fail "$cfg: the plans differ: $(head -20 "$tmp/diff")"
+    grep -q '"stages"' "$tmp/train.json" || fail "$cfg: no stages in the dry run"
+    echo "same plan: $cfg"
+  else
+    # The same one-line reason, each under its tool's name.
+    [ "$(sed 's/^merak_train: //' "$tmp/train.err")" = "$(sed 's/^merak_partition: //' "$tmp/part.err")" ] ||
+      fail "$cfg: different errors: $(cat "$tmp/train.err" "$tmp/part.err")"
+    echo "same refusal: $cfg: $(cat "$tmp/train.err")"
+  fi
+done
+# Flags stand for config keys: the same plan as the keys set directly.
+"$partition" --config "$configs/gpt-tiny-3d.yaml" --pp 4 --tp 1 --dp 1 --schedule gpipe --json \
+  > "$tmp/flags.json" || fail "merak_partition with flags"
+"$train" --config "$configs/gpt-tiny-3d.yaml" --set parallel.pp=4 --set parallel.tp=1 \
+  --set parallel.dp=1 --set parallel.schedule=gpipe --dry-run --json > "$tmp/keys.json" ||
+  fail "merak_train --dry-run with keys"
+diff <(strip "$tmp/flags.json") <(strip "$tmp/keys.json") > /dev/null || fail "flags and keys differ"
 echo "cli_test: all checks passed"

@@ -1,7 +1,11 @@
+// The one training loop in one process: the (1, 1, 1) layout of the engine, without MPI.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
+#include "merak/comm/grid.h"
 #include "merak/config/config.h"
-#include "tools/train/trainer.h"
+#include "merak/train/trainer.h"
 
 using namespace merak;
 
@@ -14,15 +18,26 @@ config::Config tiny(const std::vector<std::string>& extra = {}) {
   sets.insert(sets.end(), extra.begin(), extra.end());
   return config::parse("model: {family: gpt}\n", "tiny.yaml", sets);
 }
+
+// The parameters a trainer's engine holds, by name, as host values.
+std::map<std::string, std::vector<float>> values(train::Trainer& t) {
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& [name, p] : t.engine().parameters()) out[name] = p.to_vector<float>();
+  return out;
+}
 }  // namespace
 
 TEST_CASE("training the tiny GPT lowers the loss", "[train]") {
-  train::Trainer trainer(tiny());
+  const auto grid = comm::Grid::single_process();
+  train::Trainer trainer(tiny(), *grid);
+  CHECK(grid->world().size() == 1);
+  CHECK(std::string(grid->world().backend()) == "self");
   double first = 0, last = 0;
   for (int i = 0; i < 40; ++i) {
     const train::StepStats s = trainer.step();
     CHECK(s.step == i + 1);
     CHECK(std::isfinite(s.loss));
+    CHECK(s.seconds > 0);
     if (i == 0) first = s.loss;
     last = s.loss;
   }
@@ -32,31 +47,49 @@ TEST_CASE("training the tiny GPT lowers the loss", "[train]") {
 }
 
 TEST_CASE("micro-batches accumulate to the same step as one full batch", "[train]") {
-  train::Trainer full(tiny());
-  train::Trainer micro(tiny({"train.micro_batch=2"}));
+  const auto grid = comm::Grid::single_process();
+  train::Trainer full(tiny(), *grid);
+  train::Trainer micro(tiny({"train.micro_batch=2"}), *grid);
+  CHECK(micro.engine().micro_batches() == 4);
   for (int i = 0; i < 3; ++i) {
     const auto a = full.step(), b = micro.step();
     CHECK(b.loss == Approx(a.loss).epsilon(1e-5));
     CHECK(b.grad_norm == Approx(a.grad_norm).epsilon(1e-4));
   }
-  const auto pa = full.model().named_parameters(), pb = micro.model().named_parameters();
-  for (size_t i = 0; i < pa.size(); ++i) {
-    const auto va = pa[i].second.to_vector<float>(), vb = pb[i].second.to_vector<float>();
+  const auto pa = values(full), pb = values(micro);
+  REQUIRE(pa.size() == pb.size());
+  for (const auto& [name, va] : pa) {
+    const std::vector<float>& vb = pb.at(name);
     for (size_t j = 0; j < va.size(); ++j) REQUIRE(vb[j] == Approx(va[j]).margin(1e-5));
   }
 }
 
+TEST_CASE("recomputation changes no number", "[train]") {
+  const auto grid = comm::Grid::single_process();
+  train::Trainer plain(tiny({"train.micro_batch=2"}), *grid);
+  train::Trainer again(tiny({"train.micro_batch=2", "parallel.recompute=full"}), *grid);
+  CHECK_FALSE(plain.engine().recomputes());
+  CHECK(again.engine().recomputes());
+  for (int i = 0; i < 3; ++i) {
+    const auto a = plain.step(), b = again.step();
+    CHECK(b.loss == a.loss);
+    CHECK(b.grad_norm == a.grad_norm);
+  }
+}
+
 TEST_CASE("a vocabulary smaller than the data's is a config error naming the key", "[train]") {
-  CHECK_THROWS_WITH(train::Trainer(tiny({"model.vocab=100"})),
+  const auto grid = comm::Grid::single_process();
+  CHECK_THROWS_WITH(train::Trainer(tiny({"model.vocab=100"}), *grid),
                     Catch::Contains("tiny.yaml: key 'model.vocab': 100 is smaller than the "
                                     "data's vocabulary (256)"));
 }
 
 TEST_CASE("the tiny BERT trains on MLM + NSP", "[train][bert]") {
+  const auto grid = comm::Grid::single_process();
   train::Trainer trainer(config::parse(
       "model: {family: bert, vocab: 260}\n", "bert.yaml",
       {"model.layers=2", "model.hidden=64", "model.heads=4", "train.batch=8",
-       "train.seq_len=32", "train.steps=30", "optimizer.lr=2e-3", "data.generated_tokens=100000"}));
+       "train.seq_len=32", "train.steps=30", "optimizer.lr=2e-3", "data.generated_tokens=100000"}), *grid);
   double first = 0, last = 0;
   for (int i = 0; i < 30; ++i) {
     const auto s = trainer.step();
@@ -64,4 +97,25 @@ TEST_CASE("the tiny BERT trains on MLM + NSP", "[train][bert]") {
     last = s.loss;
   }
   CHECK(last < first - 1.0);
+}
+
+TEST_CASE("a rank's device: its node-local GPU, or a one-line error naming the key", "[train]") {
+  const config::Config cpu = tiny();
+  CHECK(train::choose_device(cpu, 0, 1, 0, "") == Device::cpu());
+  const config::Config cuda = tiny({"train.device=cuda"});
+  CHECK(train::choose_device(cuda, 3, 4, 8, "") == Device::cuda(3));
+  CHECK_THROWS_WITH(train::choose_device(cuda, 0, 1, 0, "cudaGetDeviceCount: no driver (35)"),
+                    "tiny.yaml: key 'train.device': cuda, but no CUDA device was found "
+                    "(cudaGetDeviceCount: no driver (35))");
+  // A layout with more ranks on a node than it has GPUs: both counts, before anything runs.
+  const config::Config eight = tiny({"train.device=cuda", "parallel.dp=2", "parallel.pp=2",
+                                     "parallel.tp=2"});
+  CHECK_THROWS_WITH(train::choose_device(eight, 5, 8, 4, ""),
+                    "tiny.yaml: key 'parallel': dp 2 x pp 2 x tp 2 puts 8 ranks on this node, "
+                    "which has 4 GPUs (train.device: cuda; train.gpus_share: true lets ranks "
+                    "share them)");
+  // ... unless they may share: round robin.
+  const config::Config shared = tiny({"train.device=cuda", "parallel.dp=2", "parallel.pp=2",
+                                      "parallel.tp=2", "train.gpus_share=true"});
+  CHECK(train::choose_device(shared, 5, 8, 4, "") == Device::cuda(1));
 }

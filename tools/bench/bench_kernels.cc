@@ -18,7 +18,7 @@
 #include "merak/core/parallel.h"
 #include "merak/core/tensor.h"
 #include "merak/ops/functional.h"
-#include "tools/common/fma_peak.h"
+#include "merak/core/fma_peak.h"
 
 namespace {
 

@@ -35,7 +35,7 @@
 #include "merak/runtime/schedule_recompute.h"
 #include "merak/runtime/simulator.h"
 #include "merak/runtime/simulator_trace.h"
-#include "tools/common/median.h"
+#include "merak/core/median.h"
 
 namespace {
 
@@ -93,7 +93,7 @@ double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-using merak::tools::median;
+using merak::median;
 
 // One block, measured: seconds per micro-batch and bytes it saves for backward.
 struct BlockCost {

@@ -27,8 +27,8 @@
 #include "merak/optim/adamw.h"
 #include "merak/optim/grad_norm.h"
 #include "models/model.h"
-#include "tools/common/fma_peak.h"
-#include "tools/common/median.h"
+#include "merak/core/fma_peak.h"
+#include "merak/core/median.h"
 
 namespace {
 
@@ -96,7 +96,7 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-using merak::tools::median;
+using merak::median;
 
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();

@@ -25,7 +25,7 @@
 #include "merak/graph/tracer.h"
 #include "tools/common/cli.h"
 #include "tools/common/import_args.h"
-#include "tools/train/trainer.h"
+#include "models/model.h"
 
 namespace {
 
@@ -112,7 +112,7 @@ int cmd_trace(const Args& a) {
 
   const int64_t allocations = cpu_memory_stats().allocations;
   const auto start = std::chrono::steady_clock::now();
-  auto model = models::make_model(train::model_options(cfg.model));
+  auto model = models::make_model(cfg.model);
   const Model m = graph::trace_model(*model, batch, seq, cfg.train.seed);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

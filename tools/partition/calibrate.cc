@@ -17,7 +17,7 @@
 #include "merak/core/tensor.h"
 #include "merak/ops/functional.h"
 #include "merak/partition/hardware.h"
-#include "tools/common/fma_peak.h"
+#include "merak/core/fma_peak.h"
 
 namespace merak::tools {
 namespace {

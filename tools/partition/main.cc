@@ -1,10 +1,14 @@
 // merak_partition: splits a model over a (dp, pp, tp) layout and shows what each stage holds.
+// With --config it plans exactly what merak_train would run (the same partition request); its
+// flags stand for config keys (--pp: parallel.pp, --hardware: parallel.hardware, --precision:
+// train.precision, --recompute: parallel.recompute=full, ...), defaulting to the config's.
 //
-//   merak_partition --config FILE.yaml --pp N --tp N --dp N --hardware NAME
+//   merak_partition --config FILE.yaml [--pp N --tp N --dp N --hardware NAME]
 //                   [--micro-batches M] [--schedule 1f1b|gpipe|zb] [--zero1] [--recompute]
-//                   [--precision f32|tf32|bf16|f16] [--memory-gib G] [--set key=value ...]
+//                   [--precision f32|bf16|f16] [--memory-gib G] [--set key=value ...]
 //                   [--explain] [--json] [-o plan.pb]
-//   merak_partition --onnx FILE.onnx [--dim batch=2 --dim seq=64] [--input NAME=2x64] ... (same)
+//   merak_partition --onnx FILE.onnx --hardware NAME [--dim batch=2 --dim seq=64]
+//                   [--input NAME=2x64] [--precision f32|tf32|bf16|f16] ... (the same)
 //   merak_partition calibrate [-o configs/hardware/cpu-local.yaml]
 //
 // Exit codes: 0 done, 2 bad command line, config, profile or graph, or no split fits (one line
@@ -23,20 +27,21 @@
 #include "merak/partition/partitioner.h"
 #include "merak/partition/plan_builder.h"
 #include "merak/partition/report.h"
+#include "merak/train/plan.h"
 #include "tools/common/cli.h"
 #include "tools/common/import_args.h"
 #include "tools/partition/calibrate.h"
-#include "tools/train/trainer.h"
 
 namespace {
 
 using namespace merak;
 
 const char* kUsage =
-    "usage: merak_partition (--config FILE.yaml | --onnx FILE.onnx) --pp N --tp N --dp N\n"
-    "                       --hardware NAME [--micro-batches M] [--schedule 1f1b|gpipe|zb]\n"
+    "usage: merak_partition (--config FILE.yaml | --onnx FILE.onnx) [--pp N --tp N --dp N]\n"
+    "                       [--hardware NAME] [--micro-batches M] [--schedule 1f1b|gpipe|zb]\n"
     "                       [--zero1] [--recompute] [--precision f32|tf32|bf16|f16]\n"
-    "                       [--memory-gib G] [--set key=value ...] (config)\n"
+    "                       [--memory-gib G] [--set key=value ...] (config: flags stand for\n"
+    "                       its keys and default to its values; tf32: onnx only)\n"
     "                       [--dim SYMBOL=N ...] [--input NAME=2x64 ...] (onnx)\n"
     "                       [--explain] [--json] [-o plan.pb]\n"
     "       merak_partition calibrate [-o configs/hardware/cpu-local.yaml]\n"
@@ -67,37 +72,37 @@ double positive_number(const std::string& text, const std::string& what) {
   return v;
 }
 
-// The traced training graph of a config's model at one micro-batch, and the micro-batch count.
-graph::Model from_config(const Args& a, int64_t dp, int64_t* micro_batches, bool* recompute) {
-  const std::string path = a.one("--config");
-  config::Config cfg;
+// merak_partition's flags as the config keys they stand for, after the file's own --set
+// overrides: with the config's other keys they make the request merak_train would run with.
+std::vector<std::string> config_overrides(const Args& a) {
+  std::vector<std::string> sets = a.all("--set");
+  const std::pair<const char*, const char*> keys[] = {
+      {"--dp", "parallel.dp"},           {"--pp", "parallel.pp"},
+      {"--tp", "parallel.tp"},           {"--hardware", "parallel.hardware"},
+      {"--schedule", "parallel.schedule"}, {"--micro-batches", "parallel.micro_batches"},
+      {"--precision", "train.precision"}};
+  for (const auto& [flag, key] : keys) {
+    if (a.one(flag).empty()) continue;
+    const std::string f = flag;
+    if (f == "--dp" || f == "--pp" || f == "--tp" || f == "--micro-batches") positive(a.one(f), f);
+    sets.push_back(std::string(key) + "=" + a.one(flag));
+  }
+  if (a.flag("--zero1")) sets.push_back("parallel.zero1=true");
+  if (a.flag("--recompute")) sets.push_back("parallel.recompute=full");
+  return sets;
+}
+
+// The request merak_train builds for the config (train::partition_input), so the plan explained
+// is the plan that runs.
+train::PartitionInput from_config(const Args& a, config::Config* cfg) {
   try {
-    cfg = config::load(path, a.all("--set"));
+    *cfg = config::load(a.one("--config"), config_overrides(a));
+    return train::partition_input(*cfg);
   } catch (const config::ConfigError& e) {
     fail(2, e.what());
+  } catch (const train::SetupError& e) {
+    fail(2, e.what());
   }
-  const int64_t batch = cfg.train.batch;
-  if (batch % dp != 0)
-    fail(2, path + ": train.batch " + std::to_string(batch) + " is not divisible by --dp " +
-                std::to_string(dp));
-  const int64_t per_replica = batch / dp;
-  int64_t micro = cfg.train.micro_batch > 0 ? cfg.train.micro_batch : per_replica;
-  int64_t m = per_replica / micro;
-  if (!a.one("--micro-batches").empty()) {
-    m = positive(a.one("--micro-batches"), "--micro-batches");
-    if (per_replica % m != 0)
-      fail(2, path + ": train.batch " + std::to_string(batch) + " over --dp " +
-                  std::to_string(dp) + " is not divisible into " + std::to_string(m) +
-                  " micro-batches");
-    micro = per_replica / m;
-  } else if (per_replica % micro != 0) {
-    fail(2, path + ": train.micro_batch " + std::to_string(micro) + " does not divide the " +
-                std::to_string(per_replica) + " sequences each data-parallel replica takes");
-  }
-  *micro_batches = m;
-  *recompute = cfg.model.recompute;
-  auto model = models::make_model(train::model_options(cfg.model));
-  return graph::trace_model(*model, micro, cfg.train.seq_len, cfg.train.seed);
 }
 
 graph::Model from_onnx(const Args& a) {
@@ -109,18 +114,14 @@ graph::Model from_onnx(const Args& a) {
   }
 }
 
-int cmd_partition(const Args& a) {
-  const bool has_config = !a.one("--config").empty(), has_onnx = !a.one("--onnx").empty();
-  if (has_config == has_onnx) usage("give one of --config FILE.yaml or --onnx FILE.onnx");
-  if (has_config && (!a.all("--dim").empty() || !a.all("--input").empty()))
-    usage("--dim and --input go with --onnx");
-  if (has_onnx && !a.all("--set").empty()) usage("--set goes with --config");
+// A graph imported from ONNX, partitioned as the flags say.
+partition::Request onnx_request(const Args& a) {
   partition::Request req;
   req.dp = positive(a.one("--dp", "1"), "--dp");
   req.pp = positive(a.one("--pp", "1"), "--pp");
   req.tp = positive(a.one("--tp", "1"), "--tp");
   const std::string hw_name = a.one("--hardware");
-  if (hw_name.empty()) usage("--hardware NAME is required (a100-80g, h100-80g, h200, cpu-local)");
+  if (hw_name.empty()) usage("--hardware NAME is required with --onnx (a100-80g, h100-80g, h200, cpu-local)");
   try {
     req.hardware = partition::load_hardware(partition::find_hardware(hw_name));
   } catch (const partition::HardwareError& e) {
@@ -142,35 +143,52 @@ int cmd_partition(const Args& a) {
     usage(std::string("--schedule: ") + e.what());
   }
   req.memory.zero1 = a.flag("--zero1");
+  req.memory.recompute = a.flag("--recompute");
+  if (!a.one("--micro-batches").empty())
+    req.memory.micro_batches = positive(a.one("--micro-batches"), "--micro-batches");
+  return req;
+}
+
+int cmd_partition(const Args& a) {
+  const bool has_config = !a.one("--config").empty(), has_onnx = !a.one("--onnx").empty();
+  if (has_config == has_onnx) usage("give one of --config FILE.yaml or --onnx FILE.onnx");
+  if (has_config && (!a.all("--dim").empty() || !a.all("--input").empty()))
+    usage("--dim and --input go with --onnx");
+  if (has_onnx && !a.all("--set").empty()) usage("--set goes with --config");
+
+  train::PartitionInput in;
+  config::Config cfg;
+  if (has_config) {
+    in = from_config(a, &cfg);
+  } else {
+    in.request = onnx_request(a);
+    in.model = from_onnx(a);
+  }
+  partition::Request& req = in.request;
   if (!a.one("--memory-gib").empty())
     req.memory_limit = positive_number(a.one("--memory-gib"), "--memory-gib") * 1024.0 * 1024 * 1024;
 
-  graph::Model model;
-  bool recompute = false;
-  int64_t micro_batches = 1;
-  if (has_config) {
-    model = from_config(a, req.dp, &micro_batches, &recompute);
-  } else {
-    model = from_onnx(a);
-    if (!a.one("--micro-batches").empty())
-      micro_batches = positive(a.one("--micro-batches"), "--micro-batches");
-  }
-  req.memory.micro_batches = micro_batches;
-  req.memory.recompute = recompute || a.flag("--recompute");
-
   partition::Result result;
-  try {
-    result = partition::run_partition(model, req);
-  } catch (const partition::NoFit& e) {
-    char need[64];
-    std::snprintf(need, sizeof need, "%.1f GiB", e.needed / (1024.0 * 1024 * 1024));
-    fail(2, std::string(e.what()) + "; the best split needs " + need +
-                " per device (try more stages, tp, --zero1 or --recompute)");
-  } catch (const Error& e) {
-    fail(2, std::string("cannot partition ") + (has_config ? a.one("--config") : a.one("--onnx")) +
-                ": " + e.what());
+  if (has_config) {
+    try {
+      result = train::partition_config(cfg, in);
+    } catch (const train::SetupError& e) {
+      fail(2, e.what());
+    }
+  } else {
+    try {
+      result = partition::run_partition(in.model, req);
+    } catch (const partition::NoFit& e) {
+      char need[64];
+      std::snprintf(need, sizeof need, "%.1f GiB", e.needed / (1024.0 * 1024 * 1024));
+      fail(2, std::string(e.what()) + "; the best split needs " + need +
+                  " per device (try more stages, tp, --zero1 or --recompute)");
+    } catch (const Error& e) {
+      fail(2, "cannot partition " + a.one("--onnx") + ": " + e.what());
+    }
   }
-  const partition::ReportHeader header{has_config ? a.one("--config") : a.one("--onnx"), hw_name};
+  const std::string hw_name = has_config ? cfg.parallel.hardware : a.one("--hardware");
+  const partition::ReportHeader header{has_config ? cfg.path : a.one("--onnx"), hw_name};
   const std::string out = a.one("-o");
   if (!out.empty()) {
     std::ofstream f(out, std::ios::binary | std::ios::trunc);

@@ -1,45 +1,39 @@
-// merak_train: trains the model a config describes.
+// merak_train: trains the model a config describes (merak/train/run.h does the work).
 //
 //   merak_train --config configs/gpt-tiny.yaml [--set key=value ...] [--metrics FILE]
-//   mpirun -np N merak_train --config configs/gpt-tiny-3d.yaml [...] [--trace FILE.json]
+//               [--trace FILE.json]
+//   mpirun -np N merak_train --config configs/gpt-tiny-3d.yaml [...]
+//   merak_train --config FILE.yaml --dry-run [--json]    the plan, explained; no ranks, no device
 //
-// When the config's parallel section asks for more than one rank (dp * pp * tp > 1) every rank
-// runs the 3D engine (tools/train/parallel.h); the job's size must equal dp * pp * tp.
+// One process is the (1, 1, 1) layout of the same engine and starts no MPI; a job's size must
+// equal the config's dp * pp * tp.
 //
-// Exit codes: 0 done, 2 bad command line or config (one line naming the file and key), 1 any
-// other failure.
-#include <unistd.h>
-
-#include <cstdlib>
-
-#include <algorithm>
+// Exit codes: 0 done, 2 bad command line or config, or a setup the user can fix (one line naming
+// the file and key), 1 any other failure.
 #include <cstdio>
-#include <cstring>
-#include <fstream>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "merak/comm/grid.h"
 #include "merak/comm/mpi_env.h"
-#include "merak/core/parallel.h"
-#include "merak/cuda/runtime.h"
-#include "tools/common/fma_peak.h"
-#include "tools/train/parallel.h"
-#include "tools/train/progress.h"
-#include "tools/train/trainer.h"
+#include "merak/train/plan.h"
+#include "merak/train/run.h"
 
 namespace {
 
 struct Args {
   std::string config;
   std::vector<std::string> overrides;
-  std::string metrics;
-  std::string trace;
+  merak::train::RunOptions run;
+  bool dry_run = false, json = false;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "merak_train: %s\nusage: [mpirun -np N] merak_train --config FILE.yaml "
-               "[--set key=value ...] [--metrics FILE.jsonl] [--trace FILE.json]\n",
+               "[--set key=value ...] [--metrics FILE.jsonl] [--trace FILE.json]\n"
+               "       merak_train --config FILE.yaml [--set key=value ...] --dry-run [--json]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -54,12 +48,15 @@ Args parse_args(int argc, char** argv) {
     };
     if (arg == "--config") a.config = value();
     else if (arg == "--set") a.overrides.push_back(value());
-    else if (arg == "--metrics") a.metrics = value();
-    else if (arg == "--trace") a.trace = value();
+    else if (arg == "--metrics") a.run.metrics = value();
+    else if (arg == "--trace") a.run.trace = value();
+    else if (arg == "--dry-run") a.dry_run = true;
+    else if (arg == "--json") a.json = true;
     else if (arg == "--help" || arg == "-h") usage("help");
     else usage("unknown argument '" + arg + "'");
   }
   if (a.config.empty()) usage("--config is required");
+  if (a.json && !a.dry_run) usage("--json goes with --dry-run");
   return a;
 }
 
@@ -71,21 +68,38 @@ int launcher_value(const char* openmpi, const char* pmi, int fallback) {
   return fallback;
 }
 
-// Every rank of a parallel job. Errors in the layout or the plan reach every rank alike (exit 2,
-// printed once); anything else ends the whole job with a message, so no rank is left waiting.
-int parallel_main(int argc, char** argv, const merak::config::Config& cfg, const Args& args) {
+// Every rank of a job. Setup errors reach every rank alike (exit 2, printed once); anything else
+// ends the whole job with a message, so no rank is left waiting.
+int job_main(int argc, char** argv, const merak::config::Config& cfg, const Args& args) {
   using namespace merak;
   comm::MpiSession session(&argc, &argv);
   try {
-    train::ParallelRun run;
-    run.metrics = args.metrics;
-    run.trace = args.trace;
-    return train::run_parallel(cfg, run);
+    comm::Grid grid({int(cfg.parallel.dp), int(cfg.parallel.pp), int(cfg.parallel.tp)});
+    return train::run(cfg, grid, args.run);
   } catch (const train::SetupError& e) {
     if (comm::world_rank() == 0) std::fprintf(stderr, "merak_train: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
     comm::abort_job(std::string("merak_train: error: ") + e.what());
+  }
+}
+
+// One process, no MPI.
+int process_main(const merak::config::Config& cfg, const Args& args) {
+  using namespace merak;
+  try {
+    if (args.dry_run) {
+      std::fputs(train::dry_run(cfg, args.json).c_str(), stdout);
+      return 0;
+    }
+    const std::unique_ptr<comm::Grid> grid = comm::Grid::single_process();
+    return train::run(cfg, *grid, args.run);
+  } catch (const train::SetupError& e) {
+    std::fprintf(stderr, "merak_train: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "merak_train: error: %s\n", e.what());
+    return 1;
   }
 }
 
@@ -103,101 +117,20 @@ int main(int argc, char** argv) {
     if (speaker) std::fprintf(stderr, "merak_train: %s\n", e.what());
     return 2;
   }
+  if (args.dry_run) {
+    if (world > 1) usage("--dry-run plans without ranks: run it as one process");
+    return process_main(cfg, args);
+  }
   const int64_t ranks = cfg.parallel.dp * cfg.parallel.pp * cfg.parallel.tp;
-  if (ranks > 1 || world > 1) {
-    if (world != ranks) {
-      if (speaker)
-        std::fprintf(stderr,
-                     "merak_train: %s: key 'parallel': dp %lld x pp %lld x tp %lld needs %lld "
-                     "ranks, but the job has %d (start it with mpirun -np %lld)\n",
-                     cfg.path.c_str(), (long long)cfg.parallel.dp, (long long)cfg.parallel.pp,
-                     (long long)cfg.parallel.tp, (long long)ranks, world, (long long)ranks);
-      return 2;
-    }
-    return parallel_main(argc, argv, cfg, args);
+  if (world != ranks) {
+    if (speaker)
+      std::fprintf(stderr,
+                   "merak_train: %s: key 'parallel': dp %lld x pp %lld x tp %lld needs %lld "
+                   "rank%s, but the job has %d (start it with %s%lld)\n",
+                   cfg.path.c_str(), (long long)cfg.parallel.dp, (long long)cfg.parallel.pp,
+                   (long long)cfg.parallel.tp, (long long)ranks, ranks == 1 ? "" : "s", world,
+                   ranks == 1 ? "no launcher, or mpirun -np " : "mpirun -np ", (long long)ranks);
+    return 2;
   }
-  if (!args.trace.empty()) usage("--trace needs a parallel run (dp * pp * tp > 1)");
-
-  try {
-    std::unique_ptr<train::Trainer> trainer;
-    try {
-      trainer = std::make_unique<train::Trainer>(cfg);
-    } catch (const config::ConfigError& e) {
-      std::fprintf(stderr, "merak_train: %s\n", e.what());
-      return 2;
-    }
-    std::ofstream metrics;
-    if (!args.metrics.empty()) {
-      metrics.open(args.metrics);
-      if (!metrics) {
-        std::fprintf(stderr, "merak_train: cannot write metrics file '%s'\n", args.metrics.c_str());
-        return 2;
-      }
-    }
-    const int threads = num_threads();
-    const auto& t = cfg.train;
-    // "Of peak" is model FLOPs over the device's peak: on a GPU its dense 16-bit tensor-core
-    // rate (so the share is MFU), on the CPU the f32 FMA rate measured now on these threads.
-    const bool gpu = t.device == "cuda";
-    const double peak_core = gpu ? 0 : bench::measured_fma_peak_gflops();
-    const double peak = gpu ? 1e3 * cuda::dense_peak_tflops(0) : peak_core * threads;
-    std::printf("merak_train: %s | %s, %lld layers, hidden %lld, %lld heads | %.2fM parameters\n",
-                cfg.path.c_str(), cfg.model.family.c_str(), (long long)cfg.model.layers,
-                (long long)cfg.model.hidden, (long long)cfg.model.heads,
-                double(trainer->model().num_parameters()) / 1e6);
-    if (gpu)
-      std::printf("  batch %lld x seq %lld, %lld steps, cuda:0 in %s, peak %.0f TFLOP/s (dense "
-                  "16-bit tensor cores)\n",
-                  (long long)t.batch, (long long)t.seq_len, (long long)t.steps,
-                  t.precision.c_str(), peak / 1e3);
-    else
-      std::printf("  batch %lld x seq %lld, %lld steps, %d threads, peak %.0f GFLOP/s "
-                  "(%.0f a core, measured)\n",
-                  (long long)t.batch, (long long)t.seq_len, (long long)t.steps, threads, peak,
-                  peak_core);
-    std::fflush(stdout);
-
-    const bool tty = isatty(fileno(stdout));
-    double first_loss = 0, last_loss = 0, tokens = 0, seconds = 0, flops = 0;
-    int64_t peak_mem = 0;
-    std::vector<double> step_seconds;
-    for (int64_t i = 0; i < t.steps; ++i) {
-      const train::StepStats s = trainer->step();
-      const train::StepReport r = train::report(s, peak);
-      if (i == 0) first_loss = s.loss;
-      last_loss = s.loss;
-      peak_mem = s.peak_mem_bytes;
-      if (i > 0) {  // the first step includes one-time warm-up
-        step_seconds.push_back(s.seconds);
-        tokens += s.tokens;
-        seconds += s.seconds;
-        flops += s.model_flops;
-      }
-      if (metrics.is_open()) metrics << train::json_line(r) << "\n" << std::flush;
-      const bool log = s.step == 1 || s.step % t.log_interval == 0 || s.step == t.steps;
-      if (log) {
-        if (tty) std::printf("\r\033[K");
-        std::printf("%s\n", train::log_line(r, t.steps).c_str());
-      }
-      // Loss-scale changes and skipped steps are always shown (f16).
-      if (!s.event.empty()) {
-        if (tty) std::printf("\r\033[K");
-        std::printf("step %5lld: %s\n", (long long)s.step, s.event.c_str());
-      }
-      if (tty) train::draw_progress(stdout, s.step, t.steps, s.loss);
-      std::fflush(stdout);
-    }
-    if (tty) std::printf("\r\033[K");
-    const double tps = seconds > 0 ? tokens / seconds : 0;
-    const double gf = seconds > 0 ? flops / seconds / 1e9 : 0;
-    std::printf("done: %lld steps | loss %.4f -> %.4f | %.0f tok/s %s | %.1f GFLOP/s (%.0f%% of "
-                "peak) | peak mem %s\n",
-                (long long)t.steps, first_loss, last_loss, tps,
-                train::steady_rate(step_seconds, double(t.batch) * double(t.seq_len)).c_str(), gf,
-                peak > 0 ? 100 * gf / peak : 0, train::human_bytes(double(peak_mem)).c_str());
-    return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "merak_train: error: %s\n", e.what());
-    return 1;
-  }
+  return world > 1 ? job_main(argc, argv, cfg, args) : process_main(cfg, args);
 }

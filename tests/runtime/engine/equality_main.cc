@@ -1,6 +1,7 @@
 // The central correctness check of the 3D engine: a model trained for some steps under a
-// (dp, pp, tp) layout gives, step by step, the loss of the single-process trainer within 1e-5
-// relative, for every schedule with recomputation on and off.
+// (dp, pp, tp) layout gives, step by step, the loss of the single process (the (1, 1, 1) layout
+// of the same trainer, run without MPI) within 1e-5 relative, for every schedule with
+// recomputation on and off.
 //
 //   engine_equality --family gpt --reference FILE        one process: the trainer's losses
 //                                                         (and at half the micro-batch: FILE.half)
@@ -23,8 +24,8 @@
 #include "merak/optim/adamw.h"
 #include "merak/runtime/engine.h"
 #include "merak/runtime/engine_comm.h"
-#include "tools/train/parallel.h"
-#include "tools/train/trainer.h"
+#include "merak/train/plan.h"
+#include "merak/train/trainer.h"
 
 namespace {
 
@@ -61,7 +62,8 @@ std::string config_text(const std::string& family, const std::string& dropout) {
 // size to `out`.half, what the sub-pipelined mode (each micro-batch run as two halves, with the
 // halves' dropout masks) must equal.
 int write_reference(const config::Config& cfg, const std::string& out) {
-  train::Trainer trainer(cfg);
+  const std::unique_ptr<comm::Grid> grid = comm::Grid::single_process();
+  train::Trainer trainer(cfg, *grid);
   std::ofstream f(out);
   for (int64_t i = 0; i < cfg.train.steps; ++i) {
     const train::StepStats s = trainer.step();

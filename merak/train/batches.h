@@ -1,6 +1,6 @@
-// The data a config describes, served as rows of each step's global batch: the single-process
-// trainer and every rank of a parallel job draw from this one source, so the global batch is the
-// same for every layout.
+// The data a config describes, served as rows of each step's global batch: every rank of every
+// layout (one process included) draws from this one source, so the global batch is the same for
+// every layout.
 #pragma once
 
 #include <cstdint>

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <vector>
 
-namespace merak::tools {
+namespace merak {
 
 inline double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -13,4 +13,4 @@ inline double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-}  // namespace merak::tools
+}  // namespace merak

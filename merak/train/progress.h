@@ -1,11 +1,11 @@
-// What merak_train prints: a line per logged step, a progress bar on a terminal, JSON metrics.
+// What a run prints: a line per logged step, a progress bar on a terminal, JSON metrics.
 #pragma once
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "tools/train/trainer.h"
+#include "merak/train/trainer.h"
 
 namespace merak::train {
 
@@ -18,6 +18,9 @@ struct StepReport {
 
 StepReport report(const StepStats& s, double peak_gflops_total);
 std::string log_line(const StepReport& r, int64_t total_steps);
+// What a job of several ranks adds to the line: " | per rank 12.3 GFLOP/s | compute 80% (recompute
+// 10%), p2p wait 5%, collectives 3%, bubble 12%".
+std::string time_breakdown(const StepReport& r, int ranks);
 std::string json_line(const StepReport& r);
 // "[#####.....] 120/200 loss 1.93" redrawn in place (call only when stdout is a terminal).
 void draw_progress(std::FILE* out, int64_t step, int64_t total, double loss);

@@ -1,4 +1,4 @@
-#include "tools/train/batches.h"
+#include "merak/train/batches.h"
 
 namespace merak::train {
 namespace {

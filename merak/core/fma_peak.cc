@@ -1,4 +1,4 @@
-#include "tools/common/fma_peak.h"
+#include "merak/core/fma_peak.h"
 
 #include <immintrin.h>
 

@@ -1,9 +1,9 @@
-#include "tools/train/progress.h"
+#include "merak/train/progress.h"
 
 #include <cinttypes>
 #include <utility>
 
-#include "tools/common/median.h"
+#include "merak/core/median.h"
 
 namespace merak::train {
 
@@ -39,10 +39,22 @@ std::string log_line(const StepReport& r, int64_t total_steps) {
   return buf;
 }
 
-std::string json_line(const StepReport& r) {
-  char buf[320];
+std::string time_breakdown(const StepReport& r, int ranks) {
+  const runtime::StepBreakdown& b = r.stats.time;
+  const double step = b.step > 0 ? b.step : 1;
+  char buf[192];
   std::snprintf(buf, sizeof buf,
-                "{\"step\": %" PRId64 ", \"loss\": %.6g, \"lr\": %.6g, \"grad_norm\": %.6g, "
+                " | per rank %.1f GFLOP/s | compute %.0f%% (recompute %.0f%%), p2p wait %.0f%%, "
+                "collectives %.0f%%, bubble %.0f%%",
+                r.gflops / ranks, 100 * b.compute / step, 100 * b.recompute / step,
+                100 * b.p2p_wait / step, 100 * b.collectives / step, 100 * b.bubble);
+  return buf;
+}
+
+std::string json_line(const StepReport& r) {
+  char buf[352];
+  std::snprintf(buf, sizeof buf,
+                "{\"step\": %" PRId64 ", \"loss\": %.9g, \"lr\": %.6g, \"grad_norm\": %.9g, "
                 "\"tokens_per_s\": %.6g, \"gflops\": %.6g, \"peak_fraction\": %.4g, "
                 "\"peak_mem_bytes\": %" PRId64 ", \"step_seconds\": %.6g}",
                 r.stats.step, r.stats.loss, r.stats.lr, r.stats.grad_norm, r.tokens_per_s,
@@ -60,11 +72,11 @@ void draw_progress(std::FILE* out, int64_t step, int64_t total, double loss) {
 }
 
 std::string steady_rate(std::vector<double> step_seconds, double tokens_per_step) {
-  const double median = tools::median(std::move(step_seconds));
-  if (median <= 0) return "";
+  const double middle = median(std::move(step_seconds));
+  if (middle <= 0) return "";
   char buf[96];
-  std::snprintf(buf, sizeof buf, "(median step %.1f ms = %.0f tok/s)", median * 1e3,
-                tokens_per_step / median);
+  std::snprintf(buf, sizeof buf, "(median step %.1f ms = %.0f tok/s)", middle * 1e3,
+                tokens_per_step / middle);
   return buf;
 }
 

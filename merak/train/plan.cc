@@ -1,0 +1,92 @@
+#include "merak/train/plan.h"
+
+#include <cstdio>
+
+#include "merak/graph/tracer.h"
+#include "merak/partition/hardware.h"
+#include "merak/partition/plan_builder.h"
+#include "merak/runtime/engine_comm.h"
+#include "models/model.h"
+
+namespace merak::train {
+namespace {
+
+// Prefixes of the broadcast plan: the plan's bytes, or an error to rethrow.
+constexpr char kPlan = 'P', kSetupError = 'S', kOtherError = 'E';
+
+std::string layout_str(const config::ParallelConfig& p) {
+  return "dp " + std::to_string(p.dp) + ", pp " + std::to_string(p.pp) + ", tp " +
+         std::to_string(p.tp);
+}
+
+}  // namespace
+
+PartitionInput partition_input(const config::Config& c) {
+  const config::ParallelConfig& p = c.parallel;
+  PartitionInput in;
+  partition::Request& req = in.request;
+  req.dp = p.dp;
+  // Interleaved: pp * virtual_stages model stages, each rank running every pp-th (the engine
+  // maps them). The memory estimate then counts one chunk a rank, a fraction of what it holds.
+  req.pp = p.pp * p.virtual_stages;
+  req.tp = p.tp;
+  try {
+    req.hardware = partition::load_hardware(partition::find_hardware(p.hardware));
+  } catch (const partition::HardwareError& e) {
+    throw SetupError(c.path + ": key 'parallel.hardware': " + e.what());
+  }
+  // The precision the run computes in (its f32 master weights and moments are costed with it).
+  req.memory.precision = partition::parse_precision(c.train.precision);
+  if (req.hardware.peak(req.memory.precision) <= 0)
+    throw SetupError(c.path + ": key 'parallel.hardware': profile '" + p.hardware + "' has no " +
+                     c.train.precision + " peak to cost train.precision " + c.train.precision +
+                     " with");
+  req.memory.schedule = p.schedule == "gpipe" ? partition::Schedule::GPipe
+                        : p.schedule == "zb"  ? partition::Schedule::ZeroBubble
+                                              : partition::Schedule::OneFOneB;
+  req.memory.micro_batches = config::model_micro_batches_per_replica(c);
+  req.memory.recompute = p.recompute != "none";
+  req.memory.zero1 = p.zero1;
+  auto model = models::make_model(c.model);
+  in.model =
+      graph::trace_model(*model, config::model_micro_batch_size(c), c.train.seq_len, c.train.seed);
+  return in;
+}
+
+partition::Result partition_config(const config::Config& c, const PartitionInput& in) {
+  const config::ParallelConfig& p = c.parallel;
+  try {
+    return partition::run_partition(in.model, in.request);
+  } catch (const partition::NoFit& e) {
+    char need[64];
+    std::snprintf(need, sizeof need, "%.1f GiB", e.needed / (1024.0 * 1024 * 1024));
+    throw SetupError(c.path + ": the model does not fit " + layout_str(p) + " on '" +
+                     p.hardware + "': " + e.what() + "; the best split needs " + need +
+                     " per device (try more stages, tp, parallel.zero1 or parallel.recompute)");
+  } catch (const Error& e) {
+    throw SetupError(c.path + ": cannot split the model over " + layout_str(p) + ": " + e.what());
+  }
+}
+
+partition::Plan shared_plan(comm::Communicator& world, const config::Config& c) {
+  std::string bytes;
+  if (world.rank() == 0) {
+    try {
+      bytes = kPlan + partition::plan_bytes(partition_config(c, partition_input(c)).plan);
+    } catch (const SetupError& e) {
+      bytes = kSetupError + std::string(e.what());
+    } catch (const std::exception& e) {
+      bytes = kOtherError + std::string(e.what());
+    }
+  }
+  bytes = runtime::broadcast_bytes(world, bytes, 0);
+  MERAK_CHECK(!bytes.empty(), "no plan came from rank 0");
+  const std::string body = bytes.substr(1);
+  if (bytes[0] == kSetupError) throw SetupError(body);
+  if (bytes[0] == kOtherError) throw Error(body);
+  partition::Plan plan;
+  MERAK_CHECK(plan.ParseFromString(body), "the plan from rank 0 does not parse");
+  return plan;
+}
+
+}  // namespace merak::train

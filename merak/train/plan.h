@@ -1,0 +1,40 @@
+// From a config to the plan that runs: the one function that builds the partition request
+// (merak_train runs its plan, merak_partition and `merak_train --dry-run` explain it, so the plan
+// explained is the plan that runs), and the plan shared by every rank of a job.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "merak/comm/communicator.h"
+#include "merak/config/config.h"
+#include "merak/graph/graph.pb.h"
+#include "merak/partition/partitioner.h"
+
+namespace merak::train {
+
+// Something the user can fix (a hardware profile not found, a layout the model cannot be split
+// into, a device that is not there): merak_train exits with 2 and this one line.
+class SetupError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What the partitioner is asked: the config's model traced on Meta tensors at one micro-batch,
+// and the layout, hardware profile, precision, schedule, micro-batches, recomputation and ZeRO-1
+// the run uses. Throws SetupError naming the key at fault.
+struct PartitionInput {
+  graph::Model model;
+  partition::Request request;
+};
+PartitionInput partition_input(const config::Config& config);
+
+// The partitioner's answer for `in` (made from `config` by partition_input). Throws SetupError
+// (naming the layout, the profile and, when nothing fits, the memory the best split needs).
+partition::Result partition_config(const config::Config& config, const PartitionInput& in);
+
+// partition_config on rank 0 of `world`, its plan broadcast: every rank gets the same plan. An
+// error on rank 0 is thrown on every rank (SetupError stays SetupError), so no rank waits.
+partition::Plan shared_plan(comm::Communicator& world, const config::Config& config);
+
+}  // namespace merak::train

@@ -1,0 +1,192 @@
+#include "merak/train/run.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <vector>
+
+#include "merak/core/fma_peak.h"
+#include "merak/core/median.h"
+#include "merak/core/parallel.h"
+#include "merak/cuda/runtime.h"
+#include "merak/partition/report.h"
+#include "merak/runtime/engine_replay.h"
+#include "merak/runtime/simulator_trace.h"
+#include "merak/train/progress.h"
+#include "merak/train/trainer.h"
+
+namespace merak::train {
+namespace {
+
+// The peak one rank's share of "of peak" is measured against: on a GPU its dense 16-bit
+// tensor-core rate (so the share is MFU), on the CPU the f32 FMA rate measured now on its threads.
+struct Peak {
+  double rank_gflops = 0;
+  std::string what;  // for the start-up report
+};
+
+Peak measure_peak(Device device) {
+  Peak p;
+  char buf[128];
+  if (device.is_cuda()) {
+    p.rank_gflops = 1e3 * cuda::dense_peak_tflops(device.index);
+    std::snprintf(buf, sizeof buf, "peak %.0f TFLOP/s a rank (dense 16-bit tensor cores)",
+                  p.rank_gflops / 1e3);
+  } else {
+    const double core = bench::measured_fma_peak_gflops();
+    p.rank_gflops = core * num_threads();
+    std::snprintf(buf, sizeof buf, "peak %.0f GFLOP/s a rank (%.0f a core, measured)",
+                  p.rank_gflops, core);
+  }
+  p.what = buf;
+  return p;
+}
+
+void print_header(Trainer& trainer, const Peak& peak) {
+  const config::Config& c = trainer.config();
+  const config::ParallelConfig& p = c.parallel;
+  const auto& t = c.train;
+  runtime::Engine& engine = trainer.engine();
+  const int world = trainer.grid().world().size();
+  std::printf("merak_train: %s | %s, %lld layers, hidden %lld, %lld heads | %.2fM parameters | "
+              "dp %lld, pp %lld, tp %lld on %d rank%s\n",
+              c.path.c_str(), c.model.family.c_str(), (long long)c.model.layers,
+              (long long)c.model.hidden, (long long)c.model.heads,
+              double(trainer.parameters()) / 1e6, (long long)p.dp, (long long)p.pp,
+              (long long)p.tp, world, world == 1 ? "" : "s");
+  const int threads = num_threads();
+  std::printf("  batch %lld x seq %lld in %lld micro-batch%s of %lld per replica, schedule %s, "
+              "recompute %s, %lld steps | %s in %s, %d thread%s a rank, %s\n",
+              (long long)t.batch, (long long)t.seq_len,
+              (long long)config::micro_batches_per_replica(c),
+              config::micro_batches_per_replica(c) == 1 ? "" : "es",
+              (long long)config::micro_batch_size(c), p.schedule.c_str(), p.recompute.c_str(),
+              (long long)t.steps, trainer.device().str().c_str(), t.precision.c_str(), threads,
+              threads == 1 ? "" : "s", peak.what.c_str());
+  if (!engine.dp_transport().empty() && engine.dp_parameters().empty())
+    std::printf("  data-parallel gradient sums: %s\n", engine.dp_transport().c_str());
+  else if (!engine.dp_transport().empty())
+    std::printf("  data-parallel gradient sums: %s, buckets of %g MiB; parameters: %s\n",
+                engine.dp_transport().c_str(), p.bucket_mb, engine.dp_parameters().c_str());
+  if (!engine.tp_transport().empty())
+    std::printf("  tensor-parallel all-reduces: %s\n", engine.tp_transport().c_str());
+  std::fflush(stdout);
+}
+
+// The run replayed in the simulator with the costs it measured, next to the measured step.
+void print_replay(const std::vector<runtime::TraceSpan>& spans, const comm::GridShape& shape,
+                  const runtime::EngineOptions& options, int micro_batches,
+                  const std::vector<double>& step_seconds) {
+  if (step_seconds.empty()) return;
+  runtime::ScheduleOptions so;
+  so.recompute = options.recompute;
+  so.virtual_stages = options.virtual_stages;
+  const runtime::SimResult sim = runtime::simulate(
+      runtime::make_schedules(options.schedule, shape.pp, micro_batches, so),
+      runtime::measured_costs(spans, shape, options.virtual_stages));
+  const double measured = median(step_seconds);
+  std::printf("simulator with the measured costs: step %.1f ms, bubble %.0f%% | measured: %.1f ms "
+              "(median of %zu steps) | simulated / measured %.3f\n",
+              1e3 * sim.step_time, 100 * sim.bubble, 1e3 * measured, step_seconds.size(),
+              sim.step_time / measured);
+}
+
+// Every rank's spans into one Chrome trace on rank 0, with the simulator's replay of them.
+void write_trace(Trainer& trainer, const std::string& path,
+                 const std::vector<double>& step_seconds) {
+  comm::Grid& grid = trainer.grid();
+  const std::vector<runtime::TraceSpan> spans =
+      runtime::gather_spans(grid.world(), trainer.engine().spans());
+  if (grid.rank() != 0) return;
+  const int world = grid.world().size();
+  std::vector<std::string> names;
+  for (int r = 0; r < world; ++r) {
+    const comm::GridCoord co = comm::grid_coord(grid.shape(), r);
+    names.push_back("rank " + std::to_string(r) + " (dp " + std::to_string(co.dp) + ", pp " +
+                    std::to_string(co.pp) + ", tp " + std::to_string(co.tp) + ")");
+  }
+  std::ofstream f(path);
+  f << runtime::chrome_trace_json(names, spans);
+  if (!f.flush()) throw SetupError("cannot write trace file '" + path + "'");
+  std::printf("trace: %s (%zu spans from %d rank%s)\n", path.c_str(), spans.size(), world,
+              world == 1 ? "" : "s");
+  print_replay(spans, grid.shape(), trainer.options(), trainer.engine().micro_batches(),
+               step_seconds);
+}
+
+}  // namespace
+
+int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
+  const auto& t = c.train;
+  const bool root = grid.rank() == 0;
+  Trainer trainer(c, grid, !options.trace.empty());
+
+  std::ofstream metrics;
+  if (root && !options.metrics.empty()) {
+    metrics.open(options.metrics);
+    if (!metrics) throw SetupError("cannot write metrics file '" + options.metrics + "'");
+  }
+  const int world = grid.world().size();
+  // Only rank 0 reports; the others skip the measurement (and do not disturb it much).
+  const Peak peak = root ? measure_peak(trainer.device()) : Peak();
+  if (root) print_header(trainer, peak);
+
+  // The bar redraws a line in place: one process on a terminal only (mpirun hands its ranks a
+  // terminal of its own and forwards their output line by line).
+  const bool tty = world == 1 && isatty(fileno(stdout));
+  double first_loss = 0, last_loss = 0, tokens = 0, seconds = 0, flops = 0;
+  int64_t peak_mem = 0;
+  std::vector<double> step_seconds;  // after the first (one-time warm-up)
+  for (int64_t i = 0; i < t.steps; ++i) {
+    const StepStats s = trainer.step();
+    if (i == 0) first_loss = s.loss;
+    last_loss = s.loss;
+    peak_mem = s.peak_mem_bytes;
+    if (i > 0) {
+      step_seconds.push_back(s.seconds);
+      tokens += s.tokens;
+      seconds += s.seconds;
+      flops += s.model_flops;
+    }
+    if (!root) continue;
+    const StepReport rep = report(s, peak.rank_gflops * world);
+    if (metrics.is_open()) metrics << json_line(rep) << "\n" << std::flush;
+    if (s.step == 1 || s.step % t.log_interval == 0 || s.step == t.steps) {
+      if (tty) std::printf("\r\033[K");
+      std::printf("%s%s\n", log_line(rep, t.steps).c_str(),
+                  world > 1 ? time_breakdown(rep, world).c_str() : "");
+    }
+    // Loss-scale changes and skipped steps are always shown (f16).
+    if (!s.event.empty()) {
+      if (tty) std::printf("\r\033[K");
+      std::printf("step %5lld: %s\n", (long long)s.step, s.event.c_str());
+    }
+    if (tty) draw_progress(stdout, s.step, t.steps, s.loss);
+    std::fflush(stdout);
+  }
+  if (tty) std::printf("\r\033[K");
+  if (!options.trace.empty()) write_trace(trainer, options.trace, step_seconds);
+  if (root) {
+    const double tps = seconds > 0 ? tokens / seconds : 0;
+    const double gf = seconds > 0 ? flops / seconds / 1e9 : 0;
+    const double total_peak = peak.rank_gflops * world;
+    std::printf("done: %lld steps | loss %.4f -> %.4f | %.0f tok/s %s | %.1f GFLOP/s (%.0f%% of "
+                "peak) | peak mem %s\n",
+                (long long)t.steps, first_loss, last_loss, tps,
+                steady_rate(step_seconds, double(t.batch) * double(t.seq_len)).c_str(), gf,
+                total_peak > 0 ? 100 * gf / total_peak : 0, human_bytes(double(peak_mem)).c_str());
+  }
+  return 0;
+}
+
+std::string dry_run(const config::Config& c, bool json) {
+  const PartitionInput in = partition_input(c);
+  const partition::Result result = partition_config(c, in);
+  const partition::ReportHeader header{c.path, c.parallel.hardware};
+  return json ? partition::to_json(result, in.request, header)
+              : partition::explain(result, in.request, header);
+}
+
+}  // namespace merak::train

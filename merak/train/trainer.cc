@@ -1,0 +1,177 @@
+#include "merak/train/trainer.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include "merak/comm/mpi_env.h"
+#include "merak/core/allocator.h"
+#include "merak/core/parallel.h"
+#include "merak/cuda/caching_allocator.h"
+#include "merak/cuda/runtime.h"
+#include "merak/optim/adamw.h"
+#include "merak/runtime/engine_comm.h"
+#include "merak/runtime/schedule_recompute.h"
+#include "models/model.h"
+
+namespace merak::train {
+namespace {
+
+// Intra-op threads of a rank when train.threads is 0 and MERAK_NUM_THREADS is unset: the ranks of
+// a node share its cores rather than each taking all of them (8 ranks of 2 threads on 2 cores
+// would run 16 threads), and a rank the launcher bound to fewer cores keeps to those.
+int default_rank_threads(int local_ranks) {
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int usable = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : cores;
+  return std::max(1, std::min(usable, cores / std::max(1, local_ranks)));
+}
+
+// Every rank's `problem` (empty when it has none): the first non-empty one is thrown as a
+// SetupError on every rank, so they all stop together, none left waiting on another.
+void agree(comm::Communicator& world, const std::string& problem) {
+  for (const std::string& p : runtime::all_gather_bytes(world, problem))
+    if (!p.empty()) throw SetupError(p);
+}
+
+optim::LossScalerOptions loss_scaling(const config::LossScaleConfig& l) {
+  optim::LossScalerOptions o;
+  o.dynamic = l.mode == "dynamic";
+  o.initial = float(l.initial);
+  o.growth = float(l.growth);
+  o.backoff = float(l.backoff);
+  o.growth_interval = l.growth_interval;
+  o.hysteresis = l.hysteresis;
+  o.min = float(l.min);
+  return o;
+}
+
+}  // namespace
+
+runtime::EngineOptions engine_options(const config::Config& c) {
+  runtime::EngineOptions o;
+  o.compute = dtype_from_name(c.train.precision);
+  o.loss_scale = loss_scaling(c.train.loss_scale);
+  o.schedule = runtime::parse_schedule_kind(c.parallel.schedule);
+  o.virtual_stages = int(c.parallel.virtual_stages);
+  const int stages = int(c.parallel.pp * c.parallel.virtual_stages);  // model stages
+  if (c.parallel.recompute == "full") o.recompute.assign(size_t(stages), 1.0);
+  if (c.parallel.recompute == "ratio")
+    o.recompute = runtime::ratio_rule_recompute(stages, c.parallel.recompute_ratio);
+  o.seed = c.train.seed;
+  o.adamw.lr = c.optimizer.lr;
+  o.adamw.beta1 = c.optimizer.beta1;
+  o.adamw.beta2 = c.optimizer.beta2;
+  o.adamw.eps = c.optimizer.eps;
+  o.adamw.weight_decay = c.optimizer.weight_decay;
+  o.grad_clip = c.optimizer.grad_clip;
+  o.zero1 = c.parallel.zero1;
+  o.tp_subpipeline = c.parallel.tp_subpipeline;
+  o.bucket_bytes = std::max<int64_t>(1, int64_t(c.parallel.bucket_mb * double(1 << 20)));
+  o.dp_shared_memory = c.parallel.dp_shared_memory;
+  o.dp_shared_params = c.parallel.dp_shared_params;
+  o.tp_shared_memory = c.parallel.tp_shared_memory;
+  return o;
+}
+
+runtime::MicroBatchFn micro_batch_source(const BatchSource& source, int64_t micro) {
+  return [&source, micro](int64_t step, int64_t g, const std::vector<std::string>& names) {
+    return source.inputs(step, g * micro, (g + 1) * micro, names);
+  };
+}
+
+Device choose_device(const config::Config& c, int local_rank, int local_ranks, int device_count,
+                     const std::string& why_none) {
+  const std::string& device = c.train.device;
+  if (device == "cpu") return Device::cpu();
+  if (device != "cuda")
+    throw SetupError(c.path + ": key 'train.device': '" + device +
+                     "' is not available in this build (cpu, cuda)");
+  if (device_count == 0)
+    throw SetupError(c.path + ": key 'train.device': cuda, but no CUDA device was found (" +
+                     why_none + ")");
+  if (local_ranks > device_count && !c.train.gpus_share) {
+    const config::ParallelConfig& p = c.parallel;
+    throw SetupError(c.path + ": key 'parallel': dp " + std::to_string(p.dp) + " x pp " +
+                     std::to_string(p.pp) + " x tp " + std::to_string(p.tp) + " puts " +
+                     std::to_string(local_ranks) + " ranks on this node, which has " +
+                     std::to_string(device_count) + " GPU" + (device_count == 1 ? "" : "s") +
+                     " (train.device: cuda; train.gpus_share: true lets ranks share them)");
+  }
+  return Device::cuda(local_rank % device_count);
+}
+
+Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
+    : config_(config), grid_(grid) {
+  const config::Config& c = config_;
+  const int world = grid_.world().size();
+  const comm::NodePlace place = comm::node_place();
+  if (c.train.threads > 0)
+    set_num_threads(int(c.train.threads));
+  else if (world > 1 && !std::getenv("MERAK_NUM_THREADS"))
+    set_num_threads(default_rank_threads(place.local_size));
+
+  // Each rank's device, checked before anything else travels; the job agrees on the outcome.
+  options_ = engine_options(c);
+  std::string problem;
+  try {
+    std::string why;
+    const int gpus = c.train.device == "cuda" ? cuda::device_count(&why) : 0;
+    options_.device = choose_device(c, place.local_rank, place.local_size, gpus, why);
+    if (options_.device.is_cuda() && world > 1)
+      throw SetupError(c.path + ": key 'train.device': cuda for " + std::to_string(world) +
+                       " ranks: this build moves tensors between ranks through host memory " +
+                       "only; the GPU transports (NCCL) come with 3D training on GPUs");
+  } catch (const SetupError& e) {
+    problem = e.what();
+  }
+  agree(grid_.world(), problem);
+
+  const partition::Plan plan = shared_plan(grid_.world(), c);
+  options_.trace = trace;
+  engine_ = std::make_unique<runtime::Engine>(grid_, plan, options_);
+  // The data is opened by the ranks whose stages read it; one that does not fit the model (a
+  // vocabulary too small) stops them all.
+  problem.clear();
+  try {
+    if (!engine_->data_inputs().empty()) {
+      data_ = std::make_unique<BatchSource>(c);
+      batches_ = micro_batch_source(*data_, config::model_micro_batch_size(c));
+    }
+  } catch (const config::ConfigError& e) {
+    problem = e.what();
+  }
+  agree(grid_.world(), problem);
+  const auto model = models::make_model(c.model);
+  flops_per_token_ = model->flops_per_token(c.train.seq_len);
+  parameters_ = model->num_parameters();
+}
+
+Trainer::~Trainer() = default;
+
+StepStats Trainer::step() {
+  const auto& t = config_.train;
+  StepStats s;
+  s.lr = optim::scheduled_lr(steps_, t.steps, config_.optimizer.lr, config_.schedule.warmup_steps,
+                             config_.schedule.decay, config_.schedule.min_lr);
+  const runtime::EngineStepResult r = engine_->step(steps_, s.lr, batches_);
+  ++steps_;
+  s.step = steps_;
+  s.loss = r.loss;
+  s.grad_norm = r.grad_norm;
+  s.skipped = r.skipped;
+  s.event = r.event;
+  s.time = runtime::breakdown(r.ranks);
+  s.seconds = s.time.step;
+  s.tokens = double(t.batch) * double(t.seq_len);
+  s.model_flops = flops_per_token_ * s.tokens;
+  s.peak_mem_bytes = options_.device.is_cuda()
+                         ? cuda::caching_allocator().stats().peak_bytes
+                         : cpu_memory_stats().peak_bytes + engine_->shared_memory_bytes();
+  return s;
+}
+
+}  // namespace merak::train

@@ -1,0 +1,85 @@
+// The one training loop's state: the data, plan, engine and optimizer a config describes, on this
+// process's place in the grid. One process is the (1, 1, 1) layout (comm::Grid::single_process,
+// no MPI); a job of dp * pp * tp ranks runs the same code on every rank. Devices, precision and
+// transports are chosen here once, at construction.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "merak/comm/grid.h"
+#include "merak/config/config.h"
+#include "merak/core/device.h"
+#include "merak/partition/plan.pb.h"
+#include "merak/runtime/engine.h"
+#include "merak/runtime/engine_trace.h"
+#include "merak/train/batches.h"
+#include "merak/train/plan.h"
+
+namespace merak::train {
+
+struct StepStats {
+  int64_t step = 0;        // 1-based, after the update
+  double loss = 0;         // mean over the global batch
+  double lr = 0;
+  double grad_norm = 0;    // before clipping
+  bool skipped = false;    // f16: gradients overflowed somewhere, the update was not applied
+  std::string event;       // f16: what the loss scaler did this step, if anything
+  double seconds = 0;      // wall time of the step (the slowest rank's)
+  double tokens = 0;       // tokens in the global batch
+  double model_flops = 0;  // model FLOPs of the step (flops_per_token * tokens)
+  int64_t peak_mem_bytes = 0;   // this rank's high-water mark since the start
+  runtime::StepBreakdown time;  // where the ranks' time went
+};
+
+// The engine settings a config describes (schedule, recomputation per stage, optimizer, seed,
+// transports; device and precision are the Trainer's to add).
+runtime::EngineOptions engine_options(const config::Config& config);
+
+// Micro-batch g of a step is rows [g * micro, (g + 1) * micro) of the step's global batch.
+runtime::MicroBatchFn micro_batch_source(const BatchSource& source, int64_t micro);
+
+// The device a rank trains on. cuda: the GPU of its node-local rank; a node with fewer GPUs than
+// ranks is a SetupError naming the key and both counts, unless train.gpus_share (ranks then share
+// them round robin). No GPU at all is a SetupError with the runtime's reason. Pure: the Trainer
+// feeds it the node's figures.
+Device choose_device(const config::Config& config, int local_rank, int local_ranks,
+                     int device_count, const std::string& why_none);
+
+class Trainer {
+ public:
+  // Collective over grid.world() (its shape must be the config's layout): every rank checks its
+  // device and the job agrees before the plan is made on rank 0 and shared; then each rank builds
+  // its engine and, where its stages read data, the batch source. Throws SetupError (on every
+  // rank alike) for what the user can fix.
+  Trainer(const config::Config& config, comm::Grid& grid, bool trace = false);
+  ~Trainer();
+
+  // One training step (collective). Skipped steps (f16 overflow) still count and consume their
+  // batch.
+  StepStats step();
+  int64_t steps_done() const { return steps_; }
+
+  const config::Config& config() const { return config_; }
+  comm::Grid& grid() { return grid_; }
+  runtime::Engine& engine() { return *engine_; }
+  const runtime::EngineOptions& options() const { return options_; }
+  Device device() const { return options_.device; }
+  double flops_per_token() const { return flops_per_token_; }
+  int64_t parameters() const { return parameters_; }  // of the whole model
+
+ private:
+  config::Config config_;
+  comm::Grid& grid_;
+  runtime::EngineOptions options_;
+  std::unique_ptr<runtime::Engine> engine_;
+  std::unique_ptr<BatchSource> data_;
+  runtime::MicroBatchFn batches_;
+  double flops_per_token_ = 0;
+  int64_t parameters_ = 0;
+  int64_t steps_ = 0;
+};
+
+}  // namespace merak::train
