@@ -1,74 +1,17 @@
-// CPU kernels of the tensor-parallel ops. The reductions go through tp_reduce, the collective
-// the runtime (or a single-process simulation) installs.
-#include "kernels/cpu/tp_ops.h"
-
+// CPU kernels of the tensor-parallel ops. The reductions go through the collectives of the
+// thread's ops::TpScope (merak/ops/collectives.h).
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <vector>
 
 #include "kernels/cpu/nn.h"
 #include "merak/core/parallel.h"
+#include "merak/ops/collectives.h"
 #include "merak/ops/op_util.h"
-
-namespace merak::cpu {
-namespace {
-
-std::mutex g_collective_mu;
-TpCollective g_collective;
-TpCollectiveAsync g_collective_async;
-thread_local bool t_defer = false;
-
-}  // namespace
-
-void set_tp_collective_async(TpCollectiveAsync fn) {
-  std::lock_guard<std::mutex> lock(g_collective_mu);
-  g_collective_async = std::move(fn);
-}
-
-TpDeferScope::TpDeferScope() : previous_(t_defer) { t_defer = true; }
-TpDeferScope::~TpDeferScope() { t_defer = previous_; }
-
-void tp_reduce_maybe_deferred(const Tensor& t, TpReduce op, const std::string& group,
-                              int64_t size) {
-  if (size == 1) return;
-  TpCollectiveAsync fn;
-  if (t_defer) {
-    std::lock_guard<std::mutex> lock(g_collective_mu);
-    fn = g_collective_async;
-  }
-  if (!fn) {
-    tp_reduce(t, op, group, size);
-    return;
-  }
-  mark_pending(t, fn(t, op, group, size));
-}
-
-void set_tp_collective(TpCollective fn) {
-  std::lock_guard<std::mutex> lock(g_collective_mu);
-  g_collective = std::move(fn);
-}
-
-void tp_reduce(const Tensor& t, TpReduce op, const std::string& group, int64_t size) {
-  if (size == 1) return;
-  TpCollective fn;
-  {
-    std::lock_guard<std::mutex> lock(g_collective_mu);
-    fn = g_collective;
-  }
-  MERAK_CHECK(bool(fn), "no collective installed for tensor-parallel group '", group, "' of ",
-              size, " members (merak::cpu::set_tp_collective)");
-  fn(t, op, group, size);
-}
-
-}  // namespace merak::cpu
 
 namespace merak::ops {
 namespace {
-
-using cpu::tp_reduce;
-using cpu::TpReduce;
 
 int64_t rows_of(const Tensor& t) { return t.dim() == 0 ? 1 : t.numel() / t.size(-1); }
 
@@ -89,7 +32,7 @@ int64_t count_targets(const I* t, int64_t rows, int64_t ignore, const char* op) 
 void all_reduce_kernel(const std::vector<Tensor>& in, const std::vector<Tensor>& out,
                        const Attrs& a) {
   std::memcpy(out[0].raw_data(), in[0].raw_data(), size_t(in[0].nbytes()));
-  cpu::tp_reduce_maybe_deferred(out[0], TpReduce::Sum, a.s("group"), a.i("size"));
+  tp_reduce_maybe_deferred("tp_all_reduce", out[0], TpReduce::Sum, a.s("group"), a.i("size"));
 }
 
 // Our part goes into its place of a zero tensor; summing over the group fills the rest.
@@ -110,7 +53,7 @@ void all_gather_kernel(const std::vector<Tensor>& in, const std::vector<Tensor>&
   std::memset(dst, 0, size_t(y.nbytes()));
   for (int64_t o = 0; o < outer; ++o)
     std::memcpy(dst + (o * total + start) * inner, src + o * part * inner, size_t(part * inner));
-  tp_reduce(y, TpReduce::Sum, a.s("group"), a.i("size"));
+  tp_reduce("tp_all_gather", y, TpReduce::Sum, a.s("group"), a.i("size"));
 }
 
 template <typename T, typename I>
@@ -162,7 +105,7 @@ void cross_entropy_kernel(const Tensor& logits, const Tensor& targets, const Ten
     for (int64_t r = lo; r < hi; ++r)
       mp[r] = V ? cpu::nn::row_max(x + r * V, V) : -std::numeric_limits<T>::infinity();
   });
-  tp_reduce(m, TpReduce::Max, a.s("group"), a.i("size"));
+  tp_reduce("tp_cross_entropy", m, TpReduce::Max, a.s("group"), a.i("size"));
   // The shard's sums of exp(x - max) in T, with the vectorised exp cross_entropy uses.
   parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
@@ -172,8 +115,8 @@ void cross_entropy_kernel(const Tensor& logits, const Tensor& targets, const Ten
       tp[r] = int64_t(t[r]) != ignore && c >= 0 && c < V ? xr[c] : T(0);
     }
   });
-  tp_reduce(s, TpReduce::Sum, a.s("group"), a.i("size"));
-  tp_reduce(tgt, TpReduce::Sum, a.s("group"), a.i("size"));
+  tp_reduce("tp_cross_entropy", s, TpReduce::Sum, a.s("group"), a.i("size"));
+  tp_reduce("tp_cross_entropy", tgt, TpReduce::Sum, a.s("group"), a.i("size"));
   T* lp = lse.data<T>();
   double total = 0;  // in row order, in double, as cross_entropy does
   for (int64_t r = 0; r < rows; ++r) {

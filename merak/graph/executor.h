@@ -28,7 +28,7 @@ class Executor {
 
   // Runs several independent input sets (the parts of a split micro-batch) interleaved: each
   // part runs up to and including its next tp_all_reduce, then the next part does, so that
-  // under a cpu::TpDeferScope one part's all-reduce is in flight while another computes. A step
+  // under a deferring ops::TpScope one part's all-reduce is in flight while another computes. A step
   // whose input is still being written (merak/core/pending.h) waits for it first, and every
   // pending value is finished before returning. `resume(k)` is called whenever part k is about
   // to run (to set its dropout stream). Returns each part's outputs.

@@ -90,8 +90,8 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
 
 // --- tensor-parallel ops (defs/tp_ops.cc), inserted by the partitioner's tensor-parallel pass.
 // `group` names the communicator group (the plan's tp group, e.g. "tp.pp3.dp0") and `size` its
-// member count. Their kernels reduce through the collective the runtime installs for the device
-// (kernels/cpu/tp_ops.h on CPU); a group of one needs none.
+// member count. Their kernels reduce through the collectives of the calling thread's ops::TpScope
+// (merak/ops/collectives.h: the runtime's over its tp communicator); a group of one needs none.
 namespace merak::ops {
 
 // Sum over the group forward; the gradient passes through (Megatron's g).

@@ -17,8 +17,6 @@
 namespace merak::partition {
 namespace {
 
-thread_local int64_t t_member = -1;
-
 nn::Init init_of(const graph::InitSpec& spec) {
   switch (spec.kind()) {
     case graph::InitSpec::ZEROS: return nn::Init::zeros();
@@ -87,18 +85,16 @@ struct InProcessCollective::Meeting {
   bool distributing = false;
 };
 
-void InProcessCollective::set_member(int64_t index) { t_member = index; }
-
 void InProcessCollective::abort() {
   std::lock_guard<std::mutex> lock(mu_);
   aborted_ = true;
   cv_.notify_all();
 }
 
-void InProcessCollective::operator()(const Tensor& t, cpu::TpReduce op, const std::string& group,
-                                     int64_t size) {
-  MERAK_CHECK(t_member >= 0 && t_member < size, "in-process collective: this thread is member ",
-              t_member, " of group '", group, "' of ", size, " (InProcessCollective::set_member)");
+void InProcessCollective::meet(const Tensor& t, ops::TpReduce op, const std::string& group,
+                               int64_t size, int64_t member) {
+  MERAK_CHECK(member >= 0 && member < size, "in-process collective: member ", member,
+              " of group '", group, "' of ", size);
   std::unique_lock<std::mutex> lock(mu_);
   auto& slot = meetings_[group];
   if (!slot) slot = std::make_shared<Meeting>();
@@ -111,10 +107,10 @@ void InProcessCollective::operator()(const Tensor& t, cpu::TpReduce op, const st
     m->parts.resize(size_t(size));
     m->arrived_from.assign(size_t(size), false);
   }
-  MERAK_CHECK(int64_t(m->parts.size()) == size && !m->arrived_from[size_t(t_member)],
+  MERAK_CHECK(int64_t(m->parts.size()) == size && !m->arrived_from[size_t(member)],
               "in-process collective '", group, "': inconsistent group size or repeated member");
-  m->parts[size_t(t_member)] = as_doubles(t);
-  m->arrived_from[size_t(t_member)] = true;
+  m->parts[size_t(member)] = as_doubles(t);
+  m->arrived_from[size_t(member)] = true;
   if (++m->arrived == size) {
     // Combine in member order, so the result does not depend on thread timing.
     std::vector<double> acc = m->parts[0];
@@ -123,7 +119,7 @@ void InProcessCollective::operator()(const Tensor& t, cpu::TpReduce op, const st
       MERAK_CHECK(b.size() == acc.size(), "in-process collective '", group,
                   "': members' tensors differ in size");
       for (size_t k = 0; k < acc.size(); ++k)
-        acc[k] = op == cpu::TpReduce::Sum ? acc[k] + b[k] : std::max(acc[k], b[k]);
+        acc[k] = op == ops::TpReduce::Sum ? acc[k] + b[k] : std::max(acc[k], b[k]);
     }
     m->result = std::move(acc);
     m->distributing = true;
@@ -183,15 +179,14 @@ StepResult run_step(const Plan& plan, const std::map<std::string, Tensor>& batch
   };
 
   InProcessCollective collective;
-  cpu::set_tp_collective([&collective](const Tensor& t, cpu::TpReduce op, const std::string& g,
-                                       int64_t size) { collective(t, op, g, size); });
   // Per tp rank: parameter gradients per stage, and the loss.
   std::vector<std::vector<std::vector<std::pair<std::string, Tensor>>>> grads(static_cast<size_t>(tp));
   std::vector<double> losses(static_cast<size_t>(tp), 0.0);
   std::vector<std::exception_ptr> errors(static_cast<size_t>(tp));
 
   auto run_member = [&](int64_t t) {
-    InProcessCollective::set_member(t);
+    InProcessCollective::Member member(collective, t);
+    ops::TpScope scope(&member);
     std::vector<std::unique_ptr<graph::Executor>> ex;
     for (int64_t s = 0; s < pp; ++s)
       ex.push_back(std::make_unique<graph::Executor>(rank_model(plan, rank_at(s, t), seed), seed));
@@ -259,7 +254,6 @@ StepResult run_step(const Plan& plan, const std::map<std::string, Tensor>& batch
       }
     });
   for (std::thread& th : threads) th.join();
-  cpu::set_tp_collective(nullptr);
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
 

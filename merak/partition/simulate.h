@@ -12,9 +12,9 @@
 #include <mutex>
 #include <string>
 
-#include "kernels/cpu/tp_ops.h"
 #include "merak/core/tensor.h"
 #include "merak/graph/graph.pb.h"
+#include "merak/ops/collectives.h"
 #include "merak/partition/plan.pb.h"
 
 namespace merak::partition {
@@ -29,15 +29,28 @@ graph::Model rank_model(const Plan& plan, const RankProgram& rank, uint64_t seed
 
 // Collectives among threads of one process: every member of a group calls with its own tensor;
 // the last to arrive combines them in member order (deterministic) and all copy the result.
-// A thread says which member it is with set_member before it runs its graph.
+// Each thread runs its graph under an ops::TpScope of its Member.
 class InProcessCollective {
  public:
-  void operator()(const Tensor& t, cpu::TpReduce op, const std::string& group, int64_t size);
-  static void set_member(int64_t index);
+  // Member `index`'s collectives (the thread that plays it installs them).
+  class Member : public ops::TpCollectives {
+   public:
+    Member(InProcessCollective& meeting, int64_t index) : meeting_(meeting), index_(index) {}
+    void reduce(const Tensor& t, ops::TpReduce op, const std::string& group,
+                int64_t size) override {
+      meeting_.meet(t, op, group, size, index_);
+    }
+
+   private:
+    InProcessCollective& meeting_;
+    int64_t index_;
+  };
   // Wakes every waiting member with an error (a member failed and will not arrive).
   void abort();
 
  private:
+  void meet(const Tensor& t, ops::TpReduce op, const std::string& group, int64_t size,
+            int64_t member);
   struct Meeting;
   std::mutex mu_;
   std::condition_variable cv_;

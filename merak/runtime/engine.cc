@@ -9,12 +9,12 @@
 #include "merak/autograd/engine.h"
 #include "merak/autograd/grad_mode.h"
 #include "merak/autograd/node.h"
-#include "kernels/cpu/tp_ops.h"
 #include "merak/core/pending.h"
 #include "merak/core/philox.h"
 #include "merak/cuda/runtime.h"
 #include "merak/graph/convert.h"
 #include "merak/graph/executor.h"
+#include "merak/ops/collectives.h"
 #include "merak/ops/functional.h"
 #include "merak/partition/plan_builder.h"
 #include "merak/runtime/engine_buckets.h"
@@ -107,7 +107,7 @@ struct Engine::Impl {
   std::string dp_parameters;                // how the replicas hold parameters, for the report
   std::unique_ptr<GradBuckets> buckets;     // data-parallel sums overlapping backward (dp > 1)
   std::map<const TensorImpl*, size_t> param_index;  // params entry of each parameter tensor
-  std::unique_ptr<TpCollectiveScope> tp_scope;
+  std::unique_ptr<TpGroupCollectives> tp;  // what the stage graphs' tp ops reduce through
 
   std::vector<comm::Work> pending_sends;
   double loss_sum = 0;
@@ -121,7 +121,7 @@ struct Engine::Impl {
   void make_ports(Chunk& c);
   // The job's rank that runs the plan's rank `plan_rank` (a model stage's rank).
   int world_rank_of(int64_t plan_rank) const;
-  double tp_seconds() const { return tp_scope ? tp_scope->seconds() : 0; }
+  double tp_seconds() const { return tp ? tp->seconds() : 0; }
   int tag(const Port& p, int mb, bool grad, size_t k) const {
     return tag_of(p.cut_chunk, micro_batches, mb, grad, k);
   }
@@ -243,7 +243,7 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
     std::vector<std::string> names;
     for (const Chunk& c : chunks)
       names.push_back(partition::tp_group_name(c.model_stage, grid.coord().dp));
-    tp_scope = std::make_unique<TpCollectiveScope>(grid.tp(), names, options.tp_shared_memory);
+    tp = std::make_unique<TpGroupCollectives>(grid.tp(), names, options.tp_shared_memory);
   }
   // Spans are measured from one instant on every rank.
   grid.world().barrier();
@@ -398,7 +398,7 @@ std::vector<Tensor> Engine::Impl::run_graph(Chunk& c, const std::map<std::string
     return c.exec->run(inputs);
   }
   // Each half is one of the plan's micro-batches, with its own dropout stream.
-  cpu::TpDeferScope defer;
+  ops::TpScope defer(tp.get(), /*defer=*/true);
   const std::vector<std::vector<Tensor>> halves =
       c.exec->run_parts(split_halves(inputs, grid.rank()), [&](size_t k) {
         set_rng_stream(uint64_t(stream(step, mb * parts + int(k))));
@@ -426,8 +426,8 @@ void Engine::Impl::backward(Chunk& c, int mb) {
     roots.push_back(out);
     grads.push_back(m.out_grads.at(k));
   }
-  std::optional<cpu::TpDeferScope> defer;  // the halves' backward all-reduces, posted
-  if (options.tp_subpipeline) defer.emplace();
+  std::optional<ops::TpScope> defer;  // the halves' backward all-reduces, posted
+  if (options.tp_subpipeline) defer.emplace(tp.get(), /*defer=*/true);
   if (!roots.empty() && c.last_weight_grad >= 0) {
     // Only what other stages wait for now (activation gradients); the parameters' gradients
     // when the schedule's WeightGrad comes.
@@ -669,7 +669,9 @@ EngineStepResult Engine::step(int64_t step, double lr, const MicroBatchFn& batch
   const auto start = Clock::now();
   e.times = StepTimes();
   e.loss_sum = 0;
-  const int64_t posted_before = e.tp_scope ? e.tp_scope->posted() : 0;
+  const int64_t posted_before = e.tp ? e.tp->posted() : 0;
+  // The stage graphs' tp ops reduce over this rank's tp group while the step runs.
+  ops::TpScope tp_scope(e.tp.get());
   for (const optim::Param& p : e.params) p.value.set_grad(Tensor());
   if (e.buckets) e.buckets->release();  // the last step's summed gradients, views of its window
   EngineStepResult r;
@@ -699,7 +701,7 @@ EngineStepResult Engine::step(int64_t step, double lr, const MicroBatchFn& batch
   e.times.p2p_wait += seconds(t0, Clock::now());
   e.times.total = seconds(start, Clock::now());
   r.times = e.times;
-  r.deferred_all_reduces = e.tp_scope ? e.tp_scope->posted() - posted_before : 0;
+  r.deferred_all_reduces = e.tp ? e.tp->posted() - posted_before : 0;
   r.ranks = gather_times(e.grid.world(), e.times);
   return r;
 }
@@ -716,12 +718,12 @@ std::string Engine::dp_transport() const {
 }
 const std::string& Engine::dp_parameters() const { return impl_->dp_parameters; }
 std::string Engine::tp_transport() const {
-  return impl_->tp_scope ? impl_->tp_scope->transport() : std::string();
+  return impl_->tp ? impl_->tp->transport() : std::string();
 }
 int64_t Engine::shared_memory_bytes() const {
   return (impl_->buckets ? impl_->buckets->shared_bytes() : 0) +
          (impl_->zero ? impl_->zero->shared_bytes() : 0) +
-         (impl_->tp_scope ? impl_->tp_scope->shared_bytes() : 0);
+         (impl_->tp ? impl_->tp->shared_bytes() : 0);
 }
 std::vector<std::string> Engine::data_inputs() const {
   std::set<std::string> names;

@@ -1,8 +1,9 @@
-// Plugs a rank's tensor-parallel communicator into the tp ops' CPU kernels
-// (cpu::set_tp_collective) for the engine's lifetime: the collectives the tensor-parallel pass
-// put in the stage graph then run over the rank's real tp group. When the group's members share
-// a node, f32 sums and maxima go through shared memory (comm::NodeAllReduce) instead of MPI's
-// messages.
+// The collectives the tensor-parallel ops of a rank's stage graphs reduce through
+// (ops::TpCollectives): its tp group's communicator, installed by the engine (ops::TpScope) for
+// the work it runs. Sums and maxima of f32 host tensors go through the group's shared-memory
+// window where its members share a node (comm::NodeAllReduce) and through the communicator
+// otherwise; device tensors go through a communicator over device memory directly, or are staged
+// through the host for one over host memory.
 #pragma once
 
 #include <memory>
@@ -11,19 +12,23 @@
 
 #include "merak/comm/communicator.h"
 #include "merak/comm/node_all_reduce.h"
+#include "merak/ops/collectives.h"
 
 namespace merak::runtime {
 
-class TpCollectiveScope {
+class TpGroupCollectives : public ops::TpCollectives {
  public:
   // `groups` are the plan's names for this rank's tp group ("tp.pp1.dp0"; one per model stage
   // the rank runs: several when interleaved); a tp op naming another group, or a size other
   // than the communicator's, is an error naming both.
   // `shared_memory`: reduce through shared memory where the members share a node.
-  TpCollectiveScope(comm::Communicator& tp, std::vector<std::string> groups, bool shared_memory);
-  ~TpCollectiveScope();  // restores the default (groups of one only)
-  TpCollectiveScope(const TpCollectiveScope&) = delete;
-  TpCollectiveScope& operator=(const TpCollectiveScope&) = delete;
+  TpGroupCollectives(comm::Communicator& tp, std::vector<std::string> groups, bool shared_memory);
+  ~TpGroupCollectives() override;
+
+  void reduce(const Tensor& t, ops::TpReduce op, const std::string& group, int64_t size) override;
+  // The sub-pipelined mode's posted sums; the time counted is the wait, what the overlap left.
+  PendingOp post(const Tensor& t, ops::TpReduce op, const std::string& group,
+                 int64_t size) override;
 
   // Seconds spent in the collectives so far (the engine takes them out of compute time).
   double seconds() const { return seconds_; }
@@ -34,9 +39,12 @@ class TpCollectiveScope {
   int64_t shared_bytes() const { return node_ ? node_->bytes() : 0; }
 
  private:
-  // The shared-memory path for this reduction, or null: MPI's.
+  void check_group(const std::string& name, int64_t size) const;
+  // The shared-memory path for this reduction, or null: the communicator's.
   comm::NodeAllReduce* shared_for(const Tensor& t, comm::ReduceOp op) const;
 
+  comm::Communicator& tp_;
+  std::vector<std::string> groups_;
   std::unique_ptr<comm::NodeAllReduce> node_;
   std::string transport_;
   double seconds_ = 0;

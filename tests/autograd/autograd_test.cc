@@ -7,7 +7,7 @@
 #include "merak/autograd/engine.h"
 #include "merak/autograd/grad_mode.h"
 #include "merak/autograd/node.h"
-#include "kernels/cpu/tp_ops.h"
+#include "merak/ops/collectives.h"
 #include "merak/core/pending.h"
 #include "merak/core/philox.h"
 #include "merak/ops/functional.h"
@@ -158,16 +158,23 @@ TEST_CASE("backward runs other ready nodes while a gradient's all-reduce is in f
   // A stand-in for the communicator: the all-reduce of a 2-member group is posted, finishes
   // only when waited for, and doubles the values (each member held the same part).
   std::vector<std::string> events;
-  cpu::set_tp_collective_async([&](const Tensor& t, cpu::TpReduce, const std::string&, int64_t) {
-    PendingOp op;
-    op.test = [] { return false; };
-    op.wait = [&events, t] {
-      events.push_back("wait");
-      float* p = t.data<float>();
-      for (int64_t i = 0; i < t.numel(); ++i) p[i] *= 2;
-    };
-    return op;
-  });
+  struct Posted : ops::TpCollectives {
+    std::vector<std::string>& events;
+    explicit Posted(std::vector<std::string>& e) : events(e) {}
+    void reduce(const Tensor&, ops::TpReduce, const std::string&, int64_t) override {
+      events.push_back("reduce without posting");
+    }
+    PendingOp post(const Tensor& t, ops::TpReduce, const std::string&, int64_t) override {
+      PendingOp op;
+      op.test = [] { return false; };
+      op.wait = [this, t] {
+        events.push_back("wait");
+        float* p = t.data<float>();
+        for (int64_t i = 0; i < t.numel(); ++i) p[i] *= 2;
+      };
+      return op;
+    }
+  } posted(events);
   Tensor x1 = Tensor::from_vector<float>({1, 2}, {2}).set_requires_grad(true);
   Tensor x2 = Tensor::from_vector<float>({3, 4}, {2}).set_requires_grad(true);
   // Chain B first, then chain A, whose tp_copy sums its gradient over the group in backward:
@@ -176,12 +183,11 @@ TEST_CASE("backward runs other ready nodes while a gradient's all-reduce is in f
   const Tensor c = F::tp_copy(F::mul_scalar(x1, 1.5), "g", 2);
   const Tensor ra = F::sum(F::mul_scalar(c, 2.0));
   {
-    cpu::TpDeferScope defer;
+    ops::TpScope defer(&posted, /*defer=*/true);
     autograd::backward({ra, rb}, {Tensor::ones({}), Tensor::ones({})}, [&](const Tensor& leaf) {
       events.push_back(leaf.same(x1) ? "x1 ready" : "x2 ready");
     });
   }
-  cpu::set_tp_collective_async(nullptr);
   CHECK(events == std::vector<std::string>{"x2 ready", "wait", "x1 ready"});
   CHECK(vec(x1.grad()) == std::vector<float>{6, 6});  // 2 * 1.5, summed over 2 members
   CHECK(vec(x2.grad()) == std::vector<float>{3, 3});

@@ -1,11 +1,12 @@
 // Checks of the CUDA kernels of the tensor-parallel ops (kernels/cuda/tp). Everywhere: each op
-// has a CUDA kernel registered, and the device collective's refusals (none installed, one over
-// CPU memory) name the op and the group. With a GPU:
+// has a CUDA kernel registered, and a reduction with no collectives on the thread (no
+// ops::TpScope) is refused naming the op and the group. With a GPU:
 //   - f32, a group of one: every op through the dispatcher on CUDA against the CPU kernel;
 //   - bf16 and f16: the vocabulary-parallel kernels called directly against the CPU's f32
 //     results on the same, rounded, inputs (the loss's statistics in the logits' dtype or f32);
-//   - a group of two, simulated by two threads and an in-process device collective: the members'
-//     loss, lse, gradients, embeddings and gathers against the whole-vocabulary CPU ops;
+//   - a group of two, simulated by two threads, each under a TpScope of its member of an
+//     in-process meeting: the members' loss, lse, gradients, embeddings and gathers against the
+//     whole-vocabulary CPU ops;
 //   - determinism: tp_embedding_grad gives the same bits twice.
 // Without a GPU the device checks are reported as skipped. Exit status 1 on any failure.
 #include <cuda_runtime.h>
@@ -31,8 +32,9 @@
 namespace merak {
 namespace {
 
-using cpu::TpReduce;
-using cuda_kernels::TpDeviceCollective;
+const char* kGroup = "tp.pp0.dp0";
+
+using ops::TpReduce;
 using ops::Attrs;
 using namespace device_check;
 
@@ -45,14 +47,25 @@ Tensor cols(const Tensor& t, int64_t start, int64_t len) {
 
 // ---- a group of two in one process --------------------------------------------------------
 
-// Each member's thread says which it is; reduce() waits for both, combines their tensors on the
-// host, and writes the result back to each member's device tensor. A member that never comes
-// is a failure after a minute, not a hang.
+// Each member's thread runs under its Member's scope; reduce() waits for both, combines their
+// tensors on the host, and writes the result back to each member's device tensor. A member that
+// never comes is a failure after a minute, not a hang.
 class TwoMembers {
  public:
-  static thread_local int member;
+  class Member : public ops::TpCollectives {
+   public:
+    Member(TwoMembers& group, int index) : group_(group), index_(index) {}
+    void reduce(const Tensor& t, TpReduce op, const std::string& name, int64_t size) override {
+      if (name != kGroup || size != 2) throw Error("TwoMembers: unexpected group " + name);
+      group_.reduce(index_, t, op);
+    }
 
-  void reduce(const Tensor& t, TpReduce op) {
+   private:
+    TwoMembers& group_;
+    int index_;
+  };
+
+  void reduce(int member, const Tensor& t, TpReduce op) {
     std::unique_lock<std::mutex> lock(mu_);
     const int64_t gen = generation_;
     parts_[member] = values(t);
@@ -84,13 +97,11 @@ class TwoMembers {
   int64_t generation_ = 0;
   std::vector<double> parts_[2], result_;
 };
-thread_local int TwoMembers::member = 0;
-
-const char* kGroup = "tp.pp0.dp0";
 
 // Member k of a group of two holding classes [start[k], start[k] + len[k]) of the vocabulary.
-void check_member(int k, const int64_t start[2], const int64_t len[2]) {
-  TwoMembers::member = k;
+void check_member(TwoMembers& group, int k, const int64_t start[2], const int64_t len[2]) {
+  TwoMembers::Member member(group, k);
+  ops::TpScope scope(&member);
   const Device gpu = Device::cuda();
   const std::string who = "member " + std::to_string(k) + ": ";
   const int64_t V = start[1] + len[1];
@@ -146,31 +157,24 @@ void check_member(int k, const int64_t start[2], const int64_t len[2]) {
 
 void check_group_of_two() {
   TwoMembers group;
-  TpDeviceCollective c;
-  c.reduce = [&group](const Tensor& t, TpReduce op, const std::string& name, int64_t size) {
-    if (name != kGroup || size != 2) throw Error("TwoMembers: unexpected group " + name);
-    group.reduce(t, op);
-  };
-  cuda_kernels::set_tp_device_collective(c);
   // Short rows (a warp per row) and long ones (a block per row) on either side.
   const int64_t splits[][2][2] = {{{0, 6}, {6, 5}}, {{0, 1100}, {1100, 1000}}};
   for (const auto& s : splits) {
     const int64_t start[2] = {s[0][0], s[1][0]}, len[2] = {s[0][1], s[1][1]};
     std::thread other([&] {
       try {
-        check_member(1, start, len);
+        check_member(group, 1, start, len);
       } catch (const std::exception& e) {
         fail(std::string("member 1: ") + e.what());
       }
     });
     try {
-      check_member(0, start, len);
+      check_member(group, 0, start, len);
     } catch (const std::exception& e) {
       fail(std::string("member 0: ") + e.what());
     }
     other.join();
   }
-  cuda_kernels::set_tp_device_collective({});
 }
 
 // ---- a group of one: f32 through the dispatcher, bf16 and f16 directly ----------------------
@@ -303,28 +307,16 @@ void check_case(const Case& c) {
   }
 }
 
-// ---- the device collective's refusals -------------------------------------------------------
+// ---- the refusal without collectives ----------------------------------------------------------
 
-// Checked on a host tensor: the refusals come before the tensor's memory is touched.
+// Checked on a host tensor: the refusal comes before the tensor's memory is touched.
 void check_refusals(const Tensor& t) {
   using cuda_kernels::tp_device_reduce;
-  cuda_kernels::set_tp_device_collective({});
-  expect_error("no device collective",
+  expect_error("no collectives on the thread",
                [&] { tp_device_reduce("tp_all_reduce", t, TpReduce::Sum, kGroup, 2); },
-               {"tp_all_reduce", kGroup, "set_tp_device_collective"});
-  TpDeviceCollective mpi;
-  mpi.reduce = [](const Tensor&, TpReduce, const std::string&, int64_t) {
-    throw Error("an MPI collective must never see device memory");
-  };
-  mpi.memory = DeviceType::CPU;
-  mpi.backend = "mpi";
-  cuda_kernels::set_tp_device_collective(mpi);
-  expect_error("collective over CPU memory",
-               [&] { tp_device_reduce("tp_cross_entropy", t, TpReduce::Max, kGroup, 2); },
-               {"tp_cross_entropy", kGroup, "mpi", "CPU memory"});
-  // A group of one reduces nothing, whatever is installed.
+               {"tp_all_reduce", kGroup, "ops::TpScope"});
+  // A group of one reduces nothing, with or without collectives.
   tp_device_reduce("tp_all_reduce", t, TpReduce::Sum, kGroup, 1);
-  cuda_kernels::set_tp_device_collective({});
 }
 
 int run() {
@@ -353,21 +345,15 @@ int run() {
     // Through the dispatcher, on a CUDA tensor.
     const Tensor x = Tensor::ones({2, 3}, DType::F32, Device::cuda());
     const Attrs two = Attrs().set("group", kGroup).set("size", int64_t(2));
-    expect_error("tp_all_reduce without a device collective",
+    expect_error("tp_all_reduce without collectives",
                  [&] { ops::call("tp_all_reduce", {x}, two); }, {"tp_all_reduce", kGroup});
-    TpDeviceCollective mpi;
-    mpi.reduce = [](const Tensor&, TpReduce, const std::string&, int64_t) {};
-    mpi.memory = DeviceType::CPU;
-    mpi.backend = "mpi";
-    cuda_kernels::set_tp_device_collective(mpi);
-    expect_error("tp_all_gather over an MPI group",
+    expect_error("tp_all_gather without collectives",
                  [&] {
                    ops::call("tp_all_gather", {x},
                              Attrs(two).set("index", int64_t(1))
                                  .set("sizes", std::vector<int64_t>{3, 3}));
                  },
-                 {"tp_all_gather", kGroup, "mpi"});
-    cuda_kernels::set_tp_device_collective({});
+                 {"tp_all_gather", kGroup});
   }
   // Without a GPU only the registrations and the refusals have run: say so, not "passed".
   std::printf("tp_kernels_test: %s (%d failures)\n",

@@ -7,8 +7,9 @@
 
 #include <cmath>
 #include <mutex>
+#include <thread>
 
-#include "kernels/cpu/tp_ops.h"
+#include "merak/ops/collectives.h"
 #include "merak/ops/functional.h"
 #include "tests/ops/harness.h"
 
@@ -185,39 +186,55 @@ MERAK_OP_CASES(tp_cross_entropy_grad) {
           make("first part", {2, 5}, Tensor::from_vector<int64_t>({0, 9}, {2}), 0)};
 }
 
-// What goes through the collective: tp_all_reduce hands its group, size and a copy of x to it;
+// What goes through the collectives: tp_all_reduce hands its group, size and a copy of x to them;
 // tp_copy's gradient is reduced; tp_all_gather places this member's part before reducing.
-TEST_CASE("tp ops reduce through the installed collective", "[ops]") {
-  std::vector<std::string> seen;
-  std::mutex mu;
+TEST_CASE("tp ops reduce through the thread's collectives", "[ops]") {
   // Stands in for a group of two whose other member holds the same values: a sum doubles.
-  cpu::set_tp_collective([&](const Tensor& t, cpu::TpReduce op, const std::string& group,
-                             int64_t size) {
-    std::lock_guard<std::mutex> lock(mu);
-    seen.push_back(group + "/" + std::to_string(size) + (op == cpu::TpReduce::Sum ? "/sum" : "/max"));
-    if (op == cpu::TpReduce::Sum) {
-      double* p = t.data<double>();
-      for (int64_t i = 0; i < t.numel(); ++i) p[i] *= 2;
+  struct Doubling : ops::TpCollectives {
+    std::vector<std::string> seen;
+    void reduce(const Tensor& t, ops::TpReduce op, const std::string& group,
+                int64_t size) override {
+      seen.push_back(group + "/" + std::to_string(size) +
+                     (op == ops::TpReduce::Sum ? "/sum" : "/max"));
+      if (op == ops::TpReduce::Sum) {
+        double* p = t.data<double>();
+        for (int64_t i = 0; i < t.numel(); ++i) p[i] *= 2;
+      }
     }
-  });
+  } doubling;
   const Tensor x = rand_f64({2, 3}, 7);
-  const Tensor y = ops::tp_all_reduce(x, "tp.pp0.dp0", 2);
-  for (int64_t i = 0; i < x.numel(); ++i) CHECK(values(y)[size_t(i)] == 2 * values(x)[size_t(i)]);
-  CHECK(values(x) == values(rand_f64({2, 3}, 7)));  // the input is untouched
-  REQUIRE(seen == std::vector<std::string>{"tp.pp0.dp0/2/sum"});
+  {
+    ops::TpScope scope(&doubling);
+    const Tensor y = ops::tp_all_reduce(x, "tp.pp0.dp0", 2);
+    for (int64_t i = 0; i < x.numel(); ++i) CHECK(values(y)[size_t(i)] == 2 * values(x)[size_t(i)]);
+    CHECK(values(x) == values(rand_f64({2, 3}, 7)));  // the input is untouched
+    REQUIRE(doubling.seen == std::vector<std::string>{"tp.pp0.dp0/2/sum"});
 
-  const Tensor g = ops::tp_all_gather(rand_f64({2, 1}, 8), "g", 2, 1, {2, 1}, -1);
-  CHECK(g.shape() == Shape{2, 3});
-  const std::vector<double> gv = values(g), part = values(rand_f64({2, 1}, 8));
-  CHECK(gv == std::vector<double>{0, 0, 2 * part[0], 0, 0, 2 * part[1]});
+    const Tensor g = ops::tp_all_gather(rand_f64({2, 1}, 8), "g", 2, 1, {2, 1}, -1);
+    CHECK(g.shape() == Shape{2, 3});
+    const std::vector<double> gv = values(g), part = values(rand_f64({2, 1}, 8));
+    CHECK(gv == std::vector<double>{0, 0, 2 * part[0], 0, 0, 2 * part[1]});
 
-  seen.clear();
-  const Tensor logits = rand_f64({3, 4}, 9);
-  ops::tp_cross_entropy(logits, Tensor::from_vector<int64_t>({0, 1, 2}, {3}), 0, "ce", 2);
-  CHECK(seen == std::vector<std::string>{"ce/2/max", "ce/2/sum", "ce/2/sum"});
-  cpu::set_tp_collective(nullptr);
-
-  CHECK_THROWS_WITH(ops::tp_all_reduce(x, "lonely", 2), Catch::Contains("no collective installed"));
+    doubling.seen.clear();
+    const Tensor logits = rand_f64({3, 4}, 9);
+    ops::tp_cross_entropy(logits, Tensor::from_vector<int64_t>({0, 1, 2}, {3}), 0, "ce", 2);
+    CHECK(doubling.seen == std::vector<std::string>{"ce/2/max", "ce/2/sum", "ce/2/sum"});
+  }
+  // Outside the scope nothing serves a group of two (one needs nothing), and another thread
+  // never sees this thread's collectives.
+  CHECK_THROWS_WITH(ops::tp_all_reduce(x, "lonely", 2),
+                    Catch::Contains("no collectives serve tensor-parallel group 'lonely' of 2"));
+  CHECK(values(ops::tp_all_reduce(x, "alone", 1)) == values(x));
+  ops::TpScope scope(&doubling);
+  std::string other_thread;
+  std::thread([&] {
+    try {
+      ops::tp_all_reduce(x, "elsewhere", 2);
+    } catch (const std::exception& e) {
+      other_thread = e.what();
+    }
+  }).join();
+  CHECK_THAT(other_thread, Catch::Contains("no collectives serve tensor-parallel group 'elsewhere'"));
 }
 
 }  // namespace merak::test

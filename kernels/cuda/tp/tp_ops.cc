@@ -12,7 +12,7 @@
 namespace merak::cuda_kernels::tp {
 namespace {
 
-using cpu::TpReduce;
+using ops::TpReduce;
 using nn::index_of;
 using nn::scratch;
 using ops::Attrs;

@@ -1,8 +1,8 @@
 // Tensor-parallel ops: the collectives Megatron-style sharding needs where partial results meet
 // (tp_all_reduce, tp_copy, tp_all_gather), and the vocabulary-parallel embedding and loss. The
-// partitioner's tensor-parallel pass inserts them; their kernels reduce through a pluggable
-// collective (kernels/cpu/tp_ops.h), so the same graph runs under the runtime's communicator or
-// in one process.
+// partitioner's tensor-parallel pass inserts them; their kernels reduce through the collectives
+// of the caller's ops::TpScope (merak/ops/collectives.h), so the same graph runs under the
+// runtime's communicator or in one process.
 #include "merak/ops/functional.h"
 #include "merak/ops/op_util.h"
 
