@@ -17,14 +17,12 @@
 #include "merak/ops/collectives.h"
 #include "merak/ops/functional.h"
 #include "merak/partition/plan_builder.h"
-#include "merak/runtime/engine_buckets.h"
+#include "merak/runtime/data_parallel.h"
 #include "merak/runtime/engine_comm.h"
 #include "merak/runtime/engine_split.h"
 #include "merak/runtime/engine_params.h"
 #include "merak/runtime/engine_tp.h"
 #include "merak/runtime/mixed_precision.h"
-#include "merak/runtime/engine_shared_update.h"
-#include "merak/runtime/engine_zero.h"
 
 namespace merak::runtime {
 namespace {
@@ -101,11 +99,8 @@ struct Engine::Impl {
   std::vector<optim::Param> params;         // every chunk's, in chunk order
   std::vector<const partition::ParamShard*> shards;  // per params entry
   std::unique_ptr<MixedPrecision> mixed;    // bf16 / f16 compute: params are its 16-bit copies
-  std::unique_ptr<optim::AdamW> adamw;      // unsharded (of the masters under mixed precision)
-  std::unique_ptr<ShardedAdamW> zero;       // ZeRO-1 (dp > 1)
-  std::unique_ptr<SharedUpdate> shared;     // replicas sharing one parameter copy (dp > 1)
-  std::string dp_parameters;                // how the replicas hold parameters, for the report
-  std::unique_ptr<GradBuckets> buckets;     // data-parallel sums overlapping backward (dp > 1)
+  std::unique_ptr<DataParallel> dp;         // sums over the replicas and the update
+  std::string dp_parameters;                // dp->parameters(), for the report
   std::map<const TensorImpl*, size_t> param_index;  // params entry of each parameter tensor
   std::unique_ptr<TpGroupCollectives> tp;  // what the stage graphs' tp ops reduce through
 
@@ -137,11 +132,11 @@ struct Engine::Impl {
   void rerun(Chunk& c, int mb, int64_t step);
   void backward(Chunk& c, int mb);
   void weight_grads(Chunk& c, int mb);
-  // Hands each parameter whose gradient is final to its data-parallel bucket.
+  // Hands each parameter whose gradient is final to the data-parallel strategy.
   autograd::LeafReadyFn bucket_ready() {
     return [this](const Tensor& leaf) {
       auto it = param_index.find(&leaf.impl());
-      if (it != param_index.end()) buckets->ready(it->second);
+      if (it != param_index.end()) dp->gradient_ready(it->second);
     };
   }
   void send_activations(Chunk& c, int mb);
@@ -200,41 +195,14 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
     if (in.op == Op::Backward) chunks[size_t(in.chunk)].last_backward = in.micro_batch;
     if (in.op == Op::WeightGrad) chunks[size_t(in.chunk)].last_weight_grad = in.micro_batch;
   }
-  // Replicas on one node share one parameter copy and split the update, which shards AdamW's
-  // state as ZeRO-1 does (and overlaps the sums with backward, with nothing to all-gather): so
-  // that is ZeRO-1 there too. Otherwise ZeRO-1 has its own exchange, and plain data parallelism
-  // a copy and a full update a replica.
   if (options.compute != DType::F32) {
-    MERAK_CHECK(replicas == 1, "mixed precision keeps f32 master weights a replica; data-parallel ",
-                "replicas sharing parameters or optimizer state in ", dtype_name(options.compute),
-                " are not supported");
     std::vector<Tensor> copies;
     for (const optim::Param& p : params) copies.push_back(p.value);
     mixed = std::make_unique<MixedPrecision>(std::move(masters), std::move(copies),
                                              options.compute, options.loss_scale);
   }
-  std::vector<ParamPiece> mine;
-  std::string why_not = "turned off";
-  if (replicas > 1) {
-    // (ZeRO-1 without shared parameters needs no buckets: not even their window.)
-    if (options.dp_shared_params || !options.zero1)
-      buckets = std::make_unique<GradBuckets>(grid.dp(), params, options.bucket_bytes,
-                                              options.dp_shared_memory);
-    if (buckets && options.dp_shared_params && buckets->share_parameters(&mine, &why_not)) {
-      shared = std::make_unique<SharedUpdate>(params, std::move(mine),
-                                              *buckets->parameter_copy(), options.adamw);
-      dp_parameters = detail::concat("one shared copy, each replica updating 1/", replicas,
-                                     options.zero1 ? " (ZeRO-1: its moments only)" : "");
-    } else if (options.zero1) {
-      buckets.reset();
-      zero = std::make_unique<ShardedAdamW>(grid.dp(), params, options.adamw,
-                                            options.dp_shared_memory);
-    } else {
-      dp_parameters = "a copy a replica (not shared: " + why_not + ")";
-    }
-  }
-  if (!zero && !shared)
-    adamw = std::make_unique<optim::AdamW>(mixed ? mixed->master_params() : params, options.adamw);
+  dp = make_data_parallel(grid.dp(), params, options, mixed.get());
+  dp_parameters = dp->parameters();
   for (size_t i = 0; i < params.size(); ++i) param_index[&params[i].value.impl()] = i;
   for (Chunk& c : chunks) make_ports(c);
 
@@ -434,7 +402,7 @@ void Engine::Impl::backward(Chunk& c, int mb) {
     autograd::backward(roots, grads, [this](const Tensor& leaf) {
       return param_index.count(&leaf.impl()) > 0;
     }, c.deferred[mb]);
-  } else if (!roots.empty() && buckets && mb == c.last_backward) {
+  } else if (!roots.empty() && dp->watches_backward() && mb == c.last_backward) {
     // The chunk's last backward of the step: each of its parameters' gradients is final once
     // backward has passed it, so its bucket can start its all-reduce while the rest computes.
     autograd::backward(roots, grads, bucket_ready());
@@ -523,7 +491,7 @@ void Engine::Impl::wait_sends() {
 void Engine::Impl::reduce_grads(EngineStepResult& r) {
   // Data-parallel sums first when they overlapped backward (summing over replicas and then over
   // the tied first and last stage is the same total as the other way round).
-  if (buckets) r.overlapped_buckets = buckets->finish();
+  r.overlapped_buckets = dp->finish_backward();
   // Every local shard gets a gradient (zeros where backward reached none), contiguous, so the
   // sums below line up element by element on every member.
   std::vector<Tensor> grads, tied;
@@ -533,7 +501,7 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
     if (!g.defined()) g = Tensor::zeros(v.shape(), v.dtype(), v.device());
     if (!g.is_contiguous()) g = g.contiguous();
     // The tied sum below writes in place; the buckets' sums may be the replicas' shared copy.
-    if (shards[i]->tied_ranks_size() > 0 && buckets && buckets->shares_sums()) g = g.clone();
+    if (shards[i]->tied_ranks_size() > 0 && dp->shares_gradients()) g = g.clone();
     params[i].value.set_grad(g);
     grads.push_back(g);
     if (shards[i]->tied_ranks_size() > 0) tied.push_back(g);
@@ -550,7 +518,7 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
       }
     if (group->size() > 1) all_reduce_buckets(*group, tied, options.bucket_bytes);
   }
-  if (zero) zero->reduce_scatter(grads);
+  dp->reduce(grads);
 
   // The norm counts each shard once: tp rank 0 for replicated tensors, the first stage for tied
   // ones, and one replica: the replicas share the (identical) summed gradients out, parameter
@@ -562,15 +530,7 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
       if (world_rank_of(peer) < grid.rank()) return false;
     return true;
   };
-  double sq = 0;
-  if (zero) {
-    sq = zero->sum_of_squares(counted);
-  } else if (shared) {
-    sq = shared->sum_of_squares(counted);
-  } else {
-    for (size_t i = 0; i < params.size(); ++i)
-      if (counted(i) && int(i % size_t(replicas)) == replica) sq += optim::sum_of_squares(grads[i]);
-  }
+  const double sq = dp->sum_of_squares(grads, counted);
   const bool reports_loss = chunks.back().loss_output >= 0 && grid.coord().tp == 0;
   // The loss, the squares and (f16) whether this rank's gradients overflowed, from every rank:
   // a step skipped anywhere is skipped everywhere.
@@ -596,7 +556,7 @@ void Engine::Impl::weight_grads(Chunk& c, int mb) {
   auto it = c.deferred.find(mb);
   if (it == c.deferred.end()) return;  // its backward had no roots
   // The chunk's last parameter gradients of the step: buckets start as they complete.
-  const bool last = buckets && mb == c.last_weight_grad;
+  const bool last = dp->watches_backward() && mb == c.last_weight_grad;
   autograd::run_deferred(it->second, last ? bucket_ready() : autograd::LeafReadyFn());
   c.deferred.erase(it);
 }
@@ -633,16 +593,7 @@ void Engine::Impl::run(const Instruction& in, int64_t step, double lr,
       break;
     case Op::ReduceGrads: category = "collective"; break;  // done by step(): it fills the result
     case Op::OptimizerStep:
-      if (!apply) {
-      } else if (zero) {
-        zero->step(lr, clip_scale);
-      } else if (shared) {
-        shared->step(lr, clip_scale);
-      } else {
-        if (mixed) mixed->gradients_to_masters();
-        adamw->step(lr, clip_scale);
-        if (mixed) mixed->masters_to_copies();
-      }
+      if (apply) dp->step(lr, clip_scale);
       category = "update";
       break;
   }
@@ -673,7 +624,7 @@ EngineStepResult Engine::step(int64_t step, double lr, const MicroBatchFn& batch
   // The stage graphs' tp ops reduce over this rank's tp group while the step runs.
   ops::TpScope tp_scope(e.tp.get());
   for (const optim::Param& p : e.params) p.value.set_grad(Tensor());
-  if (e.buckets) e.buckets->release();  // the last step's summed gradients, views of its window
+  e.dp->begin_step();  // the last step's summed gradients may be views of a shared window
   EngineStepResult r;
   for (const Instruction& in : e.program) {
     if (in.op == Op::ReduceGrads) {
@@ -713,16 +664,14 @@ const partition::RankProgram& Engine::program(int chunk) const {
 }
 int Engine::chunks() const { return int(impl_->chunks.size()); }
 std::string Engine::dp_transport() const {
-  if (impl_->zero) return "ZeRO-1 over " + impl_->zero->transport();
-  return impl_->buckets ? impl_->buckets->transport() : std::string();
+  return impl_->dp->transport();
 }
 const std::string& Engine::dp_parameters() const { return impl_->dp_parameters; }
 std::string Engine::tp_transport() const {
   return impl_->tp ? impl_->tp->transport() : std::string();
 }
 int64_t Engine::shared_memory_bytes() const {
-  return (impl_->buckets ? impl_->buckets->shared_bytes() : 0) +
-         (impl_->zero ? impl_->zero->shared_bytes() : 0) +
+  return impl_->dp->shared_bytes() +
          (impl_->tp ? impl_->tp->shared_bytes() : 0);
 }
 std::vector<std::string> Engine::data_inputs() const {
