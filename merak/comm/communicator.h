@@ -54,6 +54,8 @@ class Communicator {
   // Whether receives match sends by tag (MPI). NCCL matches a pair's operations in posting
   // order, and the tag only labels messages.
   virtual bool matches_tags() const = 0;
+  // Bytes of shared memory this member holds for the group (a window no allocator counts).
+  virtual int64_t shared_bytes() const { return 0; }
 
   // Asynchronous operations. Buffers must stay untouched until the Work finishes.
   Work isend(const Buffer& b, int peer, int tag);

@@ -19,7 +19,8 @@ std::unique_ptr<Communicator> split(MPI_Comm world, int color, int key, const st
 
 }  // namespace
 
-Grid::Grid(const GridShape& shape, CommFactory factory, MPI_Comm world) : shape_(shape) {
+Grid::Grid(const GridShape& shape, CommFactory factory, MPI_Comm world, GridOptions options)
+    : shape_(shape) {
   int world_size = 0;
   check_mpi(MPI_Comm_size(world, &world_size), "grid: MPI_Comm_size");
   check_grid(shape_, world_size);
@@ -33,6 +34,22 @@ Grid::Grid(const GridShape& shape, CommFactory factory, MPI_Comm world) : shape_
   world_ = factory(dup, "world");
   // Color = the position along the other two axes; key = the position along this one.
   tp_ = split(world, c.pp * s.dp + c.dp, c.tp, "tp", factory);
+  if (s.tp > 1) {
+    // Decided by every member alike (the same options; NodeCommunicator::wrap is collective).
+    std::string why_not = "turned off";
+    if (options.tp_shared_memory) {
+      if (auto* mpi = dynamic_cast<MpiCommunicator*>(tp_.get())) {
+        tp_.release();
+        tp_ = NodeCommunicator::wrap(std::unique_ptr<MpiCommunicator>(mpi), &why_not);
+      } else {
+        why_not = std::string("the ") + tp_->backend() + " backend";
+      }
+    }
+    const std::string backend = tp_->backend();
+    tp_transport_ = dynamic_cast<NodeCommunicator*>(tp_.get()) ? "shared memory"
+                    : backend == "mpi" ? "MPI all-reduce (not shared memory: " + why_not + ")"
+                                       : backend + " all-reduce";
+  }
   dp_ = split(world, c.pp * s.tp + c.tp, c.dp, "dp", factory);
   pp_ = split(world, c.dp * s.tp + c.tp, c.pp, "pp", factory);
   const bool holds_tied = c.pp == 0 || c.pp == s.pp - 1;

@@ -5,12 +5,21 @@
 #include <mpi.h>
 
 #include <memory>
+#include <string>
 
 #include "merak/comm/communicator.h"
 #include "merak/comm/grid_layout.h"
 #include "merak/comm/mpi_communicator.h"
+#include "merak/comm/node_communicator.h"
 
 namespace merak::comm {
+
+// Transports chosen once, when the grid is built.
+struct GridOptions {
+  // The tp group as a NodeCommunicator where its members share a node: its f32 all-reduces
+  // through shared memory (with the MPI factory only).
+  bool tp_shared_memory = false;
+};
 
 class Grid {
  public:
@@ -18,7 +27,7 @@ class Grid {
   // against the world size first, so a wrong layout throws (naming world size, dp, pp, tp)
   // before any rank waits on another. Groups are made in a fixed order: world, tp, dp, pp, tied.
   explicit Grid(const GridShape& shape, CommFactory factory = mpi_backend(),
-                MPI_Comm world = MPI_COMM_WORLD);
+                MPI_Comm world = MPI_COMM_WORLD, GridOptions options = {});
   // The (1, 1, 1) grid of a process running alone: every group is this process, and MPI is
   // neither needed nor started.
   static std::unique_ptr<Grid> single_process();
@@ -37,6 +46,9 @@ class Grid {
   // First and last stage with the same dp and tp (just this rank when pp == 1); null on a
   // middle stage.
   Communicator* tied() { return tied_.get(); }
+  // How the tp group's all-reduces travel, for reports: "shared memory" or "MPI all-reduce (not
+  // shared memory: why)"; "" for a group of one.
+  const std::string& tp_transport() const { return tp_transport_; }
 
  private:
   GridShape shape_;
@@ -45,6 +57,7 @@ class Grid {
   Grid() = default;
 
   std::unique_ptr<Communicator> world_, tp_, dp_, pp_, tied_;
+  std::string tp_transport_;
 };
 
 }  // namespace merak::comm

@@ -7,14 +7,12 @@
 
 namespace merak::comm {
 
-namespace {
 bool mpi_running() {
   int init = 0, fin = 0;
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
   return init && !fin;
 }
-}  // namespace
 
 MpiSession::MpiSession(int* argc, char*** argv) {
   int init = 0;

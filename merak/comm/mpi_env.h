@@ -37,6 +37,7 @@ MPI_Comm one_node_comm(MPI_Comm comm, const std::string& what, std::string* why_
 // unless MPI has already been finalised (then there is nothing left to free).
 void free_node_window(MPI_Win* window, MPI_Comm* node);
 
+bool mpi_running();  // initialised and not yet finalised
 int world_rank();  // rank in MPI_COMM_WORLD; 0 before MPI_Init
 // The rank among the processes on this node (for choosing a GPU).
 int local_rank();

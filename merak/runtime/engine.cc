@@ -211,7 +211,7 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
     std::vector<std::string> names;
     for (const Chunk& c : chunks)
       names.push_back(partition::tp_group_name(c.model_stage, grid.coord().dp));
-    tp = std::make_unique<TpGroupCollectives>(grid.tp(), names, options.tp_shared_memory);
+    tp = std::make_unique<TpGroupCollectives>(grid.tp(), names);
   }
   // Spans are measured from one instant on every rank.
   grid.world().barrier();
@@ -668,11 +668,10 @@ std::string Engine::dp_transport() const {
 }
 const std::string& Engine::dp_parameters() const { return impl_->dp_parameters; }
 std::string Engine::tp_transport() const {
-  return impl_->tp ? impl_->tp->transport() : std::string();
+  return impl_->grid.tp_transport();
 }
 int64_t Engine::shared_memory_bytes() const {
-  return impl_->dp->shared_bytes() +
-         (impl_->tp ? impl_->tp->shared_bytes() : 0);
+  return impl_->dp->shared_bytes() + impl_->grid.tp().shared_bytes();
 }
 std::vector<std::string> Engine::data_inputs() const {
   std::set<std::string> names;

@@ -73,7 +73,6 @@ struct EngineOptions {
   // in forward and backward (engine_split.h). Needs tp > 1 and an even number of plan
   // micro-batches.
   bool tp_subpipeline = false;
-  bool tp_shared_memory = true;     // tp ranks on one node all-reduce through shared memory
   bool trace = false;               // keep a span per instruction (spans())
 };
 

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "merak/comm/mpi_env.h"
+#include "merak/comm/mpi_communicator.h"
 #include "merak/core/allocator.h"
 #include "merak/core/parallel.h"
 #include "merak/cuda/caching_allocator.h"
@@ -73,7 +74,6 @@ runtime::EngineOptions engine_options(const config::Config& c) {
   o.bucket_bytes = std::max<int64_t>(1, int64_t(c.parallel.bucket_mb * double(1 << 20)));
   o.dp_shared_memory = c.parallel.dp_shared_memory;
   o.dp_shared_params = c.parallel.dp_shared_params;
-  o.tp_shared_memory = c.parallel.tp_shared_memory;
   return o;
 }
 
@@ -81,6 +81,15 @@ runtime::MicroBatchFn micro_batch_source(const BatchSource& source, int64_t micr
   return [&source, micro](int64_t step, int64_t g, const std::vector<std::string>& names) {
     return source.inputs(step, g * micro, (g + 1) * micro, names);
   };
+}
+
+std::unique_ptr<comm::Grid> make_grid(const config::Config& c) {
+  const config::ParallelConfig& p = c.parallel;
+  if (p.dp * p.pp * p.tp == 1 && !comm::mpi_running()) return comm::Grid::single_process();
+  comm::GridOptions options;
+  options.tp_shared_memory = p.tp_shared_memory;
+  return std::make_unique<comm::Grid>(comm::GridShape{int(p.dp), int(p.pp), int(p.tp)},
+                                      comm::mpi_backend(), MPI_COMM_WORLD, options);
 }
 
 Device choose_device(const config::Config& c, int local_rank, int local_ranks, int device_count,

@@ -41,6 +41,11 @@ runtime::EngineOptions engine_options(const config::Config& config);
 // Micro-batch g of a step is rows [g * micro, (g + 1) * micro) of the step's global batch.
 runtime::MicroBatchFn micro_batch_source(const BatchSource& source, int64_t micro);
 
+// The grid of the config's layout for this process: alone (one rank, MPI not running) the
+// single process's, without MPI; otherwise over MPI_COMM_WORLD, its transports chosen here once
+// (parallel.tp_shared_memory). Collective in a job.
+std::unique_ptr<comm::Grid> make_grid(const config::Config& config);
+
 // The device a rank trains on. cuda: the GPU of its node-local rank; a node with fewer GPUs than
 // ranks is a SetupError naming the key and both counts, unless train.gpus_share (ranks then share
 // them round robin). No GPU at all is a SetupError with the runtime's reason. Pure: the Trainer

@@ -19,6 +19,7 @@
 #include "merak/comm/mpi_env.h"
 #include "merak/train/plan.h"
 #include "merak/train/run.h"
+#include "merak/train/trainer.h"
 
 namespace {
 
@@ -74,8 +75,8 @@ int job_main(int argc, char** argv, const merak::config::Config& cfg, const Args
   using namespace merak;
   comm::MpiSession session(&argc, &argv);
   try {
-    comm::Grid grid({int(cfg.parallel.dp), int(cfg.parallel.pp), int(cfg.parallel.tp)});
-    return train::run(cfg, grid, args.run);
+    const std::unique_ptr<comm::Grid> grid = train::make_grid(cfg);
+    return train::run(cfg, *grid, args.run);
   } catch (const train::SetupError& e) {
     if (comm::world_rank() == 0) std::fprintf(stderr, "merak_train: %s\n", e.what());
     return 2;
@@ -92,7 +93,7 @@ int process_main(const merak::config::Config& cfg, const Args& args) {
       std::fputs(train::dry_run(cfg, args.json).c_str(), stdout);
       return 0;
     }
-    const std::unique_ptr<comm::Grid> grid = comm::Grid::single_process();
+    const std::unique_ptr<comm::Grid> grid = train::make_grid(cfg);
     return train::run(cfg, *grid, args.run);
   } catch (const train::SetupError& e) {
     std::fprintf(stderr, "merak_train: %s\n", e.what());

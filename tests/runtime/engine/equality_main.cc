@@ -109,8 +109,7 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
        // Buckets of 64 KiB, so the data-parallel sums of this small model come in several
        // buckets and the early ones start during backward.
        "parallel.bucket_mb=0.0625"});
-  comm::Grid grid({dp, pp, tp});
-  const bool root = grid.rank() == 0;
+  const bool root = comm::world_rank() == 0;
   MERAK_CHECK(int64_t(whole.loss.size()) == cfg.train.steps &&
                   int64_t(halves.loss.size()) == cfg.train.steps,
               "expected ", cfg.train.steps, " reference losses, read ", whole.loss.size(), " and ",
@@ -174,6 +173,9 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     cfg.parallel.dp_shared_memory = combo.shared_memory;
     cfg.parallel.dp_shared_params = combo.shared_params;
     cfg.parallel.tp_shared_memory = combo.tp_shared;
+    // The grid as merak_train makes it: its tp transport is chosen when it is built.
+    const std::unique_ptr<comm::Grid> made = train::make_grid(cfg);
+    comm::Grid& grid = *made;
     const partition::Plan plan = train::shared_plan(grid.world(), cfg);
     const runtime::MicroBatchFn batches =
         train::micro_batch_source(source, config::model_micro_batch_size(cfg));
