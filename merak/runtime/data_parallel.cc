@@ -26,7 +26,8 @@ class FullUpdate {
   optim::AdamW adamw_;
 };
 
-// One replica: nothing to sum, every gradient this rank's to count.
+// One replica: nothing to sum, every gradient this rank's to count (on a device in one
+// multi-tensor pass).
 class OneReplica : public DataParallel {
  public:
   OneReplica(const std::vector<optim::Param>& params, const optim::AdamWOptions& options,
@@ -36,8 +37,15 @@ class OneReplica : public DataParallel {
   double sum_of_squares(const std::vector<Tensor>& grads,
                         const std::function<bool(size_t)>& count) const override {
     double sq = 0;
-    for (size_t i = 0; i < grads.size(); ++i)
-      if (count(i)) sq += optim::sum_of_squares(grads[i]);
+    std::vector<Tensor> on_device;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!count(i)) continue;
+      if (grads[i].device().is_cpu()) sq += optim::sum_of_squares(grads[i]);
+      else on_device.push_back(grads[i]);
+    }
+    if (!on_device.empty())
+      sq += optim::device_optimizer(on_device[0].device().type, "gradient norm")
+                .sum_of_squares(on_device);
     return sq;
   }
   void step(double lr, float grad_scale) override { update_.step(lr, grad_scale); }
@@ -46,24 +54,41 @@ class OneReplica : public DataParallel {
   FullUpdate update_;
 };
 
-// Replicas with a parameter copy each: bucketed sums overlapping backward, a full update on
-// every replica. The norm counts parameter i on replica i mod dp.
-class CopyPerReplica : public DataParallel {
+// Replicas summing their gradients in buckets whose all-reduces start as backward finishes them
+// (through shared memory on one node, MPI's otherwise), however they hold their parameters.
+class Bucketed : public DataParallel {
  public:
-  CopyPerReplica(std::unique_ptr<GradBuckets> buckets, comm::Communicator& dp,
-                 const std::vector<optim::Param>& params, const optim::AdamWOptions& options,
-                 std::string parameters)
-      : buckets_(std::move(buckets)),
-        replica_(dp.rank()),
-        replicas_(dp.size()),
-        update_(params, options, nullptr),
-        parameters_(std::move(parameters)) {}
+  Bucketed(std::unique_ptr<GradBuckets> buckets, std::string parameters)
+      : buckets_(std::move(buckets)), parameters_(std::move(parameters)) {}
 
   void begin_step() override { buckets_->release(); }
   bool watches_backward() const override { return true; }
   void gradient_ready(size_t index) override { buckets_->ready(index); }
   int finish_backward() override { return buckets_->finish(); }
   bool shares_gradients() const override { return buckets_->shares_sums(); }
+  std::string transport() const override { return buckets_->transport(); }
+  std::string parameters() const override { return parameters_; }
+  int64_t shared_bytes() const override { return buckets_->shared_bytes(); }
+
+ protected:
+  std::unique_ptr<GradBuckets> buckets_;
+
+ private:
+  std::string parameters_;
+};
+
+// A parameter copy each, a full update on every replica. The norm counts parameter i on replica
+// i mod dp.
+class CopyPerReplica : public Bucketed {
+ public:
+  CopyPerReplica(std::unique_ptr<GradBuckets> buckets, comm::Communicator& dp,
+                 const std::vector<optim::Param>& params, const optim::AdamWOptions& options,
+                 std::string parameters)
+      : Bucketed(std::move(buckets), std::move(parameters)),
+        replica_(dp.rank()),
+        replicas_(dp.size()),
+        update_(params, options, nullptr) {}
+
   double sum_of_squares(const std::vector<Tensor>& grads,
                         const std::function<bool(size_t)>& count) const override {
     double sq = 0;
@@ -72,48 +97,32 @@ class CopyPerReplica : public DataParallel {
     return sq;
   }
   void step(double lr, float grad_scale) override { update_.step(lr, grad_scale); }
-  std::string transport() const override { return buckets_->transport(); }
-  std::string parameters() const override { return parameters_; }
-  int64_t shared_bytes() const override { return buckets_->shared_bytes(); }
 
  private:
-  std::unique_ptr<GradBuckets> buckets_;
   int replica_, replicas_;
   FullUpdate update_;
-  std::string parameters_;
 };
 
-// Replicas of one node sharing one parameter copy: the same sums, read in place, and each
-// replica updating the segments of the buckets it added up.
-class SharedCopy : public DataParallel {
+// Replicas of one node sharing one parameter copy: the sums read in place, and each replica
+// updating the segments of the buckets it added up.
+class SharedCopy : public Bucketed {
  public:
   SharedCopy(std::unique_ptr<GradBuckets> buckets, const std::vector<optim::Param>& params,
              std::vector<ParamPiece> mine, const optim::AdamWOptions& options,
              std::string parameters)
-      : buckets_(std::move(buckets)),
+      : Bucketed(std::move(buckets), std::move(parameters)),
         params_(params),
-        update_(params_, std::move(mine), *buckets_->parameter_copy(), options),
-        parameters_(std::move(parameters)) {}
+        update_(params_, std::move(mine), *buckets_->parameter_copy(), options) {}
 
-  void begin_step() override { buckets_->release(); }
-  bool watches_backward() const override { return true; }
-  void gradient_ready(size_t index) override { buckets_->ready(index); }
-  int finish_backward() override { return buckets_->finish(); }
-  bool shares_gradients() const override { return buckets_->shares_sums(); }
   double sum_of_squares(const std::vector<Tensor>&,
                         const std::function<bool(size_t)>& count) const override {
     return update_.sum_of_squares(count);
   }
   void step(double lr, float grad_scale) override { update_.step(lr, grad_scale); }
-  std::string transport() const override { return buckets_->transport(); }
-  std::string parameters() const override { return parameters_; }
-  int64_t shared_bytes() const override { return buckets_->shared_bytes(); }
 
  private:
-  std::unique_ptr<GradBuckets> buckets_;
   std::vector<optim::Param> params_;  // SharedUpdate keeps a reference: it lives here
   SharedUpdate update_;
-  std::string parameters_;
 };
 
 // ZeRO-1's own exchange: reduce-scatter after backward, AdamW on this replica's segment, then

@@ -100,7 +100,6 @@ struct Engine::Impl {
   std::vector<const partition::ParamShard*> shards;  // per params entry
   std::unique_ptr<MixedPrecision> mixed;    // bf16 / f16 compute: params are its 16-bit copies
   std::unique_ptr<DataParallel> dp;         // sums over the replicas and the update
-  std::string dp_parameters;                // dp->parameters(), for the report
   std::map<const TensorImpl*, size_t> param_index;  // params entry of each parameter tensor
   std::unique_ptr<TpGroupCollectives> tp;  // what the stage graphs' tp ops reduce through
 
@@ -133,7 +132,7 @@ struct Engine::Impl {
   void backward(Chunk& c, int mb);
   void weight_grads(Chunk& c, int mb);
   // Hands each parameter whose gradient is final to the data-parallel strategy.
-  autograd::LeafReadyFn bucket_ready() {
+  autograd::LeafReadyFn gradient_ready() {
     return [this](const Tensor& leaf) {
       auto it = param_index.find(&leaf.impl());
       if (it != param_index.end()) dp->gradient_ready(it->second);
@@ -202,7 +201,6 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
                                              options.compute, options.loss_scale);
   }
   dp = make_data_parallel(grid.dp(), params, options, mixed.get());
-  dp_parameters = dp->parameters();
   for (size_t i = 0; i < params.size(); ++i) param_index[&params[i].value.impl()] = i;
   for (Chunk& c : chunks) make_ports(c);
 
@@ -405,7 +403,7 @@ void Engine::Impl::backward(Chunk& c, int mb) {
   } else if (!roots.empty() && dp->watches_backward() && mb == c.last_backward) {
     // The chunk's last backward of the step: each of its parameters' gradients is final once
     // backward has passed it, so its bucket can start its all-reduce while the rest computes.
-    autograd::backward(roots, grads, bucket_ready());
+    autograd::backward(roots, grads, gradient_ready());
   } else if (!roots.empty()) {
     autograd::backward(roots, grads);
   }
@@ -417,7 +415,8 @@ void Engine::Impl::backward(Chunk& c, int mb) {
       continue;
     }
     Tensor g = m.inputs.at(p.value).grad();
-    m.in_grads.push_back(g.defined() ? g.contiguous() : Tensor::zeros(p.shape, p.dtype, options.device));
+    m.in_grads.push_back(g.defined() ? g.contiguous()
+                                     : Tensor::zeros(p.shape, p.dtype, options.device));
   }
   m.outputs.clear();
   m.out_grads.clear();
@@ -557,7 +556,7 @@ void Engine::Impl::weight_grads(Chunk& c, int mb) {
   if (it == c.deferred.end()) return;  // its backward had no roots
   // The chunk's last parameter gradients of the step: buckets start as they complete.
   const bool last = dp->watches_backward() && mb == c.last_weight_grad;
-  autograd::run_deferred(it->second, last ? bucket_ready() : autograd::LeafReadyFn());
+  autograd::run_deferred(it->second, last ? gradient_ready() : autograd::LeafReadyFn());
   c.deferred.erase(it);
 }
 
@@ -666,7 +665,7 @@ int Engine::chunks() const { return int(impl_->chunks.size()); }
 std::string Engine::dp_transport() const {
   return impl_->dp->transport();
 }
-const std::string& Engine::dp_parameters() const { return impl_->dp_parameters; }
+std::string Engine::dp_parameters() const { return impl_->dp->parameters(); }
 std::string Engine::tp_transport() const {
   return impl_->grid.tp_transport();
 }

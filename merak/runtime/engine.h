@@ -18,7 +18,7 @@
 //   OptimizerStep  AdamW on the local shards (ZeRO-1: on the segment, then an all-gather).
 // Tensor-parallel ops in the stage graph reduce over the rank's tp group (engine_tp.h).
 // Parameters are drawn shard by shard from the (seed, global name)-keyed initialiser, so the
-// losses equal the single-process trainer's up to reduction order.
+// losses equal the single process's (the (1, 1, 1) layout) up to reduction order.
 #pragma once
 
 #include <cstdint>
@@ -108,7 +108,7 @@ class Engine {
   std::string dp_transport() const;
   // How data-parallel replicas hold their parameters ("one shared copy, ..."); empty at dp 1
   // and under ZeRO-1's own exchange (replicas on several nodes, or shared parameters off).
-  const std::string& dp_parameters() const;
+  std::string dp_parameters() const;
   // How tensor-parallel all-reduces travel ("shared memory", "MPI all-reduce (...)"); empty at
   // tp 1.
   std::string tp_transport() const;

@@ -1,5 +1,5 @@
-// The `parallel` section: its defaults are the single-process trainer, every rule names its key,
-// the micro-batch arithmetic keeps the global batch the same for every layout, and it
+// The `parallel` section: its defaults are one process (the (1, 1, 1) layout), every rule names
+// its key, the micro-batch arithmetic keeps the global batch the same for every layout, and it
 // round-trips through to_yaml.
 #include <catch2/catch.hpp>
 
