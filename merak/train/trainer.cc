@@ -92,8 +92,8 @@ std::unique_ptr<comm::Grid> make_grid(const config::Config& c) {
                                       comm::mpi_backend(), MPI_COMM_WORLD, options);
 }
 
-Device choose_device(const config::Config& c, int local_rank, int local_ranks, int device_count,
-                     const std::string& why_none) {
+Device choose_device(const config::Config& c, int rank, int local_rank, int local_ranks,
+                     int device_count, const std::string& why_none) {
   const std::string& device = c.train.device;
   if (device == "cpu") return Device::cpu();
   if (device != "cuda")
@@ -102,13 +102,15 @@ Device choose_device(const config::Config& c, int local_rank, int local_ranks, i
   if (device_count == 0)
     throw SetupError(c.path + ": key 'train.device': cuda, but no CUDA device was found (" +
                      why_none + ")");
-  if (local_ranks > device_count && !c.train.gpus_share) {
+  if (local_rank >= device_count && !c.train.gpus_share) {
     const config::ParallelConfig& p = c.parallel;
     throw SetupError(c.path + ": key 'parallel': dp " + std::to_string(p.dp) + " x pp " +
                      std::to_string(p.pp) + " x tp " + std::to_string(p.tp) + " puts " +
-                     std::to_string(local_ranks) + " ranks on this node, which has " +
+                     std::to_string(local_ranks) + " ranks on a node with " +
                      std::to_string(device_count) + " GPU" + (device_count == 1 ? "" : "s") +
-                     " (train.device: cuda; train.gpus_share: true lets ranks share them)");
+                     ": rank " + std::to_string(rank) + " (local rank " +
+                     std::to_string(local_rank) + ") has none (train.device: cuda; "
+                     "train.gpus_share: true lets ranks share them)");
   }
   return Device::cuda(local_rank % device_count);
 }
@@ -129,7 +131,8 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
   try {
     std::string why;
     const int gpus = c.train.device == "cuda" ? cuda::device_count(&why) : 0;
-    options_.device = choose_device(c, place.local_rank, place.local_size, gpus, why);
+    options_.device =
+        choose_device(c, grid_.rank(), place.local_rank, place.local_size, gpus, why);
     if (options_.device.is_cuda() && world > 1)
       throw SetupError(c.path + ": key 'train.device': cuda for " + std::to_string(world) +
                        " ranks: this build moves tensors between ranks through host memory " +

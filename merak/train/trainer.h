@@ -46,11 +46,12 @@ runtime::MicroBatchFn micro_batch_source(const BatchSource& source, int64_t micr
 // (parallel.tp_shared_memory). Collective in a job.
 std::unique_ptr<comm::Grid> make_grid(const config::Config& config);
 
-// The device a rank trains on. cuda: the GPU of its node-local rank; a node with fewer GPUs than
-// ranks is a SetupError naming the key and both counts, unless train.gpus_share (ranks then share
-// them round robin). No GPU at all is a SetupError with the runtime's reason. Pure: the Trainer
-// feeds it the node's figures.
-Device choose_device(const config::Config& config, int local_rank, int local_ranks,
+// The device rank `rank` (local rank `local_rank` of `local_ranks` on its node, which has
+// `device_count` GPUs) trains on. cuda: the GPU of its node-local rank; a rank left without one
+// is a SetupError naming the key, both counts and the rank, unless train.gpus_share (ranks then
+// share the GPUs round robin). No GPU at all is a SetupError with the runtime's reason
+// (`why_none`). Pure: the Trainer feeds it the node's figures.
+Device choose_device(const config::Config& config, int rank, int local_rank, int local_ranks,
                      int device_count, const std::string& why_none);
 
 class Trainer {

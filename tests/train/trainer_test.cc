@@ -101,21 +101,23 @@ TEST_CASE("the tiny BERT trains on MLM + NSP", "[train][bert]") {
 
 TEST_CASE("a rank's device: its node-local GPU, or a one-line error naming the key", "[train]") {
   const config::Config cpu = tiny();
-  CHECK(train::choose_device(cpu, 0, 1, 0, "") == Device::cpu());
+  CHECK(train::choose_device(cpu, 0, 0, 1, 0, "") == Device::cpu());
   const config::Config cuda = tiny({"train.device=cuda"});
-  CHECK(train::choose_device(cuda, 3, 4, 8, "") == Device::cuda(3));
-  CHECK_THROWS_WITH(train::choose_device(cuda, 0, 1, 0, "cudaGetDeviceCount: no driver (35)"),
+  CHECK(train::choose_device(cuda, 11, 3, 4, 8, "") == Device::cuda(3));
+  CHECK_THROWS_WITH(train::choose_device(cuda, 0, 0, 1, 0, "cudaGetDeviceCount: no driver (35)"),
                     "tiny.yaml: key 'train.device': cuda, but no CUDA device was found "
                     "(cudaGetDeviceCount: no driver (35))");
-  // A layout with more ranks on a node than it has GPUs: both counts, before anything runs.
+  // A layout with more ranks on a node than it has GPUs: the ranks left without one say so,
+  // with both counts; the others have theirs (the job agrees on the first error).
   const config::Config eight = tiny({"train.device=cuda", "parallel.dp=2", "parallel.pp=2",
                                      "parallel.tp=2"});
-  CHECK_THROWS_WITH(train::choose_device(eight, 5, 8, 4, ""),
-                    "tiny.yaml: key 'parallel': dp 2 x pp 2 x tp 2 puts 8 ranks on this node, "
-                    "which has 4 GPUs (train.device: cuda; train.gpus_share: true lets ranks "
-                    "share them)");
+  CHECK(train::choose_device(eight, 3, 3, 8, 4, "") == Device::cuda(3));
+  CHECK_THROWS_WITH(train::choose_device(eight, 5, 5, 8, 4, ""),
+                    "tiny.yaml: key 'parallel': dp 2 x pp 2 x tp 2 puts 8 ranks on a node with 4 "
+                    "GPUs: rank 5 (local rank 5) has none (train.device: cuda; "
+                    "train.gpus_share: true lets ranks share them)");
   // ... unless they may share: round robin.
   const config::Config shared = tiny({"train.device=cuda", "parallel.dp=2", "parallel.pp=2",
                                       "parallel.tp=2", "train.gpus_share=true"});
-  CHECK(train::choose_device(shared, 5, 8, 4, "") == Device::cuda(1));
+  CHECK(train::choose_device(shared, 5, 5, 8, 4, "") == Device::cuda(1));
 }
