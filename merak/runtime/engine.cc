@@ -36,13 +36,16 @@ double seconds(Clock::time_point a, Clock::time_point b) {
 // Boundary values travel in a dtype the communicators carry; bool masks go as i32.
 DType wire_dtype(DType t) { return t == DType::Bool ? DType::I32 : t; }
 
-// Tags of the pipeline messages: (cut, micro-batch, direction, boundary value). Sender and
-// receiver list a cut's values in the same order (ascending value index), so the k-th matches.
-// Two ranks meet at one cut per chunk (interleaved: rank r's chunk c feeds rank r + 1's chunk
-// c), so the cut is told apart by its chunk: the lower model stage's chunk.
+// Tags of the pipeline messages: (cut, direction, boundary value). Sender and receiver list a
+// cut's values in the same order (ascending value index), so the k-th matches. Two ranks meet at
+// one cut per chunk (interleaved: rank r's chunk c feeds rank r + 1's chunk c), so the cut is
+// told apart by its chunk: the lower model stage's chunk. The micro-batch is not in the tag:
+// every channel's messages are posted in the same order on both ends (p2p_order.h proves it for
+// every schedule), which is all NCCL matches by, and MPI delivers one tag's messages in order.
+// So the count of micro-batches is bounded by memory, not by MPI's 32767 tags.
 constexpr int kMaxPorts = 32;
-int tag_of(int cut_chunk, int micro_batches, int mb, bool grad, size_t k) {
-  return ((cut_chunk * micro_batches + mb) * 2 + (grad ? 1 : 0)) * kMaxPorts + int(k);
+int tag_of(int cut_chunk, bool grad, size_t k) {
+  return (cut_chunk * 2 + (grad ? 1 : 0)) * kMaxPorts + int(k);
 }
 
 }  // namespace
@@ -103,7 +106,19 @@ struct Engine::Impl {
   std::map<const TensorImpl*, size_t> param_index;  // params entry of each parameter tensor
   std::unique_ptr<TpGroupCollectives> tp;  // what the stage graphs' tp ops reduce through
 
-  std::vector<comm::Work> pending_sends;
+  // The step's message batches (p2p_batches of the program), posted at their first instruction;
+  // a receive waits for its batch where it stands.
+  P2PBatches batching;
+  struct Received {
+    int chunk = 0, mb = 0;
+    bool grad = false;
+    std::vector<Tensor> bufs;  // per port of the receiving side (undefined: nothing comes)
+  };
+  struct Posted {
+    comm::Work work;
+    std::map<size_t, Received> received;  // by instruction index
+  };
+  std::vector<Posted> posted;
   double loss_sum = 0;
   float clip_scale = 1;  // clipping's factor over the loss scale, for the optimizer step
   bool apply = true;     // whether the optimizer step applies (f16: no overflow anywhere)
@@ -116,15 +131,14 @@ struct Engine::Impl {
   // The job's rank that runs the plan's rank `plan_rank` (a model stage's rank).
   int world_rank_of(int64_t plan_rank) const;
   double tp_seconds() const { return tp ? tp->seconds() : 0; }
-  int tag(const Port& p, int mb, bool grad, size_t k) const {
-    return tag_of(p.cut_chunk, micro_batches, mb, grad, k);
-  }
+  int tag(const Port& p, bool grad, size_t k) const { return tag_of(p.cut_chunk, grad, k); }
   int64_t stream(int64_t step, int mb) const {
     return step * int64_t(plan_micro_batches) * replicas + int64_t(replica) * plan_micro_batches +
            mb;
   }
 
-  void run(const Instruction& in, int64_t step, double lr, const MicroBatchFn& batches);
+  // Runs the program's i-th instruction (posting its message batch first if it opens one).
+  void run(size_t i, int64_t step, double lr, const MicroBatchFn& batches);
   std::vector<Tensor> run_graph(Chunk& c, const std::map<std::string, Tensor>& inputs,
                                 int64_t step, int mb);
   void forward(Chunk& c, int mb, int64_t step, const MicroBatchFn& batches);
@@ -138,12 +152,15 @@ struct Engine::Impl {
       if (it != param_index.end()) dp->gradient_ready(it->second);
     };
   }
-  void send_activations(Chunk& c, int mb);
-  void recv_activations(Chunk& c, int mb);
-  void send_grads(Chunk& c, int mb);
-  void recv_grads(Chunk& c, int mb);
+  // Posts batch b of the step's messages: the sends' values and buffers for the receives.
+  void post_batch(size_t b);
+  void send_activations(Chunk& c, int mb, std::vector<comm::P2P>& ops);
+  void send_grads(Chunk& c, int mb, std::vector<comm::P2P>& ops);
+  Received prepare_receive(Chunk& c, int mb, bool grad, std::vector<comm::P2P>& ops);
+  // Waits for the batch that carries instruction i's receive and hands its values over.
+  void receive(size_t i);
   void reduce_grads(EngineStepResult& r);
-  void wait_sends();
+  void wait_posted();
 };
 
 Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptions& o)
@@ -167,6 +184,7 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
   so.recompute = options.recompute;
   so.virtual_stages = virtual_stages;
   program = make_schedule(options.schedule, stage, stages, micro_batches, so);
+  batching = p2p_batches(program);
 
   chunks.resize(size_t(virtual_stages));
   for (int c = 0; c < virtual_stages; ++c) {
@@ -239,11 +257,9 @@ void Engine::Impl::check_plan(const partition::Plan& plan) const {
   }
   MERAK_CHECK(plan.micro_batches() >= 1, "the plan has ", plan.micro_batches(), " micro-batches");
   // MPI guarantees tags up to 32767.
-  const int mbs = int(plan.micro_batches());
-  MERAK_CHECK(tag_of(virtual_stages - 1, mbs, mbs - 1, true, kMaxPorts - 1) <= 32767,
-              "the engine tags pipeline messages for at most ", 32768 / (2 * kMaxPorts),
-              " micro-batches x virtual stages a step, the plan has ", mbs, " x ",
-              virtual_stages);
+  MERAK_CHECK(tag_of(virtual_stages - 1, true, kMaxPorts - 1) <= 32767, "the engine tags ",
+              "pipeline messages for at most ", 32768 / (2 * kMaxPorts), " virtual stages, the ",
+              "job has ", virtual_stages);
   MERAK_CHECK(!options.tp_subpipeline || grid.shape().tp > 1, "sub-pipelined tensor "
               "parallelism overlaps the tp all-reduces: it needs tp > 1, the grid has tp ",
               grid.shape().tp);
@@ -424,7 +440,27 @@ void Engine::Impl::backward(Chunk& c, int mb) {
   if (c.recv_ports.empty()) c.micro.erase(it);
 }
 
-void Engine::Impl::send_activations(Chunk& c, int mb) {
+void Engine::Impl::post_batch(size_t b) {
+  Posted& p = posted[b];
+  std::vector<comm::P2P> ops;
+  for (size_t i : batching.batches[b]) {
+    const Instruction& in = program[i];
+    Chunk& c = chunks[size_t(in.chunk)];
+    switch (in.op) {
+      case Op::SendActivation: send_activations(c, in.micro_batch, ops); break;
+      case Op::SendGrad: send_grads(c, in.micro_batch, ops); break;
+      case Op::RecvActivation:
+        p.received[i] = prepare_receive(c, in.micro_batch, /*grad=*/false, ops);
+        break;
+      case Op::RecvGrad: p.received[i] = prepare_receive(c, in.micro_batch, /*grad=*/true, ops);
+        break;
+      default: MERAK_FAIL("rank ", grid.rank(), ": ", to_string(in), " in a message batch");
+    }
+  }
+  p.work = grid.pp().ibatch(ops);
+}
+
+void Engine::Impl::send_activations(Chunk& c, int mb, std::vector<comm::P2P>& ops) {
   Micro& m = c.micro.at(mb);
   for (size_t k = 0; k < c.send_ports.size(); ++k) {
     const Port& p = c.send_ports[k];
@@ -433,58 +469,66 @@ void Engine::Impl::send_activations(Chunk& c, int mb) {
       autograd::NoGradGuard no_grad;
       t = ops::cast(t, wire_dtype(t.dtype()));
     }
-    pending_sends.push_back(grid.pp().isend(t.contiguous(), p.peer, tag(p, mb, false, k)));
+    ops.push_back({comm::P2P::Send, t.contiguous(), p.peer, tag(p, false, k)});
   }
   if (!m.recorded) m.outputs.clear();  // a recomputing stage keeps only its inputs
 }
 
-void Engine::Impl::recv_activations(Chunk& c, int mb) {
-  Micro& m = c.micro[mb];
-  std::vector<comm::P2P> ops;
-  std::vector<Tensor> bufs;
-  for (size_t k = 0; k < c.recv_ports.size(); ++k) {
-    const Port& p = c.recv_ports[k];
-    bufs.push_back(Tensor::empty(p.shape, wire_dtype(p.dtype), options.device));
-    ops.push_back({comm::P2P::Recv, bufs.back(), p.peer, tag(p, mb, false, k)});
-  }
-  if (!ops.empty()) grid.pp().batch(ops);
-  for (size_t k = 0; k < c.recv_ports.size(); ++k) {
-    const Port& p = c.recv_ports[k];
-    Tensor t = bufs[k];
-    if (t.dtype() != p.dtype) t = ops::cast(t, p.dtype);
-    if (p.grad) t.set_requires_grad(true);  // a leaf: its .grad is what goes back
-    m.inputs[p.value] = t;
-  }
-}
-
-void Engine::Impl::send_grads(Chunk& c, int mb) {
+void Engine::Impl::send_grads(Chunk& c, int mb, std::vector<comm::P2P>& ops) {
   auto it = c.micro.find(mb);
   MERAK_CHECK(it != c.micro.end() && it->second.in_grads.size() == c.recv_ports.size(), "rank ",
               grid.rank(), ": gradients of micro-batch ", mb, " (chunk ", c.index,
               ") sent before its backward");
   for (size_t k = 0; k < c.recv_ports.size(); ++k)
     if (c.recv_ports[k].grad)
-      pending_sends.push_back(grid.pp().isend(it->second.in_grads[k], c.recv_ports[k].peer,
-                                              tag(c.recv_ports[k], mb, true, k)));
-  c.micro.erase(it);  // the pending sends keep the gradients alive
+      ops.push_back({comm::P2P::Send, it->second.in_grads[k], c.recv_ports[k].peer,
+                     tag(c.recv_ports[k], true, k)});
+  c.micro.erase(it);  // the batch's Work keeps the gradients alive
 }
 
-void Engine::Impl::recv_grads(Chunk& c, int mb) {
-  Micro& m = c.micro.at(mb);
-  std::vector<comm::P2P> ops;
-  m.out_grads.assign(c.send_ports.size(), Tensor());
-  for (size_t k = 0; k < c.send_ports.size(); ++k) {
-    const Port& p = c.send_ports[k];
-    if (!p.grad) continue;
-    m.out_grads[k] = Tensor::empty(p.shape, p.dtype, options.device);
-    ops.push_back({comm::P2P::Recv, m.out_grads[k], p.peer, tag(p, mb, true, k)});
+Engine::Impl::Received Engine::Impl::prepare_receive(Chunk& c, int mb, bool grad,
+                                                     std::vector<comm::P2P>& ops) {
+  Received r;
+  r.chunk = c.index;
+  r.mb = mb;
+  r.grad = grad;
+  // Activations come in on the receive ports, gradients on the send ports' way back.
+  const std::vector<Port>& ports = grad ? c.send_ports : c.recv_ports;
+  for (size_t k = 0; k < ports.size(); ++k) {
+    const Port& p = ports[k];
+    if (grad && !p.grad) {
+      r.bufs.emplace_back();
+      continue;
+    }
+    r.bufs.push_back(Tensor::empty(p.shape, grad ? p.dtype : wire_dtype(p.dtype), options.device));
+    ops.push_back({comm::P2P::Recv, r.bufs.back(), p.peer, tag(p, grad, k)});
   }
-  if (!ops.empty()) grid.pp().batch(ops);
+  return r;
 }
 
-void Engine::Impl::wait_sends() {
-  for (comm::Work& w : pending_sends) w.wait();
-  pending_sends.clear();
+void Engine::Impl::receive(size_t i) {
+  Posted& p = posted[size_t(batching.batch_of[i])];
+  p.work.wait();
+  Received r = std::move(p.received.at(i));
+  p.received.erase(i);
+  Chunk& c = chunks[size_t(r.chunk)];
+  Micro& m = c.micro[r.mb];
+  if (r.grad) {
+    m.out_grads = std::move(r.bufs);
+    return;
+  }
+  for (size_t k = 0; k < c.recv_ports.size(); ++k) {
+    const Port& port = c.recv_ports[k];
+    Tensor t = r.bufs[k];
+    if (t.dtype() != port.dtype) t = ops::cast(t, port.dtype);
+    if (port.grad) t.set_requires_grad(true);  // a leaf: its .grad is what goes back
+    m.inputs[port.value] = t;
+  }
+}
+
+void Engine::Impl::wait_posted() {
+  for (Posted& p : posted) p.work.wait();
+  posted.clear();
 }
 
 void Engine::Impl::reduce_grads(EngineStepResult& r) {
@@ -560,10 +604,12 @@ void Engine::Impl::weight_grads(Chunk& c, int mb) {
   c.deferred.erase(it);
 }
 
-void Engine::Impl::run(const Instruction& in, int64_t step, double lr,
-                       const MicroBatchFn& batches) {
+void Engine::Impl::run(size_t i, int64_t step, double lr, const MicroBatchFn& batches) {
+  const Instruction& in = program[i];
   const auto start = Clock::now();
   const double tp_before = tp_seconds();
+  const int b = batching.batch_of[i];
+  if (b >= 0 && batching.batches[size_t(b)].front() == i) post_batch(size_t(b));
   Chunk& chunk = chunks[size_t(in.chunk)];
   const char* category = "compute";
   switch (in.op) {
@@ -574,20 +620,11 @@ void Engine::Impl::run(const Instruction& in, int64_t step, double lr,
       break;
     case Op::Backward: backward(chunk, in.micro_batch); break;
     case Op::WeightGrad: weight_grads(chunk, in.micro_batch); break;
-    case Op::SendActivation:
-      send_activations(chunk, in.micro_batch);
-      category = "p2p";
-      break;
+    case Op::SendActivation:  // posted with its batch
+    case Op::SendGrad: category = "p2p"; break;
     case Op::RecvActivation:
-      recv_activations(chunk, in.micro_batch);
-      category = "wait";
-      break;
-    case Op::SendGrad:
-      send_grads(chunk, in.micro_batch);
-      category = "p2p";
-      break;
     case Op::RecvGrad:
-      recv_grads(chunk, in.micro_batch);
+      receive(i);
       category = "wait";
       break;
     case Op::ReduceGrads: category = "collective"; break;  // done by step(): it fills the result
@@ -625,7 +662,10 @@ EngineStepResult Engine::step(int64_t step, double lr, const MicroBatchFn& batch
   for (const optim::Param& p : e.params) p.value.set_grad(Tensor());
   e.dp->begin_step();  // the last step's summed gradients may be views of a shared window
   EngineStepResult r;
-  for (const Instruction& in : e.program) {
+  e.posted.clear();
+  e.posted.resize(e.batching.batches.size());
+  for (size_t i = 0; i < e.program.size(); ++i) {
+    const Instruction& in = e.program[i];
     if (in.op == Op::ReduceGrads) {
       const auto t0 = Clock::now();
       e.reduce_grads(r);
@@ -634,7 +674,7 @@ EngineStepResult Engine::step(int64_t step, double lr, const MicroBatchFn& batch
       if (e.options.trace) e.log.add("AR", "collective", t0, t1);
       continue;
     }
-    e.run(in, step, lr, batches);
+    e.run(i, step, lr, batches);
   }
   for (const Impl::Chunk& c : e.chunks) {
     MERAK_CHECK(c.micro.empty(), "rank ", e.grid.rank(), ": ", c.micro.size(),
@@ -645,7 +685,7 @@ EngineStepResult Engine::step(int64_t step, double lr, const MicroBatchFn& batch
                 "the end of the step (a schedule without their WeightGrad?)");
   }
   const auto t0 = Clock::now();
-  e.wait_sends();
+  e.wait_posted();
   // A GPU runs behind the host: the step ends when its work does.
   if (e.options.device.is_cuda()) cuda::synchronize(e.options.device.index);
   e.times.p2p_wait += seconds(t0, Clock::now());

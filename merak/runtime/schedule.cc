@@ -209,37 +209,59 @@ Program interleaved_1f1b(int stage, int stages, int micro_batches,
   // the chunks in groups of `stages`: unit k is micro-batch (k / (S v)) S + k % S on chunk
   // (k / S) % v for forwards, and on chunk v - 1 - (k / S) % v for backwards (the last chunk's
   // backward comes first).
+  // One chunk a rank is 1F1B, message for message.
+  if (v == 1) return one_f_one_b(stage, stages, micro_batches, options);
   const int units = micro_batches * v;
   auto unit_mb = [&](int k) { return (k / (stages * v)) * stages + k % stages; };
   auto fwd_chunk = [&](int k) { return (k / stages) % v; };
   auto bwd_chunk = [&](int k) { return v - 1 - (k / stages) % v; };
   const int last_g = stages * v - 1;
-  Program p;
-  auto emit = [&](Op op, int mb, int chunk) { p.push_back({op, mb, chunk}); };
-  auto forward = [&](int k) {
-    const int c = fwd_chunk(k), mb = unit_mb(k), g = c * stages + stage;
-    if (g > 0) emit(Op::RecvActivation, mb, c);
-    emit(Op::Forward, mb, c);
-    if (g < last_g) emit(Op::SendActivation, mb, c);
-  };
-  auto backward = [&](int k) {
-    const int c = bwd_chunk(k), mb = unit_mb(k), g = c * stages + stage;
-    if (g < last_g) emit(Op::RecvGrad, mb, c);
-    if (recomputes(options, g)) emit(Op::Recompute, mb, c);
-    emit(Op::Backward, mb, c);
-    if (g > 0) emit(Op::SendGrad, mb, c);
-  };
+  // Compute units in order: forwards (k >= 0) and backwards (~k).
+  std::vector<int> order;
   // Warm-up: the first backward on this rank needs the micro-batch to have passed through all
   // later ranks' chunks and come back: 2 (S - s - 1) forwards for the ranks after this one, plus
   // (v - 1) S for the earlier chunks of the first group.
-  const int warmup = v == 1 ? std::min(stages - stage - 1, units)
-                            : std::min(2 * (stages - stage - 1) + (v - 1) * stages, units);
-  for (int k = 0; k < warmup; ++k) forward(k);
+  const int warmup = std::min(2 * (stages - stage - 1) + (v - 1) * stages, units);
+  for (int k = 0; k < warmup; ++k) order.push_back(k);
   for (int k = warmup; k < units; ++k) {
-    forward(k);
-    backward(k - warmup);
+    order.push_back(k);
+    order.push_back(~(k - warmup));
   }
-  for (int k = units - warmup; k < units; ++k) backward(k);
+  for (int k = units - warmup; k < units; ++k) order.push_back(~k);
+  // Messages go as in Megatron's interleaved schedule: each direction's receive for the next
+  // unit comes right after the send of the unit before (activations after a forward, gradients
+  // after a backward), so every rank shifts its messages one hop around the ring together.
+  // Received where a unit needs them instead, rank s's last chunk and rank s + 1's first would
+  // each wait for the other when messages match by order (p2p_order.h checks every case).
+  Program p;
+  auto emit = [&](Op op, int mb, int chunk) { p.push_back({op, mb, chunk}); };
+  auto recv_forward = [&](int k) {
+    if (k >= units) return;
+    const int c = fwd_chunk(k);
+    if (c * stages + stage > 0) emit(Op::RecvActivation, unit_mb(k), c);
+  };
+  auto recv_backward = [&](int k) {
+    if (k >= units) return;
+    const int c = bwd_chunk(k);
+    if (c * stages + stage < last_g) emit(Op::RecvGrad, unit_mb(k), c);
+  };
+  recv_forward(0);
+  if (warmup == 0) recv_backward(0);
+  for (int unit : order) {
+    if (unit >= 0) {
+      const int k = unit, c = fwd_chunk(k), mb = unit_mb(k), g = c * stages + stage;
+      emit(Op::Forward, mb, c);
+      if (g < last_g) emit(Op::SendActivation, mb, c);
+      recv_forward(k + 1);
+      if (k + 1 == warmup) recv_backward(0);  // the first backward's gradient
+    } else {
+      const int k = ~unit, c = bwd_chunk(k), mb = unit_mb(k), g = c * stages + stage;
+      if (recomputes(options, g)) emit(Op::Recompute, mb, c);
+      emit(Op::Backward, mb, c);
+      if (g > 0) emit(Op::SendGrad, mb, c);
+      recv_backward(k + 1);
+    }
+  }
   if (options.reduce_and_step) {
     emit(Op::ReduceGrads, -1, 0);
     emit(Op::OptimizerStep, -1, 0);
@@ -267,6 +289,37 @@ std::vector<Program> make_schedules(ScheduleKind kind, int stages, int micro_bat
   for (int s = 0; s < stages; ++s)
     programs.push_back(make_schedule(kind, s, stages, micro_batches, options));
   return programs;
+}
+
+bool is_p2p(Op op) {
+  return op == Op::SendActivation || op == Op::RecvActivation || op == Op::SendGrad ||
+         op == Op::RecvGrad;
+}
+
+P2PBatches p2p_batches(const Program& program) {
+  P2PBatches out;
+  out.batch_of.assign(program.size(), -1);
+  bool open = false;     // the last batch may still take instructions
+  bool skipped = false;  // ... but only receives: a WeightGrad or Recompute lies between
+  for (size_t i = 0; i < program.size(); ++i) {
+    const Op op = program[i].op;
+    if (!is_p2p(op)) {
+      // Neither consumes nor produces a message: a later receive may still join the batch.
+      const bool neutral = op == Op::WeightGrad || op == Op::Recompute;
+      open = open && neutral;
+      skipped = skipped || neutral;
+      continue;
+    }
+    const bool recv = op == Op::RecvActivation || op == Op::RecvGrad;
+    if (!open || (skipped && !recv)) {
+      out.batches.emplace_back();
+      skipped = false;
+    }
+    out.batch_of[i] = int(out.batches.size()) - 1;
+    out.batches.back().push_back(i);
+    open = true;
+  }
+  return out;
 }
 
 int peak_in_flight(const Program& program) {

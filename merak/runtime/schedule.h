@@ -99,6 +99,24 @@ Program make_schedule(ScheduleKind kind, int stage, int stages, int micro_batche
 std::vector<Program> make_schedules(ScheduleKind kind, int stages, int micro_batches,
                                     const ScheduleOptions& options = {});
 
+// Whether the instruction moves a message between pipeline ranks (Send* or Recv*).
+bool is_p2p(Op op);
+
+// How the engine posts a program's messages: in batches, each posted as one unit (one
+// ncclGroupStart/End). NCCL matches a pair's messages by posting order and runs what is posted
+// apart one after another, so 1F1B's "send an activation, receive a gradient" must go together
+// or two neighbours could each wait for the other. A batch is a run of consecutive Send* / Recv*
+// instructions, and also takes the receives that follow it with only WeightGrad or Recompute
+// instructions between (zero bubble's W fills the wait for the gradient it receives). A batch
+// is posted at its first instruction; a receive is waited for where it stands in the program,
+// which is where the simulator has it block. p2p_order.h proves every schedule safe under
+// exactly this batching.
+struct P2PBatches {
+  std::vector<std::vector<size_t>> batches;  // instruction indices, in program order
+  std::vector<int> batch_of;                 // per instruction: its batch, or -1
+};
+P2PBatches p2p_batches(const Program& program);
+
 // Most micro-batches whose forward has run and whose backward has not, at any point of the
 // program, per chunk summed over chunks: the count of activation sets the rank holds at once.
 int peak_in_flight(const Program& program);
