@@ -169,14 +169,18 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   if (tty) std::printf("\r\033[K");
   if (!options.trace.empty()) write_trace(trainer, options.trace, step_seconds);
   if (root) {
-    const double tps = seconds > 0 ? tokens / seconds : 0;
-    const double gf = seconds > 0 ? flops / seconds / 1e9 : 0;
-    const double total_peak = peak.rank_gflops * world;
-    std::printf("done: %lld steps | loss %.4f -> %.4f | %.0f tok/s %s | %.1f GFLOP/s (%.0f%% of "
-                "peak) | peak mem %s\n",
-                (long long)t.steps, first_loss, last_loss, tps,
-                steady_rate(step_seconds, double(t.batch) * double(t.seq_len)).c_str(), gf,
-                total_peak > 0 ? 100 * gf / total_peak : 0, human_bytes(double(peak_mem)).c_str());
+    std::printf("done: %lld steps | loss %.4f -> %.4f | ", (long long)t.steps, first_loss,
+                last_loss);
+    if (seconds > 0) {
+      const double gf = flops / seconds / 1e9;
+      const double total_peak = peak.rank_gflops * world;
+      std::printf("%.0f tok/s %s | %.1f GFLOP/s (%.0f%% of peak)", tokens / seconds,
+                  steady_rate(step_seconds, double(t.batch) * double(t.seq_len)).c_str(), gf,
+                  total_peak > 0 ? 100 * gf / total_peak : 0);
+    } else {
+      std::printf("no rate (the first step warms up and is not counted; run 2 or more)");
+    }
+    std::printf(" | peak mem %s\n", human_bytes(double(peak_mem)).c_str());
   }
   return 0;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # merak_train's parallel path: a layout that does not match the job's size, or a bad hardware
 # profile, ends every rank with one line naming the key; a short 3D run (dp 2, pp 2, tp 2 on 8
-# ranks) prints its steps with the time breakdown and writes metrics and a Chrome trace.
+# ranks) prints its steps with the time breakdown and writes metrics and a Chrome trace; a step of
+# 1536 micro-batches a replica runs at dp 2 and at pp 2.
 set -u
 train="$1"
 configs="$2"
@@ -21,7 +22,7 @@ grep -q "key 'parallel': dp 2 x pp 2 x tp 2 needs 8 ranks, but the job has 1" <<
 out=$(mpi 3 "$train" --config "$cfg" 2>&1); rc=$?
 [ "$rc" -ne 0 ] || fail "3 ranks for 8: exit 0"
 [ "$(grep -c '^merak_train:' <<< "$out")" -eq 1 ] || fail "3 ranks: want one line: $out"
-grep -q "needs 8 ranks, but the job has 3 (start it with mpirun -np 8)" <<< "$out" ||
+grep -q "needs 8 ranks, but the job has 3 (start it with mpirun -np 8 or srun -n 8)" <<< "$out" ||
   fail "3 ranks: message: $out"
 
 out=$(mpi 2 "$train" --config "$cfg" --set parallel.dp=1 --set parallel.tp=1 \
@@ -50,4 +51,18 @@ grep -q "^  tensor-parallel all-reduces: shared memory$" <<< "$out" ||
 # Every rank's forwards and backwards: 4 steps x 4 micro-batches of each, on each of 8 ranks.
 [ "$(grep -c '"name": "F[0-9]*", "cat": "compute"' "$tmp/t.json")" -eq 128 ] ||
   fail "trace: want 128 forward spans: $(grep -c '"name": "F' "$tmp/t.json")"
+# The micro-batch count is bounded by memory, not by message tags: gpt20b's 1536 micro-batches
+# a replica and step, at dp 2 (the sums over replicas) and at pp 2 (1536 activations and
+# gradients each way across the cut).
+for layout in "parallel.dp=2 train.batch=3072" "parallel.pp=2 train.batch=1536"; do
+  set -- $layout
+  out=$(mpi 2 "$train" --config "$configs/gpt-tiny.yaml" --set "$1" --set "$2" \
+        --set train.micro_batch=1 --set train.seq_len=16 --set train.steps=1 2>&1); rc=$?
+  [ "$rc" -eq 0 ] || fail "1536 micro-batches ($layout): exit $rc: $out"
+  grep -q "in 1536 micro-batches of 1 per replica" <<< "$out" ||
+    fail "1536 micro-batches ($layout): not what ran: $out"
+  grep -q "^step     1/1 | loss 5\.5[0-9]* " <<< "$out" ||
+    fail "1536 micro-batches ($layout): no first-step loss near ln 256: $out"
+  echo "1536 micro-batches a replica ran: $layout"
+done
 echo "engine_cli_test: all checks passed"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # merak_train's command line: bad input ends with exit 2 and one line naming the file and key;
 # a short run prints its step lines, writes the metrics file, a Chrome trace and a summary; the
-# dry run explains exactly the plan merak_partition explains, for every config.
+# job's size comes from mpirun, PMI, PMIx or a Slurm step; the dry run explains exactly the plan
+# merak_partition explains, for every config.
 set -u
 train="$1"
 partition="$2"
@@ -54,6 +55,22 @@ else
   # A machine with a GPU trains on it.
   [ "$rc" -eq 0 ] && grep -q "cuda:0" <<< "$out" || fail "train.device cuda: exit $rc: $out"
 fi
+
+# Under srun (a Slurm job step, perhaps with PMIx) the job's size and rank come from Slurm's
+# variables: a one-rank config started as 2 tasks refuses, once, naming both launchers.
+slurm=(env -u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_RANK -u PMI_SIZE -u PMI_RANK
+       SLURM_JOB_ID=7 SLURM_STEP_ID=0 SLURM_NTASKS=2)
+out=$("${slurm[@]}" SLURM_PROCID=0 "$train" --config "$configs/gpt-tiny.yaml" 2>&1); rc=$?
+[ "$rc" -eq 2 ] || fail "srun, 2 tasks: exit $rc, want 2 ($out)"
+grep -q "key 'parallel': dp 1 x pp 1 x tp 1 needs 1 rank, but the job has 2 (start it with no \
+launcher, mpirun -np 1 or srun -n 1)" <<< "$out" || fail "srun, 2 tasks: message: $out"
+out=$("${slurm[@]}" SLURM_PROCID=1 PMIX_RANK=1 "$train" --config "$configs/gpt-tiny.yaml" 2>&1)
+rc=$?
+[ "$rc" -eq 2 ] && [ -z "$out" ] || fail "srun, task 1: exit $rc, want 2 and silence ($out)"
+# A batch script's shell has SLURM_NTASKS but is no step: merak_train there is one process.
+out=$(env SLURM_JOB_ID=7 SLURM_NTASKS=2 SLURM_PROCID=0 "$train" --config "$configs/gpt-tiny.yaml" \
+      --set train.steps=1 --set model.layers=1 2>&1); rc=$?
+[ "$rc" -eq 0 ] && grep -q "on 1 rank$" <<< "$out" || fail "sbatch shell: exit $rc: $out"
 
 # The old recomputation key says where it went.
 out=$("$train" --config "$configs/gpt-tiny.yaml" --set model.recompute=true 2>&1); rc=$?

@@ -12,6 +12,7 @@
 // the file and key), 1 any other failure.
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -61,12 +62,31 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-// The job's size and this process's rank as the MPI launcher tells them (before MPI starts, so
-// a single-process run never initialises MPI): 1 and 0 without a launcher.
-int launcher_value(const char* openmpi, const char* pmi, int fallback) {
-  for (const char* name : {openmpi, pmi})
-    if (const char* v = std::getenv(name)) return std::atoi(v);
-  return fallback;
+// The job's size and this process's rank as its launcher tells them, before MPI starts (so a
+// single-process run never initialises MPI): mpirun (Open MPI), MPICH's PMI, PMIx, or a Slurm
+// job step (srun). Slurm's variables count only inside a step: a batch script's shell has
+// SLURM_NTASKS too, and a merak_train started there directly is one process.
+struct Launch {
+  int size = 1, rank = 0;
+};
+
+Launch launcher() {
+  auto value = [](std::initializer_list<const char*> names) -> const char* {
+    for (const char* name : names)
+      if (const char* v = std::getenv(name)) return v;
+    return nullptr;
+  };
+  const bool slurm_step = value({"SLURM_STEP_ID", "SLURM_STEPID"}) != nullptr;
+  const char* size = value({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"});
+  const char* rank = value({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"});
+  if (slurm_step) {
+    if (!size) size = value({"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"});
+    if (!rank) rank = value({"SLURM_PROCID"});
+  }
+  Launch l;
+  if (size) l.size = std::atoi(size);
+  if (rank) l.rank = std::atoi(rank);
+  return l;
 }
 
 // Every rank of a job. Setup errors reach every rank alike (exit 2, printed once); anything else
@@ -109,8 +129,9 @@ int process_main(const merak::config::Config& cfg, const Args& args) {
 int main(int argc, char** argv) {
   using namespace merak;
   const Args args = parse_args(argc, argv);
-  const int world = launcher_value("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", 1);
-  const bool speaker = launcher_value("OMPI_COMM_WORLD_RANK", "PMI_RANK", 0) == 0;
+  const Launch launch = launcher();
+  const int world = launch.size;
+  const bool speaker = launch.rank == 0;
   config::Config cfg;
   try {
     cfg = config::load(args.config, args.overrides);
@@ -127,10 +148,11 @@ int main(int argc, char** argv) {
     if (speaker)
       std::fprintf(stderr,
                    "merak_train: %s: key 'parallel': dp %lld x pp %lld x tp %lld needs %lld "
-                   "rank%s, but the job has %d (start it with %s%lld)\n",
+                   "rank%s, but the job has %d (start it with %smpirun -np %lld or srun -n "
+                   "%lld)\n",
                    cfg.path.c_str(), (long long)cfg.parallel.dp, (long long)cfg.parallel.pp,
                    (long long)cfg.parallel.tp, (long long)ranks, ranks == 1 ? "" : "s", world,
-                   ranks == 1 ? "no launcher, or mpirun -np " : "mpirun -np ", (long long)ranks);
+                   ranks == 1 ? "no launcher, " : "", (long long)ranks, (long long)ranks);
     return 2;
   }
   return world > 1 ? job_main(argc, argv, cfg, args) : process_main(cfg, args);
