@@ -51,6 +51,10 @@ Communicator::Communicator(std::string name, CommOptions options)
   set_timeout(options.timeout_s);
 }
 
+Communicator::Communicator(Wrapping, const Communicator& inner)
+    : name_(inner.name_), rank_(inner.rank_), world_ranks_(inner.world_ranks_),
+      options_(inner.options_) {}
+
 void Communicator::set_timeout(double seconds) {
   MERAK_CHECK(seconds > 0, "communicator '", name_, "': timeout must be > 0 s, got ", seconds);
   options_.timeout_s = seconds;

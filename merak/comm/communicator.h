@@ -94,6 +94,9 @@ class Communicator {
   Communicator(MPI_Comm group, std::string name, CommOptions options);
   // A group of this process alone, world rank 0, without MPI (SelfCommunicator).
   Communicator(std::string name, CommOptions options);
+  // The group of `inner`, which the new communicator wraps: its name, members, rank, timeout.
+  struct Wrapping {};
+  Communicator(Wrapping, const Communicator& inner);
 
   // The backend's part: arguments are already checked. Even all_gather and reduce_scatter come
   // with equal counts.
