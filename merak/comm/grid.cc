@@ -32,6 +32,11 @@ Grid::Grid(const GridShape& shape, CommFactory factory, MPI_Comm world, GridOpti
   MPI_Comm dup;
   check_mpi(MPI_Comm_dup(world, &dup), "grid: MPI_Comm_dup");
   world_ = factory(dup, "world");
+  if (world_->memory() != DeviceType::CPU) {
+    MPI_Comm control;
+    check_mpi(MPI_Comm_dup(world, &control), "grid: MPI_Comm_dup");
+    host_ = std::make_unique<MpiCommunicator>(control, "host", CommOptions{world_->timeout_s()});
+  }
   // Color = the position along the other two axes; key = the position along this one.
   tp_ = split(world, c.pp * s.dp + c.dp, c.tp, "tp", factory);
   if (s.tp > 1) {

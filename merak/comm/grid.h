@@ -39,6 +39,9 @@ class Grid {
   bool last_stage() const { return coord_.pp == shape_.pp - 1; }
 
   Communicator& world() { return *world_; }
+  // The job's control channel, over host memory: agreement, the plan, losses and norms, timings,
+  // traces. world() itself when that carries host memory, else MPI over the same ranks.
+  Communicator& host() { return host_ ? *host_ : *world_; }
   Communicator& tp() { return *tp_; }  // same pp and dp
   Communicator& dp() { return *dp_; }  // same pp and tp
   Communicator& pp() { return *pp_; }  // same dp and tp
@@ -57,6 +60,7 @@ class Grid {
   Grid() = default;
 
   std::unique_ptr<Communicator> world_, tp_, dp_, pp_, tied_;
+  std::unique_ptr<Communicator> host_;  // null: world_ is of host memory
   std::string tp_transport_;
 };
 

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "merak/comm/mpi_env.h"
+#include "merak/cuda/runtime.h"
 
 namespace merak::comm {
 
@@ -151,6 +152,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm group, std::string name, int device,
   MPI_Comm_free(&group);
 
   check_cuda(cudaSetDevice(device_), where + ": cudaSetDevice(" + std::to_string(device_) + ")");
+  compute_stream_ = cuda::stream(device_);  // where every kernel and copy of the device runs
   check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), where);
   check_cuda(cudaMalloc(&scratch_, sizeof(int)), where);
   check_cuda(cudaMemset(scratch_, 0, sizeof(int)), where);

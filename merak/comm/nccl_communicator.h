@@ -1,11 +1,15 @@
 // The NCCL backend: the same communicator interface over CUDA memory, one ncclComm per group.
 // MPI arranges the job: member 0 of each group makes the NCCL unique id and MPI broadcasts it.
-// Operations run on the communicator's own stream, after the work already queued on the
-// compute stream; a Work finishes when the operation's event has fired, and wait() polls that
-// event and NCCL's async error, so a stuck peer ends the job with a message instead of a hang.
 //
-// Buffers are raw device pointers (Buffer{ptr, n, dtype, Device::cuda(i)}) until the tensor
-// core has CUDA storage; a CUDA tensor will then convert like a CPU one.
+// Stream ordering. Kernels, copies and the caching allocator's reuse all run on the device's
+// stream (cuda::stream(device)); the communicator takes that stream as its compute stream when it
+// is made, so no caller has to remember to connect them. Each operation runs on the
+// communicator's own stream after an event recorded on the compute stream when it is posted: it
+// reads only what the kernels queued before it have finished writing. A Work finishes when the
+// operation's completion event has fired; wait() polls that event and NCCL's async error, so a
+// stuck peer ends the job with a message instead of a hang. A Work keeps its buffers' tensors
+// alive until it has finished, so the allocator cannot hand their memory to a kernel while NCCL
+// still reads or writes it; consumers run after wait(), hence after the completion event.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -32,11 +36,9 @@ class NcclCommunicator : public Communicator {
   bool matches_tags() const override { return false; }
 
   int device() const { return device_; }
-  cudaStream_t stream() const { return stream_; }
+  cudaStream_t stream() const { return stream_; }                  // where NCCL runs
+  cudaStream_t compute_stream() const { return compute_stream_; }  // what it waits for
   ncclComm_t nccl_comm() const { return comm_; }
-  // Operations start after the work queued on this stream when they are posted (default: the
-  // legacy default stream).
-  void set_compute_stream(cudaStream_t s) { compute_stream_ = s; }
 
  protected:
   std::unique_ptr<WorkImpl> post_batch(const std::vector<P2P>& ops) override;
@@ -60,7 +62,7 @@ class NcclCommunicator : public Communicator {
   int device_ = 0;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  cudaStream_t compute_stream_ = nullptr;  // 0: the legacy default stream
+  cudaStream_t compute_stream_ = nullptr;  // cuda::stream(device_)
   int* scratch_ = nullptr;                 // barrier's one-element all_reduce
 };
 

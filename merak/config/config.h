@@ -111,6 +111,10 @@ struct ParallelConfig {
   // Tensor-parallel ranks on one node all-reduce activations and their gradients through shared
   // memory instead of MPI messages; false forces MPI's all-reduce.
   bool tp_shared_memory = true;
+  // What carries the job's tensors between ranks: auto (NCCL on cuda, MPI on cpu) | nccl (device
+  // memory, one NCCL communicator per group) | mpi (on cuda: staged through host memory, which
+  // lets several ranks share one GPU).
+  std::string comm = "auto";
 };
 
 struct Config {

@@ -72,6 +72,7 @@ std::vector<Field> fields_of(Config& c) {
       {"parallel", "tp_shared_memory", &p.tp_shared_memory},
       {"parallel", "tp_subpipeline", &p.tp_subpipeline},
       {"parallel", "hardware", &p.hardware},
+      {"parallel", "comm", &p.comm},
   };
 }
 

@@ -202,6 +202,10 @@ std::optional<Problem> first_problem(const Config& c) {
   k.require(p.recompute_ratio >= 0 && p.recompute_ratio <= 1, "parallel.recompute_ratio",
             "must be in [0, 1], got " + str(p.recompute_ratio));
   k.require(!p.hardware.empty(), "parallel.hardware", "must name a hardware profile");
+  k.one_of(p.comm, {"auto", "nccl", "mpi"}, "parallel.comm");
+  k.require(p.comm != "nccl" || t.device == "cuda", "parallel.comm",
+            "nccl carries device memory: it needs train.device: cuda (the device is " + t.device +
+                ")");
   k.require(!p.tp_subpipeline || p.tp > 1, "parallel.tp_subpipeline",
             "overlaps tensor-parallel all-reduces: it needs parallel.tp > 1");
   // Tensor parallelism splits attention by heads (vocabulary splits may be uneven).

@@ -230,7 +230,7 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
     tp = std::make_unique<TpGroupCollectives>(grid.tp(), names);
   }
   // Spans are measured from one instant on every rank.
-  grid.world().barrier();
+  grid.host().barrier();
   log = SpanLog(Clock::now());
 }
 
@@ -578,7 +578,7 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
   // The loss, the squares and (f16) whether this rank's gradients overflowed, from every rank:
   // a step skipped anywhere is skipped everywhere.
   const std::vector<double> all = all_gather_doubles(
-      grid.world(), {reports_loss ? loss_sum : 0.0, sq, mixed && mixed->overflowed() ? 1.0 : 0.0});
+      grid.host(), {reports_loss ? loss_sum : 0.0, sq, mixed && mixed->overflowed() ? 1.0 : 0.0});
   double loss = 0, total_sq = 0;
   bool overflow = false;
   for (size_t i = 0; i < all.size(); i += 3) {
@@ -692,7 +692,7 @@ EngineStepResult Engine::step(int64_t step, double lr, const MicroBatchFn& batch
   e.times.total = seconds(start, Clock::now());
   r.times = e.times;
   r.deferred_all_reduces = e.tp ? e.tp->posted() - posted_before : 0;
-  r.ranks = gather_times(e.grid.world(), e.times);
+  r.ranks = gather_times(e.grid.host(), e.times);
   return r;
 }
 

@@ -98,7 +98,7 @@ void write_trace(Trainer& trainer, const std::string& path,
                  const std::vector<double>& step_seconds) {
   comm::Grid& grid = trainer.grid();
   const std::vector<runtime::TraceSpan> spans =
-      runtime::gather_spans(grid.world(), trainer.engine().spans());
+      runtime::gather_spans(grid.host(), trainer.engine().spans());
   if (grid.rank() != 0) return;
   const int world = grid.world().size();
   std::vector<std::string> names;

@@ -8,6 +8,8 @@
 
 #include "merak/comm/mpi_env.h"
 #include "merak/comm/mpi_communicator.h"
+#include "merak/comm/nccl_communicator.h"
+#include "merak/comm/staged_communicator.h"
 #include "merak/core/allocator.h"
 #include "merak/core/parallel.h"
 #include "merak/cuda/caching_allocator.h"
@@ -86,10 +88,48 @@ runtime::MicroBatchFn micro_batch_source(const BatchSource& source, int64_t micr
 std::unique_ptr<comm::Grid> make_grid(const config::Config& c) {
   const config::ParallelConfig& p = c.parallel;
   if (p.dp * p.pp * p.tp == 1 && !comm::mpi_running()) return comm::Grid::single_process();
+  const comm::GridShape shape{int(p.dp), int(p.pp), int(p.tp)};
   comm::GridOptions options;
   options.tp_shared_memory = p.tp_shared_memory;
-  return std::make_unique<comm::Grid>(comm::GridShape{int(p.dp), int(p.pp), int(p.tp)},
-                                      comm::mpi_backend(), MPI_COMM_WORLD, options);
+  if (c.train.device != "cuda")
+    return std::make_unique<comm::Grid>(shape, comm::mpi_backend(), MPI_COMM_WORLD, options);
+
+  // On GPUs the groups carry device memory: each rank's GPU and the transport first, agreed by
+  // the job before any group is made.
+  Device device;
+  std::string transport, problem;
+  try {
+    const comm::NodePlace place = comm::node_place();
+    std::string why;
+    const int gpus = cuda::device_count(&why);
+    device = choose_device(c, comm::world_rank(), place.local_rank, place.local_size, gpus, why);
+    transport = gpu_transport(c, place.local_size, gpus);
+  } catch (const SetupError& e) {
+    problem = e.what();
+  }
+  {
+    MPI_Comm dup;
+    comm::check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "make_grid: MPI_Comm_dup");
+    comm::MpiCommunicator world(dup, "world");
+    agree(world, problem);
+  }
+  comm::CommFactory factory = transport == "nccl"
+                                  ? comm::nccl_backend({}, device.index)
+                                  : comm::staged_backend(comm::mpi_backend(), device);
+  return std::make_unique<comm::Grid>(shape, factory, MPI_COMM_WORLD, options);
+}
+
+std::string gpu_transport(const config::Config& c, int local_ranks, int device_count) {
+  const std::string& want = c.parallel.comm;
+  // NCCL puts one member of a group on a GPU: ranks sharing GPUs go through the host.
+  const bool shared = local_ranks > device_count;
+  if (want == "mpi" || (want == "auto" && shared)) return "mpi";
+  if (shared)
+    throw SetupError(c.path + ": key 'parallel.comm': nccl needs a GPU a rank, but " +
+                     std::to_string(local_ranks) + " ranks share this node's " +
+                     std::to_string(device_count) + " GPU" + (device_count == 1 ? "" : "s") +
+                     " (parallel.comm: mpi, or auto, stages their messages through host memory)");
+  return "nccl";
 }
 
 Device choose_device(const config::Config& c, int rank, int local_rank, int local_ranks,
@@ -133,16 +173,19 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
     const int gpus = c.train.device == "cuda" ? cuda::device_count(&why) : 0;
     options_.device =
         choose_device(c, grid_.rank(), place.local_rank, place.local_size, gpus, why);
-    if (options_.device.is_cuda() && world > 1)
-      throw SetupError(c.path + ": key 'train.device': cuda for " + std::to_string(world) +
-                       " ranks: this build moves tensors between ranks through host memory " +
-                       "only; the GPU transports (NCCL) come with 3D training on GPUs");
+    // The groups must carry the memory the ranks compute in (make_grid builds them so).
+    const DeviceType carried = grid_.pp().memory();
+    if (world > 1 && carried != options_.device.type)
+      throw SetupError(c.path + ": key 'train.device': " + c.train.device + ", but the job's " +
+                       "groups carry " + (carried == DeviceType::CPU ? "host" : "device") +
+                       " memory (" + grid_.pp().backend() + "): build the grid with "
+                       "train::make_grid");
   } catch (const SetupError& e) {
     problem = e.what();
   }
-  agree(grid_.world(), problem);
+  agree(grid_.host(), problem);
 
-  const partition::Plan plan = shared_plan(grid_.world(), c);
+  const partition::Plan plan = shared_plan(grid_.host(), c);
   options_.trace = trace;
   engine_ = std::make_unique<runtime::Engine>(grid_, plan, options_);
   // The data is opened by the ranks whose stages read it; one that does not fit the model (a
@@ -156,7 +199,7 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
   } catch (const config::ConfigError& e) {
     problem = e.what();
   }
-  agree(grid_.world(), problem);
+  agree(grid_.host(), problem);
   const auto model = models::make_model(c.model);
   flops_per_token_ = model->flops_per_token(c.train.seq_len);
   parameters_ = model->num_parameters();

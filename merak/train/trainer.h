@@ -42,9 +42,16 @@ runtime::EngineOptions engine_options(const config::Config& config);
 runtime::MicroBatchFn micro_batch_source(const BatchSource& source, int64_t micro);
 
 // The grid of the config's layout for this process: alone (one rank, MPI not running) the
-// single process's, without MPI; otherwise over MPI_COMM_WORLD, its transports chosen here once
-// (parallel.tp_shared_memory). Collective in a job.
+// single process's, without MPI; otherwise over MPI_COMM_WORLD, its transports chosen here once:
+// on cpu MPI (parallel.tp_shared_memory: the tp group through shared memory); on cuda each
+// rank's GPU (choose_device) and gpu_transport's choice, NCCL or MPI staged through host memory.
+// Collective in a job; setup errors reach every rank alike.
 std::unique_ptr<comm::Grid> make_grid(const config::Config& config);
+
+// How a cuda job's groups carry tensors, "nccl" or "mpi" (staged through host memory), for
+// parallel.comm on a node of `local_ranks` ranks and `device_count` GPUs: auto is NCCL unless
+// ranks share a GPU, which NCCL refuses (then nccl asked for is a SetupError naming the key).
+std::string gpu_transport(const config::Config& config, int local_ranks, int device_count);
 
 // The device rank `rank` (local rank `local_rank` of `local_ranks` on its node, which has
 // `device_count` GPUs) trains on. cuda: the GPU of its node-local rank; a rank left without one

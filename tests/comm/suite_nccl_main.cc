@@ -1,11 +1,15 @@
-// The communicator suite on the NCCL backend (device memory), one rank per GPU. Run under
-// mpirun: comm_nccl_test.sh. Without a GPU it prints why and exits 77 ("skipped"), which does
+// The communicator suite on the NCCL backend (device memory), one rank per GPU, then the stream
+// order check: an all-reduce posted right after copies queued on the device's compute stream,
+// with no host synchronisation between, sums what those copies wrote. Run under mpirun:
+// comm_nccl_test.sh. Without a GPU it prints why and exits 77 ("skipped"), which does
 // not count as passing. `--count-devices` prints the GPU count (for choosing -np) and exits.
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "merak/comm/mpi_env.h"
 #include "merak/comm/nccl_communicator.h"
+#include "merak/cuda/runtime.h"
 #include "tests/comm/suite.h"
 
 namespace {
@@ -40,6 +44,43 @@ class NcclKit : public merak::comm::test::Kit {
   int device_;
 };
 
+// The all-reduce must wait for the work queued on the compute stream before it: a long queue of
+// copies, the last of which writes the input. Without the ordering NCCL would read the zeros the
+// buffer held before. Returns the number of failures (printed).
+int stream_order_check(int device, int rank, int world) {
+  const size_t n = size_t(1) << 26;  // 256 MiB of f32: each copy takes a while
+  const size_t bytes = n * sizeof(float);
+  float *in = nullptr, *value = nullptr, *busy = nullptr;
+  check(cudaMalloc(&in, bytes), "cudaMalloc");
+  check(cudaMalloc(&value, bytes), "cudaMalloc");
+  check(cudaMalloc(&busy, bytes), "cudaMalloc");
+  check(cudaMemset(in, 0, bytes), "cudaMemset");
+  std::vector<float> host(n, float(rank + 1));
+  check(cudaMemcpy(value, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  MPI_Comm dup;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  merak::comm::NcclCommunicator comm(dup, "order", device);
+  const cudaStream_t s = merak::cuda::stream(device);
+  for (int k = 0; k < 40; ++k)
+    check(cudaMemcpyAsync(busy, value, bytes, cudaMemcpyDeviceToDevice, s), "busy copy");
+  check(cudaMemcpyAsync(in, value, bytes, cudaMemcpyDeviceToDevice, s), "input copy");
+  comm.all_reduce(merak::comm::Buffer(in, int64_t(n), merak::DType::F32,
+                                      merak::Device::cuda(device)),
+                  merak::comm::ReduceOp::Sum);
+  check(cudaMemcpy(host.data(), in, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  const float want = float(world * (world + 1) / 2);
+  size_t bad = 0;
+  for (float x : host) bad += x != want;
+  if (bad > 0)
+    std::printf("FAIL [rank %d] stream order: %zu of %zu sums are not %g (the all-reduce read "
+                "before the compute stream's copies had written)\n", rank, bad, n, double(want));
+  cudaFree(in);
+  cudaFree(value);
+  cudaFree(busy);
+  return bad > 0 ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,5 +106,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   NcclKit kit(local);
-  return merak::comm::test::run_suite(kit);
+  const int suite = merak::comm::test::run_suite(kit);
+  int failed = stream_order_check(local, rank, world);
+  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0)
+    std::printf("stream order: %s\n", failed == 0 ? "every rank summed the compute stream's last "
+                                                     "writes" : "FAILED");
+  return suite != 0 ? suite : failed != 0 ? 1 : 0;
 }

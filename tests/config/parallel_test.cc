@@ -61,6 +61,11 @@ TEST_CASE("parallel values out of range name the key", "[config][parallel]") {
   CHECK(error_of("parallel:\n  dp: 0\n") == "p.yaml: key 'parallel.dp': must be >= 1, got 0");
   CHECK(error_of("parallel:\n  pp: -2\n") == "p.yaml: key 'parallel.pp': must be >= 1, got -2");
   CHECK(error_of("parallel:\n  tp: 0\n") == "p.yaml: key 'parallel.tp': must be >= 1, got 0");
+  CHECK(error_of("parallel:\n  comm: gloo\n") ==
+        "p.yaml: key 'parallel.comm': must be one of auto, nccl, mpi, got 'gloo'");
+  CHECK(error_of("parallel:\n  comm: nccl\n") ==
+        "p.yaml: key 'parallel.comm': nccl carries device memory: it needs train.device: cuda "
+        "(the device is cpu)");
   CHECK(error_of("parallel:\n  schedule: 1f1c\n") ==
         "p.yaml: key 'parallel.schedule': must be one of gpipe, 1f1b, shifted, interleaved, zb, got "
         "'1f1c' (did you mean '1f1b'?)");
@@ -108,6 +113,7 @@ TEST_CASE("the parallel section round-trips through to_yaml", "[config][parallel
   c.train.batch = 32;
   c.parallel = {2, 4, 2, "shifted", 1, 4, "ratio", 0.25, true, 0.5, true, "h200", false};
   c.parallel.tp_shared_memory = false;
+  c.parallel.comm = "mpi";
   const std::string text = to_yaml(c);
   INFO(text);
   const Config back = parse(text, "p.yaml");
@@ -122,6 +128,7 @@ TEST_CASE("the parallel section round-trips through to_yaml", "[config][parallel
   CHECK(back.parallel.bucket_mb == 0.5);
   CHECK(back.parallel.tp_subpipeline);
   CHECK(back.parallel.hardware == "h200");
+  CHECK(back.parallel.comm == "mpi");
   CHECK(!back.parallel.dp_shared_memory);
   CHECK(!back.parallel.tp_shared_memory);
   CHECK(to_yaml(back) == text);

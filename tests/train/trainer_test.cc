@@ -121,3 +121,19 @@ TEST_CASE("a rank's device: its node-local GPU, or a one-line error naming the k
                                       "parallel.tp=2", "train.gpus_share=true"});
   CHECK(train::choose_device(shared, 5, 5, 8, 4, "") == Device::cuda(1));
 }
+
+TEST_CASE("a GPU job's transport: NCCL with a GPU a rank, MPI through the host when ranks share",
+          "[train]") {
+  const config::Config cuda = tiny({"train.device=cuda", "parallel.dp=2", "parallel.pp=2"});
+  CHECK(train::gpu_transport(cuda, 4, 8) == "nccl");
+  CHECK(train::gpu_transport(cuda, 4, 4) == "nccl");
+  CHECK(train::gpu_transport(cuda, 4, 1) == "mpi");  // auto: NCCL cannot share a GPU
+  const config::Config mpi = tiny({"train.device=cuda", "parallel.comm=mpi"});
+  CHECK(train::gpu_transport(mpi, 4, 8) == "mpi");
+  const config::Config nccl = tiny({"train.device=cuda", "parallel.comm=nccl"});
+  CHECK(train::gpu_transport(nccl, 2, 2) == "nccl");
+  CHECK_THROWS_WITH(train::gpu_transport(nccl, 4, 1),
+                    "tiny.yaml: key 'parallel.comm': nccl needs a GPU a rank, but 4 ranks share "
+                    "this node's 1 GPU (parallel.comm: mpi, or auto, stages their messages "
+                    "through host memory)");
+}
