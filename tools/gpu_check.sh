@@ -9,8 +9,11 @@
 #   4. bf16 matmul TFLOP/s against the device's peak (tools/bench/bench_cuda);
 #   5. GPT training with merak_train (the one engine, (1, 1, 1) layout): GPT-tiny for 50 steps
 #      in f32, bf16 and f16 on the GPU against f32 on the CPU (per-step losses within 1e-4 in
-#      f32, 1% in bf16 and f16), then GPT-2 124M (batch 16 x 1024)
-#      and GPT 1.3B (batch 8 x 2048) steps in bf16: tokens/s and MFU.
+#      f32, 1% in bf16 and f16);
+#   6. 3D on the GPU: mpirun -np 4 sharing it (device tensors staged over MPI), GPT-tiny at
+#      dp 2 x pp 2 and pp 2 x tp 2 in f32 within 1e-5 of the one-process GPU run at each of 20
+#      steps, dp 2 x pp 2 in bf16 within 1e-2; one rank on a grid of NCCL communicators;
+#   7. GPT-2 124M (batch 16 x 1024) and GPT 1.3B (batch 8 x 2048) steps in bf16: tokens/s, MFU.
 #
 #   tools/gpu_check.sh                 on a machine set up with tools/setup.sh: builds, then runs
 #   tools/gpu_check.sh --bundle DIR    runs binaries made elsewhere by tools/gpu_bundle.sh
@@ -120,6 +123,47 @@ difference $worst over 50 steps (target $tolerance); $skipped steps skipped")")
 else
   summary+=("$(row 'GPT-tiny on the CPU' "FAIL: $(tail -1 "$tmp/cpu-f32.log")")"); status=1
 fi
+# 3D on GPUs: the engine's layouts against the one-process GPU run, GPT-tiny for 20 steps. Four
+# ranks share the one GPU (train.gpus_share), their groups staged through host memory
+# (parallel.comm: auto picks MPI where ranks share a GPU); then one rank whose groups are NCCL
+# communicators of one member (mpirun -np 1: a grid, not the single process).
+echo "== 3D training on the GPU"
+run3d() {  # name ranks precision overrides...: 20 steps, metrics in $tmp/<name>.jsonl
+  local name="$1" np="$2" p="$3"; shift 3
+  local launch=()
+  [ "$np" -gt 0 ] && launch=(timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$np")
+  "${launch[@]}" "$bin/merak_train" --config configs/gpt-tiny.yaml --set train.steps=20 \
+    --set train.device=cuda --set train.precision="$p" --set train.gpus_share=true \
+    --metrics "$tmp/$name.jsonl" "$@" > "$tmp/$name.log" 2>&1
+}
+compare3d() {  # title reference name tolerance
+  local worst
+  worst=$(paste <(losses "$tmp/$2.jsonl") <(losses "$tmp/$3.jsonl") | awk '
+    {d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d; n++}
+    END {if (n != 20) print "missing"; else printf "%.2e", w}')
+  local verdict=pass
+  [ "$worst" = missing ] || awk -v w="$worst" -v t="$4" 'BEGIN {exit !(w > t)}' && verdict=FAIL
+  [ "$verdict" = FAIL ] && { status=1; tail -5 "$tmp/$3.log"; }
+  grep -E '^  (data|tensor)|^peak' "$tmp/$3.log"
+  summary+=("$(row "$1" "$verdict: largest per-step loss difference $worst over 20 steps \
+(target $4)")")
+}
+if ! command -v mpirun > /dev/null; then
+  summary+=("$(row '3D on the GPU' 'not run: no mpirun on this machine')"); status=1
+elif run3d one-f32 0 f32 && run3d one-bf16 0 bf16; then
+  run3d dp2pp2-f32 4 f32 --set parallel.dp=2 --set parallel.pp=2
+  compare3d "dp2 x pp2 f32, 4 ranks on 1 GPU" one-f32 dp2pp2-f32 1e-5
+  run3d pp2tp2-f32 4 f32 --set parallel.pp=2 --set parallel.tp=2
+  compare3d "pp2 x tp2 f32, 4 ranks on 1 GPU" one-f32 pp2tp2-f32 1e-5
+  run3d dp2pp2-bf16 4 bf16 --set parallel.dp=2 --set parallel.pp=2
+  compare3d "dp2 x pp2 bf16, 4 ranks on 1 GPU" one-bf16 dp2pp2-bf16 1e-2
+  run3d nccl1-f32 1 f32 --set parallel.comm=nccl
+  compare3d "NCCL grid of one rank, f32" one-f32 nccl1-f32 1e-5
+else
+  summary+=("$(row '3D on the GPU' "FAIL: the one-process reference: $(tail -1 "$tmp/one-f32.log")")")
+  status=1
+fi
+
 big() {  # name config overrides...: a few bf16 steps, tokens/s and MFU from merak_train's summary
   local name="$1" config="$2"; shift 2
   local out

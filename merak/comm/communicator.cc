@@ -193,6 +193,14 @@ Work Communicator::ibroadcast(const Buffer& b, int root) {
   return make_work(post_broadcast(b, root), std::move(keep));
 }
 
+std::string backend_name(const Communicator& c) {
+  const std::string b = c.backend();
+  if (b == "mpi") return "MPI";
+  if (b == "nccl") return "NCCL";
+  if (b == "mpi-staged") return "MPI staged through host memory";
+  return b;
+}
+
 Work Communicator::ibarrier() { return make_work(post_barrier(), {}); }
 
 }  // namespace merak::comm

@@ -123,6 +123,9 @@ class Communicator {
   CommOptions options_;
 };
 
+// The group's backend as reports name it: "MPI", "NCCL", "MPI staged through host memory".
+std::string backend_name(const Communicator& c);
+
 // Makes a backend's communicator over an MPI group (the Grid calls it once per group, on every
 // member, in the same order). Takes ownership of `group`.
 using CommFactory =

@@ -53,7 +53,7 @@ Grid::Grid(const GridShape& shape, CommFactory factory, MPI_Comm world, GridOpti
     const std::string backend = tp_->backend();
     tp_transport_ = dynamic_cast<NodeCommunicator*>(tp_.get()) ? "shared memory"
                     : backend == "mpi" ? "MPI all-reduce (not shared memory: " + why_not + ")"
-                                       : backend + " all-reduce";
+                                       : backend_name(*tp_) + " all-reduce";
   }
   dp_ = split(world, c.pp * s.tp + c.tp, c.dp, "dp", factory);
   pp_ = split(world, c.dp * s.tp + c.tp, c.pp, "pp", factory);

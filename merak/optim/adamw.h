@@ -59,6 +59,9 @@ double scheduled_lr(int64_t step, int64_t total_steps, double lr, int64_t warmup
 // Sum of squares of an f32 tensor's elements, accumulated in f64 over fixed-size blocks, so the
 // result does not depend on the thread count.
 double sum_of_squares(const Tensor& t);
+// The same over several tensors: host ones one by one, in order (the same bits as adding up
+// sum_of_squares of each), those on a device in one multi-tensor pass (one read-back for all).
+double sum_of_squares(const std::vector<Tensor>& tensors);
 // The global L2 norm of all gradients (parameters without one are skipped).
 double grad_norm(const std::vector<Param>& params);
 // The factor global-norm clipping multiplies gradients by, as torch.nn.utils.clip_grad_norm_:

@@ -86,23 +86,28 @@ double sum_of_squares(const Tensor& t) {
   return sum_of_squares_of(c.data<float>(), c.numel());
 }
 
-double grad_norm(const std::vector<Param>& params) {
+double sum_of_squares(const std::vector<Tensor>& tensors) {
   double sq = 0;
   std::vector<Tensor> on_device;  // summed by one multi-tensor kernel
-  for (const Param& p : params) {
-    const Tensor g = p.value.grad();
-    if (!g.defined()) continue;
-    if (!g.device().is_cpu()) {
-      on_device.push_back(g);
-      continue;
-    }
-    MERAK_CHECK(g.dtype() == DType::F32, "gradient norm: gradient of '", p.name, "' is ",
-                g.str(), "; expected f32");
-    sq += sum_of_squares(g);
+  for (const Tensor& t : tensors) {
+    if (t.device().is_cpu()) sq += sum_of_squares(t);
+    else on_device.push_back(t);
   }
   if (!on_device.empty())
     sq += device_optimizer(on_device[0].device().type, "gradient norm").sum_of_squares(on_device);
-  return std::sqrt(sq);
+  return sq;
+}
+
+double grad_norm(const std::vector<Param>& params) {
+  std::vector<Tensor> grads;
+  for (const Param& p : params) {
+    const Tensor g = p.value.grad();
+    if (!g.defined()) continue;
+    MERAK_CHECK(!g.device().is_cpu() || g.dtype() == DType::F32, "gradient norm: gradient of '",
+                p.name, "' is ", g.str(), "; expected f32");
+    grads.push_back(g);
+  }
+  return std::sqrt(sum_of_squares(grads));
 }
 
 float clip_coefficient(double norm, double max_norm) {

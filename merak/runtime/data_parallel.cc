@@ -36,17 +36,10 @@ class OneReplica : public DataParallel {
 
   double sum_of_squares(const std::vector<Tensor>& grads,
                         const std::function<bool(size_t)>& count) const override {
-    double sq = 0;
-    std::vector<Tensor> on_device;
-    for (size_t i = 0; i < grads.size(); ++i) {
-      if (!count(i)) continue;
-      if (grads[i].device().is_cpu()) sq += optim::sum_of_squares(grads[i]);
-      else on_device.push_back(grads[i]);
-    }
-    if (!on_device.empty())
-      sq += optim::device_optimizer(on_device[0].device().type, "gradient norm")
-                .sum_of_squares(on_device);
-    return sq;
+    std::vector<Tensor> counted;
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (count(i)) counted.push_back(grads[i]);
+    return optim::sum_of_squares(counted);
   }
   void step(double lr, float grad_scale) override { update_.step(lr, grad_scale); }
 
@@ -83,18 +76,18 @@ class CopyPerReplica : public Bucketed {
  public:
   CopyPerReplica(std::unique_ptr<GradBuckets> buckets, comm::Communicator& dp,
                  const std::vector<optim::Param>& params, const optim::AdamWOptions& options,
-                 std::string parameters)
+                 MixedPrecision* mixed, std::string parameters)
       : Bucketed(std::move(buckets), std::move(parameters)),
         replica_(dp.rank()),
         replicas_(dp.size()),
-        update_(params, options, nullptr) {}
+        update_(params, options, mixed) {}
 
   double sum_of_squares(const std::vector<Tensor>& grads,
                         const std::function<bool(size_t)>& count) const override {
-    double sq = 0;
+    std::vector<Tensor> mine;
     for (size_t i = 0; i < grads.size(); ++i)
-      if (count(i) && int(i % size_t(replicas_)) == replica_) sq += optim::sum_of_squares(grads[i]);
-    return sq;
+      if (count(i) && int(i % size_t(replicas_)) == replica_) mine.push_back(grads[i]);
+    return optim::sum_of_squares(mine);
   }
   void step(double lr, float grad_scale) override { update_.step(lr, grad_scale); }
 
@@ -154,9 +147,15 @@ std::unique_ptr<DataParallel> make_data_parallel(comm::Communicator& dp,
                                                  MixedPrecision* mixed) {
   const int replicas = dp.size();
   if (replicas == 1) return std::make_unique<OneReplica>(params, options.adamw, mixed);
-  MERAK_CHECK(!mixed, "mixed precision keeps f32 master weights a replica; data-parallel ",
-              "replicas sharing parameters or optimizer state in ", dtype_name(mixed->compute()),
-              " are not supported");
+  if (mixed) {
+    // The replicas sum their 16-bit gradients in buckets (as backward finishes them) and each
+    // updates its own f32 masters; sharding those masters and moments (ZeRO-1) is not built yet.
+    MERAK_CHECK(!options.zero1, "ZeRO-1 with ", dtype_name(mixed->compute()), " compute is not ",
+                "supported yet (parallel.zero1: false keeps a full optimizer a replica)");
+    return std::make_unique<CopyPerReplica>(
+        std::make_unique<GradBuckets>(dp, params, options.bucket_bytes, false), dp, params,
+        options.adamw, mixed, "a copy a replica (f32 masters each, 16-bit sums)");
+  }
   // Replicas on one node share one parameter copy and split the update, which shards AdamW's
   // state as ZeRO-1 does (and overlaps the sums with backward, with nothing to all-gather): so
   // that is ZeRO-1 there too. Otherwise ZeRO-1 has its own exchange, and plain data parallelism
@@ -178,7 +177,8 @@ std::unique_ptr<DataParallel> make_data_parallel(comm::Communicator& dp,
     return std::make_unique<Zero1>(dp, params, options.adamw, options.dp_shared_memory);
   }
   return std::make_unique<CopyPerReplica>(std::move(buckets), dp, params, options.adamw,
-                                          "a copy a replica (not shared: " + why_not + ")");
+                                          nullptr, "a copy a replica (not shared: " + why_not +
+                                                       ")");
 }
 
 }  // namespace merak::runtime

@@ -13,8 +13,11 @@ GradBuckets::GradBuckets(comm::Communicator& group, const std::vector<optim::Par
   int64_t filled = 0;
   for (size_t k = params_.size(); k-- > 0;) {
     const Tensor& v = params_[k].value;
-    MERAK_CHECK(v.dtype() == DType::F32, "gradient reduction: parameter '", params_[k].name,
-                "' is ", v.str(), "; expected f32");
+    const Tensor& first = params_.back().value;
+    MERAK_CHECK(is_floating(v.dtype()) && v.dtype() == first.dtype() &&
+                    v.device() == first.device(),
+                "gradient reduction: parameter '", params_[k].name, "' is ", v.str(),
+                "; expected floating point like the others (", first.str(), ")");
     if (buckets_.empty() || (filled > 0 && filled + v.nbytes() > bucket_bytes)) {
       buckets_.emplace_back();
       filled = 0;
@@ -28,9 +31,18 @@ GradBuckets::GradBuckets(comm::Communicator& group, const std::vector<optim::Par
 
   std::vector<int64_t> floats;
   for (const Bucket& b : buckets_) floats.push_back(b.floats);
-  std::string why_not;
-  node_sum_ = comm::NodeSum::create_if(shared_memory, group_, floats, &why_not);
-  transport_ = node_sum_ ? "shared memory" : "MPI all-reduce (not shared memory: " + why_not + ")";
+  std::string why_not = "turned off";
+  // The window adds up f32 in host memory.
+  const bool host_f32 = params_.empty() || (params_[0].value.dtype() == DType::F32 &&
+                                             params_[0].value.device().is_cpu());
+  if (!host_f32 && shared_memory)
+    why_not = "the gradients are " + std::string(dtype_name(params_[0].value.dtype())) + " on " +
+              params_[0].value.device().str();
+  else
+    node_sum_ = comm::NodeSum::create_if(shared_memory, group_, floats, &why_not);
+  transport_ = node_sum_ ? "shared memory"
+                         : comm::backend_name(group_) + " all-reduce (not shared memory: " +
+                               why_not + ")";
 }
 
 GradBuckets::~GradBuckets() = default;
@@ -108,9 +120,9 @@ void GradBuckets::post(size_t index) {
   for (size_t k : b.members) {
     const Tensor& p = params_[k].value;
     const Tensor g = p.grad();
-    MERAK_CHECK(!g.defined() || (g.dtype() == DType::F32 && g.shape() == p.shape()),
-                "gradient of '", params_[k].name, "' is ", g.str(), "; expected f32 ",
-                shape_str(p.shape()));
+    MERAK_CHECK(!g.defined() || (g.dtype() == p.dtype() && g.shape() == p.shape()),
+                "gradient of '", params_[k].name, "' is ", g.str(), "; expected ",
+                dtype_name(p.dtype()), " ", shape_str(p.shape()));
     grads.push_back(g.defined() ? g.contiguous() : Tensor());
   }
   if (node_sum_) {
@@ -123,8 +135,10 @@ void GradBuckets::post(size_t index) {
     node_sum_->post(int(index), std::move(pieces));
   } else {
     for (size_t i = 0; i < grads.size(); ++i)
-      if (!grads[i].defined())
-        grads[i] = Tensor::zeros(params_[b.members[i]].value.shape(), DType::F32);
+      if (!grads[i].defined()) {
+        const Tensor& p = params_[b.members[i]].value;
+        grads[i] = Tensor::zeros(p.shape(), p.dtype(), p.device());
+      }
     b.flat = pack_flat(grads);
     b.work = group_.iall_reduce(b.flat, comm::ReduceOp::Sum);
   }

@@ -16,19 +16,45 @@ Tensor words_of(const std::string& bytes) {
 }  // namespace
 
 Tensor pack_flat(const std::vector<Tensor>& parts) {
+  const DType dtype = parts.empty() ? DType::F32 : parts[0].dtype();
+  const Device device = parts.empty() ? Device::cpu() : parts[0].device();
   int64_t n = 0;
   for (const Tensor& t : parts) {
-    MERAK_CHECK(t.dtype() == DType::F32 && t.is_contiguous(), "packing: expected a contiguous ",
-                "f32 tensor, got ", t.str());
+    MERAK_CHECK(t.dtype() == dtype && t.device() == device && t.is_contiguous(), "packing: ",
+                "expected contiguous ", dtype_name(dtype), " tensors on ", device.str(), ", got ",
+                t.str());
     n += t.numel();
   }
-  Tensor flat = Tensor::empty({n}, DType::F32);
-  char* out = static_cast<char*>(flat.raw_data());
+  Tensor flat = Tensor::empty({n}, dtype, device);
+  if (device.is_cpu()) {
+    char* out = static_cast<char*>(flat.raw_data());
+    for (const Tensor& t : parts) {
+      std::memcpy(out, t.raw_data(), size_t(t.nbytes()));
+      out += t.nbytes();
+    }
+    return flat;
+  }
+  int64_t at = 0;
   for (const Tensor& t : parts) {
-    std::memcpy(out, t.raw_data(), size_t(t.nbytes()));
-    out += t.nbytes();
+    flat.narrow(0, at, t.numel()).copy_(t.view({t.numel()}));
+    at += t.numel();
   }
   return flat;
+}
+
+void unpack_flat(const Tensor& flat, const std::vector<Tensor>& parts) {
+  int64_t at = 0;
+  for (const Tensor& t : parts) {
+    MERAK_CHECK(t.is_contiguous() && t.dtype() == flat.dtype() && at + t.numel() <= flat.numel(),
+                "unpacking ", flat.str(), ": part ", t.str(), " does not fit");
+    if (flat.device().is_cpu() && t.device().is_cpu())
+      std::memcpy(t.raw_data(), static_cast<const char*>(flat.raw_data()) +
+                                    at * int64_t(dtype_size(flat.dtype())),
+                  size_t(t.nbytes()));
+    else
+      t.view({t.numel()}).copy_(flat.narrow(0, at, t.numel()));
+    at += t.numel();
+  }
 }
 
 void all_reduce_buckets(comm::Communicator& group, const std::vector<Tensor>& grads,
@@ -41,8 +67,8 @@ void all_reduce_buckets(comm::Communicator& group, const std::vector<Tensor>& gr
   std::vector<Bucket> buckets;
   int64_t filled = 0;
   for (const Tensor& g : grads) {
-    MERAK_CHECK(g.dtype() == DType::F32 && g.is_contiguous(), "gradient reduction: expected a ",
-                "contiguous f32 gradient, got ", g.str());
+    MERAK_CHECK(g.is_contiguous(), "gradient reduction: expected a contiguous gradient, got ",
+                g.str());
     if (buckets.empty() || (filled > 0 && filled + g.nbytes() > bucket_bytes)) {
       buckets.emplace_back();
       filled = 0;
@@ -56,11 +82,7 @@ void all_reduce_buckets(comm::Communicator& group, const std::vector<Tensor>& gr
   }
   for (Bucket& b : buckets) {
     b.work.wait();
-    const float* in = b.flat.data<float>();
-    for (const Tensor& g : b.members) {
-      std::memcpy(g.raw_data(), in, size_t(g.nbytes()));
-      in += g.numel();
-    }
+    unpack_flat(b.flat, b.members);
   }
 }
 

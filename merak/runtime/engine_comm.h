@@ -11,13 +11,15 @@
 
 namespace merak::runtime {
 
-// Contiguous f32 tensors' elements one after another in a new flat f32 tensor (what a bucket or
-// a ZeRO segment sends).
+// Contiguous tensors' elements one after another in a new flat tensor of their dtype, on their
+// device (what a bucket or a ZeRO segment sends). All parts share one dtype and device.
 Tensor pack_flat(const std::vector<Tensor>& parts);
+// The reverse: `flat`'s elements back into `parts` (contiguous, in order), copied.
+void unpack_flat(const Tensor& flat, const std::vector<Tensor>& parts);
 
-// Sums `grads` (contiguous f32 tensors, updated in place) over the group. They are packed in
-// order into buckets of about bucket_bytes; every bucket's all-reduce is posted before the first
-// is waited for, so the transfers overlap the packing and unpacking.
+// Sums `grads` (contiguous tensors of one dtype, on one device, updated in place) over the
+// group. They are packed in order into buckets of about bucket_bytes; every bucket's all-reduce
+// is posted before the first is waited for, so the transfers overlap the packing and unpacking.
 void all_reduce_buckets(comm::Communicator& group, const std::vector<Tensor>& grads,
                         int64_t bucket_bytes);
 

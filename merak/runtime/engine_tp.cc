@@ -34,21 +34,13 @@ void TpGroupCollectives::reduce(const Tensor& t, ops::TpReduce op, const std::st
                                 int64_t size) {
   check_group(group, size);
   const auto start = Clock::now();
-  if (t.device().type == tp_.memory()) {
-    tp_.all_reduce(t, reduce_op(op));
-  } else {
-    // A device tensor over a communicator of host memory: staged through the host.
-    const Tensor host = t.to(Device::cpu());
-    tp_.all_reduce(host, reduce_op(op));
-    t.copy_(host);
-  }
+  tp_.all_reduce(t, reduce_op(op));  // the group carries the rank's memory (comm::Grid)
   seconds_ += since(start);
 }
 
 PendingOp TpGroupCollectives::post(const Tensor& t, ops::TpReduce op, const std::string& group,
                                    int64_t size) {
   check_group(group, size);
-  if (t.device().type != tp_.memory()) return TpCollectives::post(t, op, group, size);  // staged
   ++posted_;
   auto work = std::make_shared<comm::Work>(tp_.iall_reduce(t, reduce_op(op)));
   PendingOp pending;

@@ -1,8 +1,7 @@
 // The collectives the tensor-parallel ops of a rank's stage graphs reduce through
 // (ops::TpCollectives): its tp group's communicator, installed by the engine (ops::TpScope) for
 // the work it runs. How the data travels is the communicator's (the grid chose it: shared memory
-// on one node, MPI, NCCL); device tensors over a communicator of host memory are staged through
-// the host.
+// on one node, MPI, NCCL, or MPI staged through host memory for device tensors).
 #pragma once
 
 #include <string>

@@ -16,14 +16,16 @@ ShardedAdamW::ShardedAdamW(comm::Communicator& dp, const std::vector<optim::Para
     total += p.value.numel();
   }
   const int64_t n = dp_.size();
-  std::string why_not;
-  node_sum_ = comm::NodeSum::create_if(shared_memory, dp_, {total}, &why_not);
+  device_ = params_.empty() ? Device::cpu() : params_[0].value.device();
+  std::string why_not = "the parameters are on " + device_.str();
+  // The window holds f32 in host memory.
+  if (device_.is_cpu()) node_sum_ = comm::NodeSum::create_if(shared_memory, dp_, {total}, &why_not);
   if (node_sum_) {
     transport_ = "shared memory";
     for (int r = 0; r < int(n); ++r)
       counts_.push_back(node_sum_->segment_begin(0, r + 1) - node_sum_->segment_begin(0, r));
   } else {
-    transport_ = "MPI (not shared memory: " + why_not + ")";
+    transport_ = comm::backend_name(dp_) + " (not shared memory: " + why_not + ")";
     // Even segments, the first total % dp members one element longer.
     for (int64_t r = 0; r < n; ++r) counts_.push_back(total / n + (r < total % n ? 1 : 0));
   }
@@ -41,7 +43,7 @@ ShardedAdamW::~ShardedAdamW() = default;
 void ShardedAdamW::reduce_scatter(const std::vector<Tensor>& grads) {
   MERAK_CHECK(grads.size() == params_.size(), "ZeRO-1: ", grads.size(), " gradients for ",
               params_.size(), " parameters");
-  segment_grad_ = Tensor::empty({segment_size()}, DType::F32);
+  segment_grad_ = Tensor::empty({segment_size()}, DType::F32, device_);
   if (node_sum_) {
     std::vector<Tensor> inputs;  // alive until this member's segment is summed
     std::vector<comm::NodeSum::Piece> pieces;
@@ -71,16 +73,18 @@ void ShardedAdamW::scatter_flat(int64_t begin, const float* values, int64_t coun
   }
 }
 
-double ShardedAdamW::sum_of_squares(const std::function<bool(size_t)>& count) const {
-  double sq = 0;
+std::vector<Tensor> ShardedAdamW::segment_grads(const std::function<bool(size_t)>& count) const {
+  std::vector<Tensor> out;
   int64_t at = 0;
   for (const ParamPiece& p : pieces_) {
-    if (count(p.param)) {
-      sq += optim::sum_of_squares(segment_grad_.narrow(0, at, p.length));
-    }
+    if (count(p.param)) out.push_back(segment_grad_.narrow(0, at, p.length));
     at += p.length;
   }
-  return sq;
+  return out;
+}
+
+double ShardedAdamW::sum_of_squares(const std::function<bool(size_t)>& count) const {
+  return optim::sum_of_squares(segment_grads(count));
 }
 
 void ShardedAdamW::step(double lr, float grad_scale) {
@@ -100,14 +104,12 @@ void ShardedAdamW::step(double lr, float grad_scale) {
   int64_t total = 0;
   for (int64_t c : counts_) total += c;
   const Tensor mine = segment_size() > 0 ? pack_flat(piece_values_)
-                                         : Tensor::empty({0}, DType::F32);
-  const Tensor flat = Tensor::empty({total}, DType::F32);
+                                         : Tensor::empty({0}, DType::F32, device_);
+  const Tensor flat = Tensor::empty({total}, DType::F32, device_);
   dp_.all_gather(mine, flat, counts_);
-  const char* in = static_cast<const char*>(flat.raw_data());
-  for (const optim::Param& p : params_) {
-    std::memcpy(p.value.raw_data(), in, size_t(p.value.nbytes()));
-    in += p.value.nbytes();
-  }
+  std::vector<Tensor> values;
+  for (const optim::Param& p : params_) values.push_back(p.value);
+  unpack_flat(flat, values);
 }
 
 }  // namespace merak::runtime

@@ -43,11 +43,14 @@ class ShardedAdamW {
   int64_t shared_bytes() const { return node_sum_ ? node_sum_->bytes() : 0; }  // see NodeSum
 
  private:
-  // Values [begin, begin + count) of the flattened parameters into the parameters.
+  // Values [begin, begin + count) of the flattened parameters into the parameters (host).
   void scatter_flat(int64_t begin, const float* values, int64_t count);
+  // The segment's gradient pieces of the parameters count(i) selects.
+  std::vector<Tensor> segment_grads(const std::function<bool(size_t)>& count) const;
 
   comm::Communicator& dp_;
   std::vector<optim::Param> params_;
+  Device device_;                // where the parameters, and so the segment, live
   std::vector<size_t> order_;    // 0, 1, ...: the flat vector lays the parameters out in order
   std::vector<int64_t> counts_;  // segment sizes per member
   int64_t begin_ = 0;            // this member's segment starts here in the flat vector

@@ -12,6 +12,7 @@
 #include "merak/core/parallel.h"
 #include "merak/cuda/runtime.h"
 #include "merak/partition/report.h"
+#include "merak/runtime/engine_comm.h"
 #include "merak/runtime/engine_replay.h"
 #include "merak/runtime/simulator_trace.h"
 #include "merak/train/progress.h"
@@ -73,6 +74,36 @@ void print_header(Trainer& trainer, const Peak& peak) {
   if (!engine.tp_transport().empty())
     std::printf("  tensor-parallel all-reduces: %s\n", engine.tp_transport().c_str());
   std::fflush(stdout);
+}
+
+// Every rank's peak memory next to what the partitioner's memory model predicted for it (rank 0
+// prints; a rank per line up to 16 ranks, the extremes beyond).
+void print_memory(Trainer& trainer, int64_t peak) {
+  comm::Grid& grid = trainer.grid();
+  const std::vector<double> all = runtime::all_gather_doubles(
+      grid.host(), {double(peak), double(trainer.predicted_memory_bytes())});
+  if (grid.rank() != 0) return;
+  const int world = int(all.size() / 2);
+  const char* what = trainer.device().is_cuda() ? "device" : "host";
+  auto one = [&](int r) {
+    const double measured = all[size_t(2 * r)], predicted = all[size_t(2 * r + 1)];
+    char ratio[32] = "";
+    if (predicted > 0) std::snprintf(ratio, sizeof ratio, ", x%.2f", measured / predicted);
+    return "rank " + std::to_string(r) + " " + human_bytes(measured) + " (" +
+           human_bytes(predicted) + ratio + ")";
+  };
+  std::printf("peak %s memory per rank, measured (partitioner's estimate):", what);
+  if (world <= 16) {
+    for (int r = 0; r < world; ++r) std::printf("%s %s", r ? ";" : "", one(r).c_str());
+  } else {
+    int low = 0, high = 0;
+    for (int r = 1; r < world; ++r) {
+      if (all[size_t(2 * r)] < all[size_t(2 * low)]) low = r;
+      if (all[size_t(2 * r)] > all[size_t(2 * high)]) high = r;
+    }
+    std::printf(" least %s; most %s", one(low).c_str(), one(high).c_str());
+  }
+  std::printf("\n");
 }
 
 // The run replayed in the simulator with the costs it measured, next to the measured step.
@@ -168,6 +199,7 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   }
   if (tty) std::printf("\r\033[K");
   if (!options.trace.empty()) write_trace(trainer, options.trace, step_seconds);
+  print_memory(trainer, peak_mem);
   if (root) {
     std::printf("done: %lld steps | loss %.4f -> %.4f | ", (long long)t.steps, first_loss,
                 last_loss);

@@ -207,6 +207,12 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
 
 Trainer::~Trainer() = default;
 
+int64_t Trainer::predicted_memory_bytes() const {
+  int64_t bytes = 0;
+  for (int c = 0; c < engine_->chunks(); ++c) bytes += engine_->program(c).predicted().memory_bytes();
+  return bytes;
+}
+
 StepStats Trainer::step() {
   const auto& t = config_.train;
   StepStats s;

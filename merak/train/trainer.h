@@ -82,6 +82,9 @@ class Trainer {
   Device device() const { return options_.device; }
   double flops_per_token() const { return flops_per_token_; }
   int64_t parameters() const { return parameters_; }  // of the whole model
+  // What the partitioner's memory model predicts this rank holds at its peak (weights,
+  // gradients, optimizer state, activations; every chunk's).
+  int64_t predicted_memory_bytes() const;
 
  private:
   config::Config config_;

@@ -41,6 +41,9 @@ grep -q "dp 2, pp 2, tp 2 on 8 ranks" <<< "$out" || fail "3D run: no layout line
 grep '^step ' <<< "$out" | grep -q "compute .*p2p wait .*collectives .*bubble" ||
   fail "3D run: no time breakdown: $out"
 grep -q '^done: 4 steps' <<< "$out" || fail "3D run: no summary: $out"
+# Every rank's peak next to the partitioner's estimate for it.
+[ "$(grep '^peak host memory per rank' <<< "$out" | grep -o 'rank [0-7] [0-9.]* MiB ([0-9.]* MiB, x' | wc -l)" -eq 8 ] ||
+  fail "3D run: want 8 ranks' peak memory with estimates: $out"
 report="data-parallel gradient sums: shared memory, buckets of 1 MiB; parameters: one shared"
 grep -q "$report copy, each replica updating 1/2" <<< "$out" ||
   fail "3D run: no data-parallel report (shared sums and parameters): $out"

@@ -31,6 +31,8 @@ out=$("$train" --config "$configs/gpt-tiny.yaml" --set train.steps=12 --set trai
 [ "$rc" -eq 0 ] || fail "short run: exit $rc: $out"
 [ "$(grep -c '^step ' <<< "$out")" -eq 4 ] || fail "want step lines 1, 5, 10, 12: $out"
 grep -q '^done: 12 steps' <<< "$out" || fail "no summary: $out"
+grep -Eq "^peak host memory per rank, measured \(partitioner's estimate\): rank 0 [0-9.]+ MiB \([0-9.]+ MiB, x[0-9.]+\)$" \
+  <<< "$out" || fail "no memory line with the estimate: $out"
 [ "$(wc -l < "$tmp/m.jsonl")" -eq 12 ] || fail "metrics: want 12 lines"
 for key in step loss lr grad_norm tokens_per_s gflops peak_mem_bytes; do
   grep -q "\"$key\": " "$tmp/m.jsonl" || fail "metrics lack $key"
