@@ -23,9 +23,13 @@ constexpr size_t kStagingBytes = size_t(8) << 20;
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (bytes == 0) return;
   if (dst_device.is_cuda() && src_device.is_cuda()) {
-    const cudaStream_t s = stream(dst_device.index);
-    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync (d2d)");
-    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    // Ordered on the device's stream like the kernels around it (and the allocator's reuse):
+    // nothing on the host waits for it. From another device, that device's queued work (which
+    // wrote the source) is finished first.
+    if (src_device.index != dst_device.index)
+      check(cudaStreamSynchronize(stream(src_device.index)), "cudaStreamSynchronize (source)");
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream(dst_device.index)),
+          "cudaMemcpyAsync (d2d)");
     return;
   }
   static std::mutex mu;

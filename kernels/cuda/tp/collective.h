@@ -1,7 +1,6 @@
 // The CUDA kernels' way to the tensor-parallel collectives: the same collectives as the CPU
-// kernels' (the thread's ops::TpScope, merak/ops/collectives.h), reached once the work queued on
-// the tensor's stream has finished, so that collectives ordered on another stream, or staged
-// through the host, read finished values.
+// kernels' (the thread's ops::TpScope, merak/ops/collectives.h). Collectives on device tensors
+// are ordered after the device's stream (cuda::stream) by the communicator that carries them.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +12,7 @@
 namespace merak::cuda_kernels {
 
 // Nothing for a group of one; else `t` (a contiguous CUDA tensor) reduced in place through the
-// thread's collectives after its stream has finished. Errors name `op` and the group.
+// thread's collectives. Errors name `op` and the group.
 void tp_device_reduce(const char* op, const Tensor& t, ops::TpReduce r, const std::string& group,
                       int64_t size);
 
