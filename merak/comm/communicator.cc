@@ -140,6 +140,19 @@ Work Communicator::ibatch(const std::vector<P2P>& ops) {
   return make_work(post_batch(ops), std::move(keep));
 }
 
+Communicator::SplitBatch Communicator::ibatch_split(const std::vector<P2P>& ops) {
+  SplitBatch split;
+  if (!matches_tags()) {
+    split.receives = ibatch(ops);
+    return split;
+  }
+  std::vector<P2P> receives, sends;
+  for (const P2P& p : ops) (p.kind == P2P::Recv ? receives : sends).push_back(p);
+  split.receives = ibatch(receives);
+  split.sends = ibatch(sends);
+  return split;
+}
+
 Work Communicator::iall_reduce(const Buffer& b, ReduceOp op) {
   check_buffer("all_reduce", b);
   std::vector<Tensor> keep;

@@ -63,6 +63,14 @@ class Communicator {
   // Sends and receives posted together: operations that depend on each other (a ring, a
   // pipeline exchange) must go in one batch, since NCCL would serialise them otherwise.
   Work ibatch(const std::vector<P2P>& ops);
+  // The same batch with its receives and sends as two handles, so that a receiver waits for no
+  // more than it must: where operations progress each on their own (matches_tags: MPI) they are
+  // posted as two batches; where a batch must run as one unit (NCCL) the one handle is
+  // `receives` and `sends` is already finished.
+  struct SplitBatch {
+    Work receives, sends;
+  };
+  SplitBatch ibatch_split(const std::vector<P2P>& ops);
   Work iall_reduce(const Buffer& b, ReduceOp op);  // in place
   // out = the inputs of ranks 0..size-1 concatenated; all inputs the same size.
   Work iall_gather(const Buffer& in, const Buffer& out);

@@ -115,7 +115,7 @@ struct Engine::Impl {
     std::vector<Tensor> bufs;  // per port of the receiving side (undefined: nothing comes)
   };
   struct Posted {
-    comm::Work work;
+    comm::Communicator::SplitBatch work;  // a receive waits for work.receives
     std::map<size_t, Received> received;  // by instruction index
   };
   std::vector<Posted> posted;
@@ -457,7 +457,7 @@ void Engine::Impl::post_batch(size_t b) {
       default: MERAK_FAIL("rank ", grid.rank(), ": ", to_string(in), " in a message batch");
     }
   }
-  p.work = grid.pp().ibatch(ops);
+  p.work = grid.pp().ibatch_split(ops);
 }
 
 void Engine::Impl::send_activations(Chunk& c, int mb, std::vector<comm::P2P>& ops) {
@@ -508,7 +508,7 @@ Engine::Impl::Received Engine::Impl::prepare_receive(Chunk& c, int mb, bool grad
 
 void Engine::Impl::receive(size_t i) {
   Posted& p = posted[size_t(batching.batch_of[i])];
-  p.work.wait();
+  p.work.receives.wait();
   Received r = std::move(p.received.at(i));
   p.received.erase(i);
   Chunk& c = chunks[size_t(r.chunk)];
@@ -527,7 +527,10 @@ void Engine::Impl::receive(size_t i) {
 }
 
 void Engine::Impl::wait_posted() {
-  for (Posted& p : posted) p.work.wait();
+  for (Posted& p : posted) {
+    p.work.receives.wait();
+    p.work.sends.wait();
+  }
   posted.clear();
 }
 

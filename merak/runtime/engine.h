@@ -11,8 +11,8 @@
 //                  loss, on the last stage, seeded with 1 / micro-batches of the whole job).
 //   Send/Recv      activations forward and gradients back over the pipeline group, posted in
 //                  the schedule's batches (p2p_batches: what goes together goes as one NCCL
-//                  group); a receive waits for its batch where it stands, sends are finished by
-//                  the step's end.
+//                  group); a receive waits for its batch's receives where it stands (under
+//                  NCCL the batch as a whole), sends are finished by the step's end.
 //   ReduceGrads    tied-weight gradients summed over the first and last stage, then
 //                  data-parallel sums in buckets (or, under ZeRO-1, a reduce-scatter that leaves
 //                  each replica its segment), then the global gradient norm over the whole job

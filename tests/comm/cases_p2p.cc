@@ -37,6 +37,48 @@ void case_ring(Ctx& c) {
     }
 }
 
+// A batch split into its receives and sends: the ring again, waiting for the receives first;
+// where messages match by tag the receives finish while the peer has not yet posted the receive
+// that this rank's send needs (on NCCL the one handle holds both and the sends are done).
+void case_split_batch(Ctx& c) {
+  Grid g({1, 1, c.world}, c.kit.factory(c.options));
+  Communicator& w = g.world();
+  const int me = w.rank(), size = w.size();
+  const int next = (me + 1) % size, prev = (me + size - 1) % size;
+  const int64_t n = int64_t(1) << 18;  // 1 MiB of f32: past any eager limit
+  KitArray out(c.kit, DType::F32, n), in(c.kit, DType::F32, n);
+  HostArray h(DType::F32, n);
+  h.fill([&](int64_t i) { return pattern(DType::F32, me, i); });
+  out.upload(h);
+  Communicator::SplitBatch ring = w.ibatch_split(
+      {{P2P::Send, out.buffer(), next, 7}, {P2P::Recv, in.buffer(), prev, 7}});
+  if (!w.matches_tags()) c.checks.expect(ring.sends.done(), "one unit: the sends' handle is done");
+  ring.receives.wait();
+  c.checks.expect_array(in.download(), [&](int64_t i) { return pattern(DType::F32, prev, i); },
+                        "split ring: received");
+  ring.sends.wait();
+  if (!w.matches_tags() || size < 2) return;
+  // Rank 1 posts its receive of rank 0's message only after rank 0 says its own receive is in.
+  KitArray token(c.kit, DType::I32, 1);
+  if (me == 0) {
+    Communicator::SplitBatch b = w.ibatch_split(
+        {{P2P::Send, out.buffer(), 1, 4}, {P2P::Recv, in.buffer(), 1, 3}});
+    b.receives.wait();
+    c.checks.expect_array(in.download(), [&](int64_t i) { return pattern(DType::F32, 1, i); },
+                          "the receives finished before the peer took the send");
+    w.send(token.buffer(), 1, 5);
+    b.sends.wait();
+  } else if (me == 1) {
+    Work sent = w.isend(out.buffer(), 0, 3);
+    w.recv(token.buffer(), 0, 5);
+    w.recv(in.buffer(), 0, 4);
+    sent.wait();
+    c.checks.expect_array(in.download(), [&](int64_t i) { return pattern(DType::F32, 0, i); },
+                          "the send arrived after");
+  }
+  w.barrier();
+}
+
 void case_argument_errors(Ctx& c) {
   Grid g({1, 1, c.world}, c.kit.factory(c.options));
   Communicator& w = g.world();

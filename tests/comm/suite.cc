@@ -99,6 +99,7 @@ int run_suite(Kit& kit) {
       {"async_overlap", case_async_overlap},
       {"barrier", case_barrier},
       {"ring", case_ring},
+      {"split_batch", case_split_batch},
       {"argument_errors", case_argument_errors},
       {"mpi_tags", case_mpi_tags},
       {"mpi_errors", case_mpi_errors},

@@ -103,6 +103,7 @@ void case_collectives(Ctx& c);
 void case_async_overlap(Ctx& c);
 void case_barrier(Ctx& c);
 void case_ring(Ctx& c);
+void case_split_batch(Ctx& c);
 void case_argument_errors(Ctx& c);
 void case_mpi_tags(Ctx& c);
 void case_mpi_errors(Ctx& c);

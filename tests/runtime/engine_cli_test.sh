@@ -32,6 +32,19 @@ out=$(mpi 2 "$train" --config "$cfg" --set parallel.dp=1 --set parallel.tp=1 \
 grep -q "key 'parallel.hardware': hardware profile 'nope' not found" <<< "$out" ||
   fail "bad hardware: message: $out"
 
+# A GPU job where there is none: every rank stops at the grid (make_grid agrees on the first
+# rank's problem before any group is made), one line, exit 2.
+out=$(mpi 2 "$train" --config "$configs/gpt-tiny.yaml" --set parallel.dp=2 \
+      --set train.device=cuda 2>&1); rc=$?
+if [ "$rc" -ne 0 ]; then
+  [ "$(grep -c '^merak_train:' <<< "$out")" -eq 1 ] || fail "cuda without a GPU: want one line: $out"
+  # (On a machine with one GPU the second rank has none of its own: that one line instead.)
+  grep -Eq "key 'train.device': cuda, but no CUDA device was found \(|has none \(train.device: cuda" \
+    <<< "$out" || fail "cuda without a GPU: message: $out"
+else
+  grep -q "cuda:" <<< "$out" || fail "cuda on a machine with GPUs: not on one: $out"
+fi
+
 out=$(mpi 8 "$train" --config "$cfg" --set train.steps=4 --set train.log_interval=2 \
       --set model.layers=2 --set train.seq_len=32 --metrics "$tmp/m.jsonl" \
       --trace "$tmp/t.json" 2>&1); rc=$?
