@@ -1,0 +1,108 @@
+#include "merak/checkpoint/region.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace merak::checkpoint {
+
+int64_t Region::box_numel() const {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+std::string Region::str() const {
+  std::string s = "[";
+  for (size_t d = 0; d < shape.size(); ++d)
+    s += (d ? ", " : "") + std::to_string(offset[d]) + ":" + std::to_string(offset[d] + shape[d]);
+  s += "]";
+  if (begin != 0 || end >= 0)
+    s += " elements " + std::to_string(begin) + ".." + std::to_string(flat_end());
+  return s;
+}
+
+bool region_fits(const Region& r, const Shape& global, std::string* why) {
+  if (r.offset.size() != global.size() || r.shape.size() != global.size()) {
+    *why = "region " + r.str() + " has rank " + std::to_string(r.shape.size()) +
+           ", the tensor " + shape_str(global);
+    return false;
+  }
+  for (size_t d = 0; d < global.size(); ++d)
+    if (r.offset[d] < 0 || r.shape[d] < 0 || r.offset[d] + r.shape[d] > global[d]) {
+      *why = "region " + r.str() + " lies outside the tensor's shape " + shape_str(global);
+      return false;
+    }
+  if (r.begin < 0 || r.flat_end() > r.box_numel() || r.begin > r.flat_end()) {
+    *why = "region " + r.str() + ": elements outside its box of " +
+           std::to_string(r.box_numel());
+    return false;
+  }
+  return true;
+}
+
+Region whole(const Shape& global) {
+  Region r;
+  r.offset.assign(global.size(), 0);
+  r.shape = global;
+  return r;
+}
+
+int64_t copy_overlap(const Region& src, const void* src_data, const Region& dst, void* dst_data,
+                     size_t elem) {
+  const size_t n = src.shape.size();
+  const int64_t sb = src.begin, se = src.flat_end(), db = dst.begin, de = dst.flat_end();
+  const auto* in = static_cast<const char*>(src_data);
+  auto* out = static_cast<char*>(dst_data);
+  if (n == 0) {  // a scalar: its one element, if both hold it
+    if (sb == 0 && se > 0 && db == 0 && de > 0) {
+      std::memcpy(out, in, elem);
+      return 1;
+    }
+    return 0;
+  }
+  for (size_t d = 0; d < n; ++d)  // boxes apart: nothing in common
+    if (src.offset[d] >= dst.offset[d] + dst.shape[d] ||
+        dst.offset[d] >= src.offset[d] + src.shape[d])
+      return 0;
+  const int64_t row = src.shape[n - 1];
+  if (row == 0) return 0;
+  int64_t copied = 0;
+  std::vector<int64_t> c(n);
+  // Along the source's elements a row (last dim) at a time: each run is contiguous on both sides.
+  for (int64_t f = sb; f < se;) {
+    int64_t rest = f;
+    for (size_t d = n; d-- > 0;) {
+      c[d] = rest % src.shape[d];
+      rest /= src.shape[d];
+    }
+    const int64_t run = std::min(se - f, row - c[n - 1]);
+    bool inside = true;
+    int64_t dst_flat = 0;  // of the row's start (last coordinate taken as the box's first)
+    for (size_t d = 0; d + 1 < n; ++d) {
+      const int64_t g = src.offset[d] + c[d] - dst.offset[d];
+      inside = inside && g >= 0 && g < dst.shape[d];
+      dst_flat = dst_flat * dst.shape[d] + g;
+    }
+    if (inside) {
+      // The run's last coordinates, global, clipped to the destination's box.
+      const int64_t g0 = src.offset[n - 1] + c[n - 1];
+      const int64_t a = std::max(g0, dst.offset[n - 1]);
+      const int64_t b = std::min(g0 + run, dst.offset[n - 1] + dst.shape[n - 1]);
+      if (a < b) {
+        const int64_t x0 = dst_flat * dst.shape[n - 1] + (a - dst.offset[n - 1]);
+        const int64_t x = std::max(x0, db), y = std::min(x0 + (b - a), de);
+        if (x < y) {
+          const int64_t from = f + (a - g0) + (x - x0);  // source flat index
+          std::memcpy(out + size_t(x - db) * elem, in + size_t(from - sb) * elem,
+                      size_t(y - x) * elem);
+          copied += y - x;
+        }
+      }
+    }
+    f += run;
+  }
+  return copied;
+}
+
+}  // namespace merak::checkpoint

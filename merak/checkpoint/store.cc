@@ -1,0 +1,424 @@
+#include "merak/checkpoint/store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "merak/checkpoint/checksum.h"
+#include "merak/core/json.h"
+
+namespace merak::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void fail(const std::string& what) { throw CheckpointError(what); }
+
+std::string os_error(const std::string& what, const std::string& path) {
+  return what + " '" + path + "': " + std::strerror(errno);
+}
+
+// A file written with plain POSIX calls, so that a full disk or a missing permission is an error
+// naming the path rather than a stream quietly gone bad.
+class OutFile {
+ public:
+  explicit OutFile(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail(os_error("cannot create", path));
+  }
+  ~OutFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void write(const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) fail(os_error("cannot write", path_));
+      p += w;
+      n -= size_t(w);
+    }
+  }
+  void sync_and_close() {
+    if (::fsync(fd_) != 0) fail(os_error("cannot fsync", path_));
+    if (::close(fd_) != 0) {
+      fd_ = -1;
+      fail(os_error("cannot close", path_));
+    }
+    fd_ = -1;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+void sync_dir(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) fail(os_error("cannot open directory", path));
+  const int r = ::fsync(fd);
+  ::close(fd);
+  if (r != 0) fail(os_error("cannot fsync directory", path));
+}
+
+void rename_or_fail(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0)
+    fail(os_error("cannot rename '" + from + "' to", to));
+}
+
+const char* safetensors_dtype(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::BF16: return "BF16";
+    case DType::F16: return "F16";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+    case DType::Bool: return "BOOL";
+    default: break;
+  }
+  MERAK_FAIL("checkpoint: no safetensors dtype for ", dtype_name(t));
+}
+
+std::string int_list(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+Shape int_list(const YAML::Node& n, const std::string& what) {
+  if (!n || !n.IsSequence()) fail(what + ": expected a list of integers");
+  Shape s;
+  for (const YAML::Node& v : n) s.push_back(v.as<int64_t>());
+  return s;
+}
+
+std::string latest_path(const std::string& dir) { return dir + "/latest"; }
+
+// The complete step directories of `dir`, by step.
+std::map<int64_t, std::string> steps_in(const std::string& dir) {
+  std::map<int64_t, std::string> out;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    long long step = 0;
+    char tail = 0;
+    if (e.is_directory() && std::sscanf(name.c_str(), "step_%lld%c", &step, &tail) == 1 &&
+        fs::exists(e.path() / "index.json"))
+      out[step] = name;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string step_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step_%09lld", static_cast<long long>(step));
+  return buf;
+}
+
+std::string begin_step(const std::string& dir, int64_t step) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("cannot create checkpoint directory '" + dir + "': " + ec.message());
+  const std::string tmp = dir + "/." + step_name(step) + ".tmp";
+  fs::remove_all(tmp, ec);  // what an interrupted save of this step left
+  if (!fs::create_directory(tmp, ec) || ec)
+    fail("cannot create '" + tmp + "': " + (ec ? ec.message() : std::string("exists")));
+  return tmp;
+}
+
+std::vector<PieceEntry> write_pieces(const std::string& step_dir, const std::string& file,
+                                     const std::vector<Piece>& pieces) {
+  // A safetensors header naming each piece "<tensor>@<k>" as a flat run of its elements.
+  std::string header = "{";
+  int64_t data = 0;
+  std::vector<int64_t> begin;
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const Piece& p = pieces[k];
+    MERAK_CHECK(p.values.defined() && p.values.device().is_cpu() && p.values.is_contiguous() &&
+                    p.values.numel() == p.region.numel(),
+                "checkpoint piece of '", p.tensor, "' ", p.region.str(), ": values ",
+                p.values.str(), " are not its ", p.region.numel(), " elements on the host");
+    std::string why;
+    MERAK_CHECK(region_fits(p.region, p.global_shape, &why), "checkpoint piece of '", p.tensor,
+                "': ", why);
+    begin.push_back(data);
+    const int64_t end = data + p.values.nbytes();
+    header += (k ? ", " : "") + json_quote(p.tensor + "@" + std::to_string(k)) +
+              ": {\"dtype\": \"" + safetensors_dtype(p.values.dtype()) + "\", \"shape\": [" +
+              std::to_string(p.values.numel()) + "], \"data_offsets\": [" +
+              std::to_string(data) + ", " + std::to_string(end) + "]}";
+    data = end;
+  }
+  header += std::string(pieces.empty() ? "" : ", ") +
+            "\"__metadata__\": {\"format\": \"merak-checkpoint-pieces\"}}";
+  while (header.size() % 8 != 0) header += ' ';
+  const uint64_t header_len = header.size();
+  const int64_t base = 8 + int64_t(header_len);
+
+  const std::string path = step_dir + "/" + file;
+  OutFile out(path);
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(header_len >> (8 * i));
+  out.write(len, 8);
+  out.write(header.data(), header.size());
+  std::vector<PieceEntry> entries;
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const Piece& p = pieces[k];
+    const size_t bytes = size_t(p.values.nbytes());
+    out.write(p.values.raw_data(), bytes);
+    PieceEntry e;
+    e.tensor = p.tensor;
+    e.dtype = p.values.dtype();
+    e.global_shape = p.global_shape;
+    e.region = p.region;
+    e.file = file;
+    e.byte_begin = base + begin[k];
+    e.byte_end = e.byte_begin + int64_t(bytes);
+    e.checksum = checksum(p.values.raw_data(), bytes);
+    entries.push_back(e);
+  }
+  out.sync_and_close();
+  return entries;
+}
+
+void write_index(const std::string& step_dir, int64_t step, const std::string& config,
+                 const std::map<std::string, std::string>& state,
+                 const std::vector<PieceEntry>& entries) {
+  std::map<std::string, std::vector<const PieceEntry*>> by_tensor;
+  for (const PieceEntry& e : entries) {
+    auto& list = by_tensor[e.tensor];
+    if (!list.empty()) {
+      const PieceEntry& first = *list.front();
+      MERAK_CHECK(first.dtype == e.dtype && first.global_shape == e.global_shape,
+                  "checkpoint: tensor '", e.tensor, "' is ", dtype_name(first.dtype), " ",
+                  shape_str(first.global_shape), " in ", first.file, " but ", dtype_name(e.dtype),
+                  " ", shape_str(e.global_shape), " in ", e.file);
+    }
+    list.push_back(&e);
+  }
+  std::string j = "{\n  \"format\": \"merak-checkpoint\",\n  \"version\": 1,\n  \"step\": " +
+                  std::to_string(step) + ",\n  \"config\": " + json_quote(config) +
+                  ",\n  \"state\": {";
+  bool first = true;
+  for (const auto& [k, v] : state) {
+    j += std::string(first ? "\n" : ",\n") + "    " + json_quote(k) + ": " + json_quote(v);
+    first = false;
+  }
+  j += "\n  },\n  \"tensors\": {";
+  first = true;
+  for (const auto& [name, list] : by_tensor) {
+    int64_t held = 0, total = 1;
+    for (int64_t s : list.front()->global_shape) total *= s;
+    for (const PieceEntry* e : list) held += e->region.numel();
+    // Each element is written by exactly one rank: a piece missing or written twice shows here.
+    MERAK_CHECK(held == total, "checkpoint: the pieces of '", name, "' hold ", held,
+                " elements of its ", total, " (a piece missing or written twice)");
+    j += std::string(first ? "\n" : ",\n") + "    " + json_quote(name) + ": {\"dtype\": \"" +
+         dtype_name(list.front()->dtype) + "\", \"shape\": " +
+         int_list(list.front()->global_shape) + ", \"pieces\": [";
+    first = false;
+    for (size_t k = 0; k < list.size(); ++k) {
+      const PieceEntry& e = *list[k];
+      j += std::string(k ? ",\n" : "\n") + "      {\"file\": " + json_quote(e.file) +
+           ", \"offset\": " + int_list(e.region.offset) + ", \"shape\": " +
+           int_list(e.region.shape) + ", \"elements\": [" + std::to_string(e.region.begin) +
+           ", " + std::to_string(e.region.flat_end()) + "], \"bytes\": [" +
+           std::to_string(e.byte_begin) + ", " + std::to_string(e.byte_end) +
+           "], \"checksum\": \"" + checksum_hex(e.checksum) + "\"}";
+    }
+    j += "]}";
+  }
+  j += "\n  }\n}\n";
+  OutFile out(step_dir + "/index.json");
+  out.write(j.data(), j.size());
+  out.sync_and_close();
+}
+
+void publish(const std::string& dir, int64_t step) {
+  const std::string tmp = dir + "/." + step_name(step) + ".tmp";
+  const std::string final_dir = dir + "/" + step_name(step);
+  sync_dir(tmp);
+  std::error_code ec;
+  if (fs::exists(final_dir)) {
+    // The same step saved again (a run resumed before it): the old copy goes aside first.
+    const std::string old = dir + "/." + step_name(step) + ".old";
+    fs::remove_all(old, ec);
+    rename_or_fail(final_dir, old);
+    rename_or_fail(tmp, final_dir);
+    fs::remove_all(old, ec);
+  } else {
+    rename_or_fail(tmp, final_dir);
+  }
+  sync_dir(dir);
+}
+
+void point_latest(const std::string& dir, int64_t step) {
+  const std::string tmp = dir + "/.latest.tmp";
+  {
+    OutFile out(tmp);
+    const std::string name = step_name(step) + "\n";
+    out.write(name.data(), name.size());
+    out.sync_and_close();
+  }
+  rename_or_fail(tmp, latest_path(dir));
+  sync_dir(dir);
+}
+
+void prune(const std::string& dir, int keep) {
+  if (keep <= 0) return;
+  const std::string latest = resolve(dir, true);
+  std::map<int64_t, std::string> steps = steps_in(dir);
+  int excess = int(steps.size()) - keep;
+  for (const auto& [step, name] : steps) {
+    if (excess <= 0) break;
+    const std::string path = dir + "/" + name;
+    if (fs::path(path) == fs::path(latest)) continue;
+    std::error_code ec;
+    fs::remove_all(path, ec);
+    --excess;
+  }
+}
+
+std::string resolve(const std::string& path, bool allow_empty) {
+  if (fs::exists(path + "/index.json")) return path;
+  const std::string latest = latest_path(path);
+  if (fs::exists(latest)) {
+    std::ifstream in(latest);
+    std::string name;
+    std::getline(in, name);
+    const std::string step_dir = path + "/" + name;
+    if (name.empty() || !fs::exists(step_dir + "/index.json"))
+      fail("checkpoint '" + path + "': latest names '" + name + "', which holds no index.json");
+    return step_dir;
+  }
+  if (allow_empty && (!fs::exists(path) || fs::is_directory(path))) return "";
+  fail("checkpoint '" + path + "': neither a step (no index.json) nor a checkpoint directory "
+       "(no latest)");
+}
+
+Index read_index(const std::string& step_dir) {
+  const std::string path = step_dir + "/index.json";
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);  // JSON is YAML
+  } catch (const YAML::Exception& e) {
+    fail(path + ": not readable as JSON: " + e.what());
+  }
+  Index index;
+  index.dir = step_dir;
+  try {
+    if (!root.IsMap() || !root["format"] || root["format"].as<std::string>() != "merak-checkpoint")
+      fail(path + ": not a merak checkpoint index");
+    index.version = root["version"].as<int>();
+    if (index.version != 1)
+      fail(path + ": format version " + std::to_string(index.version) + ", this build reads 1");
+    index.step = root["step"].as<int64_t>();
+    index.config = root["config"].as<std::string>();
+    for (const auto& kv : root["state"]) index.state[kv.first.as<std::string>()] =
+        kv.second.as<std::string>();
+    for (const auto& kv : root["tensors"]) {
+      const std::string name = kv.first.as<std::string>();
+      const std::string what = path + ": tensor '" + name + "'";
+      TensorEntry t;
+      t.dtype = dtype_from_name(kv.second["dtype"].as<std::string>());
+      t.shape = int_list(kv.second["shape"], what + " shape");
+      for (const YAML::Node& p : kv.second["pieces"]) {
+        PieceEntry e;
+        e.tensor = name;
+        e.dtype = t.dtype;
+        e.global_shape = t.shape;
+        e.file = p["file"].as<std::string>();
+        e.region.offset = int_list(p["offset"], what + " piece offset");
+        e.region.shape = int_list(p["shape"], what + " piece shape");
+        const Shape elements = int_list(p["elements"], what + " piece elements");
+        const Shape bytes = int_list(p["bytes"], what + " piece bytes");
+        if (elements.size() != 2 || bytes.size() != 2) fail(what + ": a piece's ranges need 2 ends");
+        e.region.begin = elements[0];
+        e.region.end = elements[1];
+        e.byte_begin = bytes[0];
+        e.byte_end = bytes[1];
+        e.checksum = std::stoull(p["checksum"].as<std::string>(), nullptr, 16);
+        std::string why;
+        if (!region_fits(e.region, t.shape, &why)) fail(what + ": " + why);
+        if (e.byte_end - e.byte_begin != e.region.numel() * int64_t(dtype_size(t.dtype)))
+          fail(what + ": a piece's byte range does not hold its " +
+               std::to_string(e.region.numel()) + " elements");
+        t.pieces.push_back(e);
+      }
+      index.tensors[name] = t;
+    }
+  } catch (const YAML::Exception& e) {
+    fail(path + ": malformed index: " + e.what());
+  } catch (const std::invalid_argument& e) {
+    fail(path + ": malformed index: " + e.what());
+  } catch (const Error& e) {
+    fail(path + ": " + e.what());
+  }
+  return index;
+}
+
+void read_region(const Index& index, const std::string& name, const Shape& global_shape,
+                 DType dtype, const Region& target, const Tensor& out) {
+  const std::string where = "checkpoint " + index.dir;
+  auto it = index.tensors.find(name);
+  if (it == index.tensors.end())
+    fail(where + ": no tensor '" + name + "' (of shape " + shape_str(global_shape) +
+         "): a checkpoint of another model?");
+  const TensorEntry& t = it->second;
+  if (t.shape != global_shape)
+    fail(where + ": tensor '" + name + "' has shape " + shape_str(t.shape) + " there, " +
+         shape_str(global_shape) + " here: a checkpoint of another model?");
+  if (t.dtype != dtype)
+    fail(where + ": tensor '" + name + "' is " + dtype_name(t.dtype) + " there, " +
+         dtype_name(dtype) + " here");
+  MERAK_CHECK(out.device().is_cpu() && out.is_contiguous() && out.dtype() == dtype &&
+                  out.numel() == target.numel(),
+              "read_region of '", name, "': the output ", out.str(), " is not ", target.numel(),
+              " contiguous ", dtype_name(dtype), " on the host");
+  const size_t elem = dtype_size(dtype);
+  int64_t copied = 0;
+  std::vector<char> bytes;
+  for (const PieceEntry& e : t.pieces) {
+    bool apart = false;  // the boxes share nothing: skip the read
+    for (size_t d = 0; d < target.shape.size(); ++d)
+      apart = apart || e.region.offset[d] >= target.offset[d] + target.shape[d] ||
+              target.offset[d] >= e.region.offset[d] + e.region.shape[d];
+    if (apart) continue;
+    const std::string file = index.dir + "/" + e.file;
+    bytes.resize(size_t(e.byte_end - e.byte_begin));
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(os_error("cannot open", file) + " (tensor '" + name + "')");
+    size_t got = 0;
+    while (got < bytes.size()) {
+      const ssize_t r = ::pread(fd, bytes.data() + got, bytes.size() - got,
+                                off_t(e.byte_begin + int64_t(got)));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      got += size_t(r);
+    }
+    ::close(fd);
+    if (got != bytes.size())
+      fail(file + ": truncated: tensor '" + name + "' needs bytes " +
+           std::to_string(e.byte_begin) + ".." + std::to_string(e.byte_end));
+    if (checksum(bytes.data(), bytes.size()) != e.checksum)
+      fail(file + ": checksum mismatch in tensor '" + name + "' " + e.region.str() +
+           " (the file is damaged)");
+    copied += copy_overlap(e.region, bytes.data(), target, out.raw_data(), elem);
+  }
+  if (copied != target.numel())
+    fail(where + ": tensor '" + name + "' " + target.str() + ": the pieces hold " +
+         std::to_string(copied) + " of its " + std::to_string(target.numel()) + " elements");
+}
+
+}  // namespace merak::checkpoint

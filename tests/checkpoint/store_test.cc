@@ -1,0 +1,227 @@
+// The checkpoint store: regions copy their overlaps exactly whatever the two layouts; a tensor
+// written by one layout's ranks (boxes, fused boxes, ZeRO-1's flat runs) reads back whole and in
+// any other layout's shards; steps are published atomically and `latest` follows only complete
+// ones; damaged, truncated or foreign checkpoints are errors naming the file and the tensor.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "merak/checkpoint/checksum.h"
+#include "merak/checkpoint/region.h"
+#include "merak/checkpoint/store.h"
+
+using namespace merak;
+using namespace merak::checkpoint;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The global tensor's element i holds i (exact in f32 for these sizes).
+Tensor iota(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = float(i);
+  return Tensor::from_vector(v, shape);
+}
+
+// `r`'s elements of `full`, in the region's order.
+Tensor values_of(const Tensor& full, const Region& r) {
+  Tensor box = full;
+  for (size_t d = 0; d < r.shape.size(); ++d) box = box.narrow(int64_t(d), r.offset[d], r.shape[d]);
+  box = box.contiguous().view({-1});
+  return box.narrow(0, r.begin, r.numel()).contiguous();
+}
+
+Region box(Shape offset, Shape shape, int64_t begin = 0, int64_t end = -1) {
+  Region r;
+  r.offset = std::move(offset);
+  r.shape = std::move(shape);
+  r.begin = begin;
+  r.end = end;
+  return r;
+}
+
+std::string fresh_dir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(base ? base : "/tmp") + "/" + name;
+  fs::remove_all(dir);
+  return dir;
+}
+
+bool same(const Tensor& a, const Tensor& b) { return a.to_vector<float>() == b.to_vector<float>(); }
+
+// One checkpoint of tensor "w" (6 x 8) written as `pieces` of the iota tensor, at `step`.
+std::string save(const std::string& dir, int64_t step, const std::vector<Region>& regions,
+                 int files = 1) {
+  const Shape g = {6, 8};
+  const Tensor full = iota(g);
+  const std::string tmp = begin_step(dir, step);
+  std::vector<PieceEntry> entries;
+  for (int f = 0; f < files; ++f) {
+    std::vector<Piece> pieces;
+    for (size_t k = 0; k < regions.size(); ++k)
+      if (int(k) % files == f) pieces.push_back({"w", g, regions[k], values_of(full, regions[k])});
+    const std::string file = "rank_" + std::to_string(f) + ".safetensors";
+    for (const PieceEntry& e : write_pieces(tmp, file, pieces)) entries.push_back(e);
+  }
+  write_index(tmp, step, "model: {}\n", {{"adamw.step", std::to_string(step)}}, entries);
+  publish(dir, step);
+  point_latest(dir, step);
+  return dir + "/" + step_name(step);
+}
+
+}  // namespace
+
+TEST_CASE("regions copy exactly their overlap", "[checkpoint]") {
+  const Shape g = {6, 8};
+  const Tensor full = iota(g);
+  // Writers: column halves (tp 2), one of them in two flat runs (ZeRO-1 over 2 replicas).
+  const std::vector<Region> written = {box({0, 0}, {6, 4}), box({0, 4}, {6, 4}, 0, 10),
+                                       box({0, 4}, {6, 4}, 10, 24)};
+  // Readers: row thirds, a middle box, a flat run crossing rows, the whole.
+  for (const Region& want : {box({0, 0}, {2, 8}), box({2, 0}, {2, 8}), box({1, 3}, {3, 4}),
+                             box({0, 0}, {6, 8}, 13, 37), whole(g)}) {
+    INFO(want.str());
+    Tensor out = Tensor::zeros({want.numel()});
+    int64_t n = 0;
+    for (const Region& w : written)
+      n += copy_overlap(w, values_of(full, w).raw_data(), want, out.raw_data(), 4);
+    CHECK(n == want.numel());
+    CHECK(same(out, values_of(full, want)));
+  }
+  // Boxes apart copy nothing; a scalar is its one element.
+  float x = 7, y = 0;
+  CHECK(copy_overlap(box({0, 0}, {2, 2}), &x, box({4, 4}, {2, 2}), &y, 4) == 0);
+  CHECK(copy_overlap(box({}, {}), &x, box({}, {}), &y, 4) == 1);
+  CHECK(y == 7);
+  std::string why;
+  CHECK_FALSE(region_fits(box({0, 6}, {6, 4}), g, &why));
+  CHECK(why == "region [0:6, 6:10] lies outside the tensor's shape [6, 8]");
+}
+
+TEST_CASE("a checksum changes with any one bit", "[checkpoint]") {
+  std::vector<unsigned char> b(1000);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<unsigned char>(i * 7);
+  const uint64_t c = checksum(b.data(), b.size());
+  for (size_t at : {size_t(0), size_t(31), size_t(500), size_t(999)})
+    for (int bit : {0, 3, 7}) {
+      b[at] ^= static_cast<unsigned char>(1 << bit);
+      CHECK(checksum(b.data(), b.size()) != c);
+      b[at] ^= static_cast<unsigned char>(1 << bit);
+    }
+  CHECK(checksum(b.data(), b.size()) == c);
+  CHECK(checksum(b.data(), 999) != c);  // a byte short
+  CHECK(checksum_hex(0x1f) == "000000000000001f");
+}
+
+TEST_CASE("a tensor written by one layout reads back in any other", "[checkpoint]") {
+  const std::string dir = fresh_dir("ckpt_layouts");
+  const Shape g = {6, 8};
+  const Tensor full = iota(g);
+  // Two writing ranks: rank 0 the left columns, rank 1 the right ones as two ZeRO-1 runs.
+  const std::string step = save(dir, 5, {box({0, 0}, {6, 4}), box({0, 4}, {6, 4}, 0, 7),
+                                          box({0, 4}, {6, 4}, 7, 24)}, 2);
+  CHECK(resolve(dir) == step);
+  CHECK(resolve(step) == step);
+  const Index index = read_index(step);
+  CHECK(index.step == 5);
+  CHECK(index.config == "model: {}\n");
+  CHECK(index.state.at("adamw.step") == "5");
+  REQUIRE(index.tensors.at("w").pieces.size() == 3);
+  for (const Region& want : {whole(g), box({0, 0}, {3, 8}), box({3, 2}, {3, 6}),
+                             box({0, 0}, {6, 8}, 20, 44)}) {
+    INFO(want.str());
+    Tensor out = Tensor::zeros({want.numel()});
+    read_region(index, "w", g, DType::F32, want, out);
+    CHECK(same(out, values_of(full, want)));
+  }
+  // The files are safetensors an outside reader can open: a valid 8-byte header length.
+  std::ifstream f(step + "/rank_0.safetensors", std::ios::binary);
+  unsigned char len[8];
+  f.read(reinterpret_cast<char*>(len), 8);
+  CHECK(len[0] % 8 == 0);
+}
+
+TEST_CASE("another model's checkpoint names the tensor and both shapes", "[checkpoint]") {
+  const std::string dir = fresh_dir("ckpt_foreign");
+  const Index index = read_index(save(dir, 1, {box({0, 0}, {6, 8})}));
+  Tensor out = Tensor::zeros({48});
+  CHECK_THROWS_WITH(read_region(index, "w", {8, 6}, DType::F32, whole({8, 6}), out),
+                    Catch::Contains("tensor 'w' has shape [6, 8] there, [8, 6] here"));
+  CHECK_THROWS_WITH(read_region(index, "v", {6, 8}, DType::F32, whole({6, 8}), out),
+                    Catch::Contains("no tensor 'v' (of shape [6, 8])"));
+  Tensor half = Tensor::zeros({48}, DType::BF16);
+  CHECK_THROWS_WITH(read_region(index, "w", {6, 8}, DType::BF16, whole({6, 8}), half),
+                    Catch::Contains("tensor 'w' is f32 there, bf16 here"));
+}
+
+TEST_CASE("a damaged or truncated file fails its checksum, naming file and tensor",
+          "[checkpoint]") {
+  const std::string dir = fresh_dir("ckpt_damaged");
+  const std::string step = save(dir, 1, {box({0, 0}, {6, 8})});
+  const Index index = read_index(step);
+  const PieceEntry& e = index.tensors.at("w").pieces[0];
+  const std::string file = step + "/" + e.file;
+  Tensor out = Tensor::zeros({48});
+  {  // one bit flipped in the middle of the data
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(e.byte_begin + 50);
+    char c = 0;
+    f.get(c);
+    f.seekp(e.byte_begin + 50);
+    f.put(char(c ^ 0x10));
+  }
+  CHECK_THROWS_WITH(read_region(index, "w", {6, 8}, DType::F32, whole({6, 8}), out),
+                    Catch::Contains(file + ": checksum mismatch in tensor 'w'"));
+  fs::resize_file(file, uint64_t(e.byte_end - 9));
+  CHECK_THROWS_WITH(read_region(index, "w", {6, 8}, DType::F32, whole({6, 8}), out),
+                    Catch::Contains(file + ": truncated: tensor 'w'"));
+  // A malformed index names itself.
+  std::ofstream(step + "/index.json") << "{\"format\": \"merak-checkpoint\", \"version\": 1";
+  CHECK_THROWS_WITH(read_index(step), Catch::Contains(step + "/index.json: "));
+}
+
+TEST_CASE("pieces that miss an element or hold one twice are refused when the index is written",
+          "[checkpoint]") {
+  const std::string dir = fresh_dir("ckpt_holes");
+  CHECK_THROWS_WITH(save(dir, 1, {box({0, 0}, {6, 4})}),
+                    Catch::Contains("the pieces of 'w' hold 24 elements of its 48"));
+  CHECK_THROWS_WITH(save(dir, 2, {box({0, 0}, {6, 8}), box({0, 0}, {1, 8})}),
+                    Catch::Contains("hold 56 elements of its 48"));
+}
+
+TEST_CASE("steps publish atomically; latest follows complete steps; keep prunes the oldest",
+          "[checkpoint]") {
+  const std::string dir = fresh_dir("ckpt_steps");
+  CHECK(resolve(dir, true).empty());  // nothing yet: a fresh start
+  CHECK_THROWS_WITH(resolve(dir), Catch::Contains("neither a step"));
+  save(dir, 10, {box({0, 0}, {6, 8})});
+  save(dir, 20, {box({0, 0}, {6, 8})});
+  // An interrupted save of step 30: files written, never published. Latest stays at 20, and the
+  // next save of 30 starts over.
+  const std::string tmp = begin_step(dir, 30);
+  write_pieces(tmp, "rank_0.safetensors", {});
+  CHECK(resolve(dir) == dir + "/" + step_name(20));
+  // Published but killed before latest moved: still 20.
+  write_index(tmp, 30, "", {}, {});
+  publish(dir, 30);
+  CHECK(resolve(dir) == dir + "/" + step_name(20));
+  point_latest(dir, 30);
+  CHECK(resolve(dir) == dir + "/" + step_name(30));
+  prune(dir, 2);
+  CHECK_FALSE(fs::exists(dir + "/" + step_name(10)));
+  CHECK(fs::exists(dir + "/" + step_name(20)));
+  CHECK(fs::exists(dir + "/" + step_name(30)));
+  // The same step saved again replaces it.
+  save(dir, 30, {box({0, 0}, {6, 8})});
+  CHECK(read_index(resolve(dir)).tensors.count("w") == 1);
+}
+
+TEST_CASE("an unwritable checkpoint directory is an error naming the path", "[checkpoint]") {
+  const std::string dir = fresh_dir("ckpt_file");
+  std::ofstream(dir) << "a file, not a directory";
+  CHECK_THROWS_WITH(begin_step(dir + "/sub", 1), Catch::Contains(dir + "/sub"));
+}
