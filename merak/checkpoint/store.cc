@@ -126,6 +126,19 @@ std::string step_name(int64_t step) {
   return buf;
 }
 
+void check_writable(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("cannot create checkpoint directory '" + dir + "': " + ec.message());
+  const std::string probe = dir + "/.write_probe";
+  {
+    OutFile out(probe);
+    out.write("ok\n", 3);
+    out.sync_and_close();
+  }
+  fs::remove(probe, ec);
+}
+
 std::string begin_step(const std::string& dir, int64_t step) {
   std::error_code ec;
   fs::create_directories(dir, ec);

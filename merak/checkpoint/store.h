@@ -69,6 +69,10 @@ struct Index {
 
 std::string step_name(int64_t step);  // "step_000001000"
 
+// Creates checkpoint directory `dir` if missing and writes (and removes) a probe file in it: a
+// directory that cannot take a checkpoint is found before training, not at the first save.
+void check_writable(const std::string& dir);
+
 // Starts writing step `step` in checkpoint directory `dir` (created if missing; a leftover of an
 // interrupted save of the same step is removed): returns the temporary step directory.
 std::string begin_step(const std::string& dir, int64_t step);

@@ -117,6 +117,15 @@ struct ParallelConfig {
   std::string comm = "auto";
 };
 
+// Checkpoints (merak/checkpoint/store.h): DIR/step_NNNNNNNNN/ with an index.json and a
+// safetensors file a writing rank, DIR/latest naming the last complete one.
+struct CheckpointConfig {
+  std::string dir;          // none saved when empty
+  int64_t every = 0;        // steps between saves (and the last step); 0 = only the last
+  int64_t keep = 0;         // complete steps kept, the oldest deleted; 0 = all
+  bool async = false;       // write in the background (not built yet: an error)
+};
+
 struct Config {
   std::string path;             // the file it came from
   ModelConfig model;
@@ -125,6 +134,7 @@ struct Config {
   ScheduleConfig schedule;
   TrainConfig train;
   ParallelConfig parallel;
+  CheckpointConfig checkpoint;
 };
 
 // A bad file, key, type or value: what() is one line "FILE: key 'a.b': what is wrong".

@@ -9,6 +9,7 @@ std::vector<Field> fields_of(Config& c) {
   ScheduleConfig& s = c.schedule;
   TrainConfig& t = c.train;
   ParallelConfig& p = c.parallel;
+  CheckpointConfig& k = c.checkpoint;
   return {
       {"model", "family", &m.family},
       {"model", "layers", &m.layers},
@@ -73,12 +74,17 @@ std::vector<Field> fields_of(Config& c) {
       {"parallel", "tp_subpipeline", &p.tp_subpipeline},
       {"parallel", "hardware", &p.hardware},
       {"parallel", "comm", &p.comm},
+
+      {"checkpoint", "dir", &k.dir},
+      {"checkpoint", "every", &k.every},
+      {"checkpoint", "keep", &k.keep},
+      {"checkpoint", "async", &k.async},
   };
 }
 
 const std::vector<std::string>& section_names() {
   static const std::vector<std::string> names = {"model", "data", "optimizer", "schedule",
-                                                 "train", "parallel"};
+                                                 "train", "parallel", "checkpoint"};
   return names;
 }
 

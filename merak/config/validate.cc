@@ -203,6 +203,13 @@ std::optional<Problem> first_problem(const Config& c) {
             "must be in [0, 1], got " + str(p.recompute_ratio));
   k.require(!p.hardware.empty(), "parallel.hardware", "must name a hardware profile");
   k.one_of(p.comm, {"auto", "nccl", "mpi"}, "parallel.comm");
+  const CheckpointConfig& ck = c.checkpoint;
+  k.at_least(ck.every, 0, "checkpoint.every");
+  k.at_least(ck.keep, 0, "checkpoint.keep");
+  k.require(ck.every == 0 || !ck.dir.empty(), "checkpoint.every",
+            "saves every " + str(ck.every) + " steps, but checkpoint.dir is empty");
+  k.require(!ck.async, "checkpoint.async",
+            "background saves are not built yet (false saves between steps)");
   k.require(p.comm != "nccl" || t.device == "cuda", "parallel.comm",
             "nccl carries device memory: it needs train.device: cuda (the device is " + t.device +
                 ")");

@@ -70,6 +70,20 @@ AdamW::AdamW(std::vector<Param> params, AdamWOptions options)
   v_.resize(params_.size());
 }
 
+void AdamW::allocate_state() {
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!m_[i].defined()) {
+      const Tensor& p = params_[i].value;
+      m_[i] = Tensor::zeros(p.shape(), DType::F32, p.device());
+      v_[i] = Tensor::zeros(p.shape(), DType::F32, p.device());
+    }
+}
+
+void AdamW::set_steps_taken(int64_t steps) {
+  MERAK_CHECK(steps >= 0, "AdamW: a step count must be >= 0, got ", steps);
+  step_ = steps;
+}
+
 void AdamW::step(double lr, float grad_scale) {
   MERAK_CHECK(std::isfinite(lr) && lr >= 0, "AdamW: step lr must be finite and >= 0, got ", lr);
   MERAK_CHECK(std::isfinite(grad_scale) && grad_scale > 0, "AdamW: gradient scale must be ",

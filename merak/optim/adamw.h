@@ -41,6 +41,10 @@ class AdamW {
   // Optimizer state for checkpoints: first and second moments, by parameter name.
   const std::vector<Tensor>& exp_avg() const { return m_; }
   const std::vector<Tensor>& exp_avg_sq() const { return v_; }
+  // For a resume: the moments allocated (zeros where no step made them yet, on the parameters'
+  // device) for the caller to fill, and the step count set.
+  void allocate_state();
+  void set_steps_taken(int64_t steps);
 
  private:
   void step_on_device(AdamWCoefficients c, float decay);

@@ -20,6 +20,15 @@ class FullUpdate {
     adamw_.step(lr, grad_scale);
     if (mixed_) mixed_->masters_to_copies();
   }
+  // Every parameter whole.
+  std::vector<OptimizerSlice> state() {
+    std::vector<ParamPiece> whole;
+    for (size_t i = 0; i < adamw_.params().size(); ++i)
+      whole.push_back({i, 0, adamw_.params()[i].value.numel()});
+    return optimizer_slices(adamw_, whole);
+  }
+  optim::AdamW& adamw() { return adamw_; }
+  const optim::AdamW& adamw() const { return adamw_; }
 
  private:
   MixedPrecision* mixed_;
@@ -42,6 +51,9 @@ class OneReplica : public DataParallel {
     return optim::sum_of_squares(counted);
   }
   void step(double lr, float grad_scale) override { update_.step(lr, grad_scale); }
+  std::vector<OptimizerSlice> optimizer_state() override { return update_.state(); }
+  int64_t optimizer_steps() const override { return update_.adamw().steps_taken(); }
+  void set_optimizer_steps(int64_t s) override { update_.adamw().set_steps_taken(s); }
 
  private:
   FullUpdate update_;
@@ -90,6 +102,9 @@ class CopyPerReplica : public Bucketed {
     return optim::sum_of_squares(mine);
   }
   void step(double lr, float grad_scale) override { update_.step(lr, grad_scale); }
+  std::vector<OptimizerSlice> optimizer_state() override { return update_.state(); }
+  int64_t optimizer_steps() const override { return update_.adamw().steps_taken(); }
+  void set_optimizer_steps(int64_t s) override { update_.adamw().set_steps_taken(s); }
 
  private:
   int replica_, replicas_;
@@ -112,6 +127,10 @@ class SharedCopy : public Bucketed {
     return update_.sum_of_squares(count);
   }
   void step(double lr, float grad_scale) override { update_.step(lr, grad_scale); }
+  std::vector<OptimizerSlice> optimizer_state() override { return update_.optimizer_state(); }
+  bool state_sharded() const override { return true; }
+  int64_t optimizer_steps() const override { return update_.adamw().steps_taken(); }
+  void set_optimizer_steps(int64_t s) override { update_.adamw().set_steps_taken(s); }
 
  private:
   std::vector<optim::Param> params_;  // SharedUpdate keeps a reference: it lives here
@@ -132,6 +151,10 @@ class Zero1 : public DataParallel {
     return zero_.sum_of_squares(count);
   }
   void step(double lr, float grad_scale) override { zero_.step(lr, grad_scale); }
+  std::vector<OptimizerSlice> optimizer_state() override { return zero_.optimizer_state(); }
+  bool state_sharded() const override { return true; }
+  int64_t optimizer_steps() const override { return zero_.adamw().steps_taken(); }
+  void set_optimizer_steps(int64_t s) override { zero_.adamw().set_steps_taken(s); }
   std::string transport() const override { return "ZeRO-1 over " + zero_.transport(); }
   int64_t shared_bytes() const override { return zero_.shared_bytes(); }
 

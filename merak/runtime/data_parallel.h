@@ -22,6 +22,7 @@
 #include "merak/comm/communicator.h"
 #include "merak/optim/adamw.h"
 #include "merak/runtime/engine.h"
+#include "merak/runtime/engine_pieces.h"
 #include "merak/runtime/mixed_precision.h"
 
 namespace merak::runtime {
@@ -52,6 +53,14 @@ class DataParallel {
   // The update with learning rate `lr`, every gradient multiplied by `grad_scale` (clipping over
   // the loss scale) as it is read.
   virtual void step(double lr, float grad_scale) = 0;
+
+  // Checkpoints: the AdamW state this replica keeps, as slices of the parameters; whether those
+  // slices are this replica's alone (sharded: it writes them) or a copy every replica keeps
+  // (replica 0 writes them); and the optimizer's step count.
+  virtual std::vector<OptimizerSlice> optimizer_state() = 0;
+  virtual bool state_sharded() const { return false; }
+  virtual int64_t optimizer_steps() const = 0;
+  virtual void set_optimizer_steps(int64_t steps) = 0;
 
   // For the start-up report: how the sums travel ("shared memory", "MPI all-reduce (...)",
   // "ZeRO-1 over ..."; empty for one replica) and how the replicas hold their parameters ("one

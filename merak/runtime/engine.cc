@@ -18,6 +18,7 @@
 #include "merak/ops/functional.h"
 #include "merak/partition/plan_builder.h"
 #include "merak/runtime/data_parallel.h"
+#include "merak/runtime/engine_checkpoint.h"
 #include "merak/runtime/engine_comm.h"
 #include "merak/runtime/engine_split.h"
 #include "merak/runtime/engine_params.h"
@@ -161,6 +162,9 @@ struct Engine::Impl {
   void receive(size_t i);
   void reduce_grads(EngineStepResult& r);
   void wait_posted();
+  // Whether this rank counts parameter i's shard for the job (the norm) and writes it (with
+  // replica 0): tp rank 0 for replicated tensors, the first stage for tied ones.
+  bool counts(size_t i) const;
 };
 
 Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptions& o)
@@ -566,16 +570,10 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
   }
   dp->reduce(grads);
 
-  // The norm counts each shard once: tp rank 0 for replicated tensors, the first stage for tied
-  // ones, and one replica: the replicas share the (identical) summed gradients out, parameter
-  // by parameter (under ZeRO-1 each replica has its own segment, which are disjoint).
-  auto counted = [&](size_t i) {
-    const partition::ParamShard& s = *shards[i];
-    if (s.split() == "replicated" && grid.coord().tp != 0) return false;
-    for (int64_t peer : s.tied_ranks())
-      if (world_rank_of(peer) < grid.rank()) return false;
-    return true;
-  };
+  // The norm counts each shard once (counts), and one replica: the replicas share the
+  // (identical) summed gradients out, parameter by parameter (under ZeRO-1 each replica has its
+  // own segment, which are disjoint).
+  auto counted = [&](size_t i) { return counts(i); };
   const double sq = dp->sum_of_squares(grads, counted);
   const bool reports_loss = chunks.back().loss_output >= 0 && grid.coord().tp == 0;
   // The loss, the squares and (f16) whether this rank's gradients overflowed, from every rank:
@@ -596,6 +594,14 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
   r.skipped = !apply;
   // Applied by the optimizer step, with the loss scale divided out in the same pass.
   clip_scale = float(double(optim::clip_coefficient(r.grad_norm, options.grad_clip)) / scale);
+}
+
+bool Engine::Impl::counts(size_t i) const {
+  const partition::ParamShard& s = *shards[i];
+  if (s.split() == "replicated" && grid.coord().tp != 0) return false;
+  for (int64_t peer : s.tied_ranks())
+    if (world_rank_of(peer) < grid.rank()) return false;
+  return true;
 }
 
 void Engine::Impl::weight_grads(Chunk& c, int mb) {
@@ -725,6 +731,71 @@ const Program& Engine::instructions() const { return impl_->program; }
 bool Engine::recomputes() const { return impl_->recompute; }
 int Engine::micro_batches() const { return impl_->micro_batches; }
 const std::vector<TraceSpan>& Engine::spans() const { return impl_->log.spans(); }
+
+std::vector<checkpoint::Piece> Engine::checkpoint_pieces() {
+  Impl& e = *impl_;
+  const std::vector<optim::Param>& values = e.mixed ? e.mixed->master_params() : e.params;
+  std::vector<checkpoint::Piece> out;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (e.replica == 0 && e.counts(i))
+      add_state_pieces(values[i].name, *e.shards[i], values[i].value, 0, &out);
+  const bool sharded = e.dp->state_sharded();
+  for (const OptimizerSlice& s : e.dp->optimizer_state()) {
+    if (!(sharded || e.replica == 0) || !e.counts(s.param)) continue;
+    const std::string& name = values[s.param].name;
+    add_state_pieces(name + ".exp_avg", *e.shards[s.param], s.exp_avg, s.begin, &out);
+    add_state_pieces(name + ".exp_avg_sq", *e.shards[s.param], s.exp_avg_sq, s.begin, &out);
+  }
+  return out;
+}
+
+std::map<std::string, std::string> Engine::checkpoint_scalars() const {
+  std::map<std::string, std::string> s;
+  s["optimizer.steps"] = std::to_string(impl_->dp->optimizer_steps());
+  if (const optim::LossScaler* scaler = impl_->mixed ? impl_->mixed->loss_scaler() : nullptr) {
+    const optim::LossScalerState st = scaler->state();
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%.9g", double(st.scale));
+    s["loss_scale.scale"] = scale;
+    s["loss_scale.clean_steps"] = std::to_string(st.clean_steps);
+    s["loss_scale.hysteresis_left"] = std::to_string(st.hysteresis_left);
+    s["loss_scale.steps"] = std::to_string(st.steps);
+    s["loss_scale.skipped_steps"] = std::to_string(st.skipped_steps);
+  }
+  return s;
+}
+
+void Engine::load_checkpoint(const checkpoint::Index& index) {
+  Impl& e = *impl_;
+  const std::vector<optim::Param>& values = e.mixed ? e.mixed->master_params() : e.params;
+  for (size_t i = 0; i < values.size(); ++i)
+    read_state_pieces(index, values[i].name, *e.shards[i], values[i].value, 0);
+  if (e.mixed) e.mixed->masters_to_copies();
+  for (const OptimizerSlice& s : e.dp->optimizer_state()) {
+    const std::string& name = values[s.param].name;
+    read_state_pieces(index, name + ".exp_avg", *e.shards[s.param], s.exp_avg, s.begin);
+    read_state_pieces(index, name + ".exp_avg_sq", *e.shards[s.param], s.exp_avg_sq, s.begin);
+  }
+  auto scalar = [&](const std::string& key) -> const std::string& {
+    auto it = index.state.find(key);
+    if (it == index.state.end())
+      throw checkpoint::CheckpointError("checkpoint " + index.dir + ": no '" + key + "' in its "
+                                        "state");
+    return it->second;
+  };
+  e.dp->set_optimizer_steps(std::stoll(scalar("optimizer.steps")));
+  if (optim::LossScaler* scaler = e.mixed ? e.mixed->loss_scaler() : nullptr) {
+    if (index.state.count("loss_scale.scale")) {
+      optim::LossScalerState st;
+      st.scale = std::stof(scalar("loss_scale.scale"));
+      st.clean_steps = std::stoll(scalar("loss_scale.clean_steps"));
+      st.hysteresis_left = std::stoll(scalar("loss_scale.hysteresis_left"));
+      st.steps = std::stoll(scalar("loss_scale.steps"));
+      st.skipped_steps = std::stoll(scalar("loss_scale.skipped_steps"));
+      scaler->load_state(st);
+    }
+  }
+}
 
 std::vector<std::pair<std::string, Tensor>> Engine::parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;

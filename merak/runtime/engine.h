@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "merak/checkpoint/store.h"
 #include "merak/comm/grid.h"
 #include "merak/core/tensor.h"
 #include "merak/optim/adamw.h"
@@ -127,6 +128,18 @@ class Engine {
   // Spans recorded so far when options.trace (seconds since the engine started, the same
   // instant on every rank).
   const std::vector<TraceSpan>& spans() const;
+
+  // Checkpoints (engine_checkpoint.h). The pieces of the training state this rank writes: its
+  // f32 parameters (the masters under mixed precision) and AdamW moments, each element of the
+  // job's state written by exactly one rank (replica 0, or the replica whose slice it is; tp
+  // rank 0 for replicated tensors; the first stage for tied ones), copied to the host.
+  std::vector<checkpoint::Piece> checkpoint_pieces();
+  // The scalar state every rank shares: the optimizer's step count, the loss scaler's state.
+  std::map<std::string, std::string> checkpoint_scalars() const;
+  // Every shard this rank holds, and its optimizer state, from a checkpoint of any layout.
+  // Throws checkpoint::CheckpointError for what the checkpoint lacks or got wrong. The caller
+  // synchronises the ranks after it (replicas may share one parameter copy).
+  void load_checkpoint(const checkpoint::Index& index);
 
  private:
   struct Impl;

@@ -33,4 +33,16 @@ std::unique_ptr<optim::AdamW> piece_adamw(const std::vector<optim::Param>& param
   return std::make_unique<optim::AdamW>(views, options);
 }
 
+std::vector<OptimizerSlice> optimizer_slices(optim::AdamW& adamw,
+                                             const std::vector<ParamPiece>& pieces) {
+  adamw.allocate_state();
+  MERAK_CHECK(adamw.exp_avg().size() == pieces.size(), "optimizer state: ",
+              adamw.exp_avg().size(), " tensors for ", pieces.size(), " pieces");
+  std::vector<OptimizerSlice> out;
+  for (size_t i = 0; i < pieces.size(); ++i)
+    out.push_back({pieces[i].param, pieces[i].begin, pieces[i].length,
+                   adamw.exp_avg()[i].view({-1}), adamw.exp_avg_sq()[i].view({-1})});
+  return out;
+}
+
 }  // namespace merak::runtime

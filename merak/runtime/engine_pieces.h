@@ -26,6 +26,19 @@ int64_t append_pieces(const std::vector<optim::Param>& params, const std::vector
 // A view of a piece's elements of `whole` (its parameter, or that parameter's gradient).
 Tensor piece_of(const Tensor& whole, const ParamPiece& piece);
 
+// One run of a parameter's optimizer state, for checkpoints: elements [begin, begin + length) of
+// parameter `param` flattened, and the AdamW moments of those elements (f32 views).
+struct OptimizerSlice {
+  size_t param;
+  int64_t begin, length;
+  Tensor exp_avg, exp_avg_sq;
+};
+
+// `adamw`'s moments (allocated if no step has made them yet) as slices: its i-th tensor is
+// pieces[i] of the engine's parameters.
+std::vector<OptimizerSlice> optimizer_slices(optim::AdamW& adamw,
+                                             const std::vector<ParamPiece>& pieces);
+
 // AdamW over the pieces of `params` (each a view, with its parameter's name and decay); the
 // views go to *values, in order, for the caller to give gradients.
 std::unique_ptr<optim::AdamW> piece_adamw(const std::vector<optim::Param>& params,

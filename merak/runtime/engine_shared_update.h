@@ -29,6 +29,10 @@ class SharedUpdate {
   // Updates this member's pieces from their parameters' gradients, then waits until every
   // member has updated its own.
   void step(double lr, float grad_scale);
+  // Checkpoints: this member's moments, as slices of the parameters.
+  std::vector<OptimizerSlice> optimizer_state() { return optimizer_slices(*adamw_, mine_); }
+  optim::AdamW& adamw() { return *adamw_; }
+  const optim::AdamW& adamw() const { return *adamw_; }
 
  private:
   const std::vector<optim::Param>& params_;

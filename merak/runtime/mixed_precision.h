@@ -30,6 +30,9 @@ class MixedPrecision {
   // The factor the loss is multiplied by before backward (1 unless f16). Fixed for a step:
   // update() changes it for the next one.
   double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
+  // The f16 loss scaler (checkpoints save and restore its state); null otherwise.
+  optim::LossScaler* loss_scaler() { return scaler_.get(); }
+  const optim::LossScaler* loss_scaler() const { return scaler_.get(); }
 
   // Whether this rank's gradients hold an inf or NaN (f16 only; false otherwise).
   bool overflowed() const;

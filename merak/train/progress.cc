@@ -54,7 +54,7 @@ std::string time_breakdown(const StepReport& r, int ranks) {
 std::string json_line(const StepReport& r) {
   char buf[352];
   std::snprintf(buf, sizeof buf,
-                "{\"step\": %" PRId64 ", \"loss\": %.9g, \"lr\": %.6g, \"grad_norm\": %.9g, "
+                "{\"step\": %" PRId64 ", \"loss\": %.17g, \"lr\": %.6g, \"grad_norm\": %.17g, "
                 "\"tokens_per_s\": %.6g, \"gflops\": %.6g, \"peak_fraction\": %.4g, "
                 "\"peak_mem_bytes\": %" PRId64 ", \"step_seconds\": %.6g}",
                 r.stats.step, r.stats.loss, r.stats.lr, r.stats.grad_norm, r.tokens_per_s,

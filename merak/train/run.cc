@@ -7,6 +7,7 @@
 #include <fstream>
 #include <vector>
 
+#include "merak/checkpoint/store.h"
 #include "merak/core/fma_peak.h"
 #include "merak/core/median.h"
 #include "merak/core/parallel.h"
@@ -74,6 +75,26 @@ void print_header(Trainer& trainer, const Peak& peak) {
   if (!engine.tp_transport().empty())
     std::printf("  tensor-parallel all-reduces: %s\n", engine.tp_transport().c_str());
   std::fflush(stdout);
+}
+
+// The step directory `resume` names (see RunOptions), resolved on rank 0 and shared: empty for a
+// fresh start. A path that names no checkpoint is a SetupError on every rank.
+std::string resume_dir(const config::Config& c, comm::Grid& grid, const std::string& resume) {
+  if (resume.empty()) return "";
+  std::string answer;  // "P<path>" or "E<problem>"
+  if (grid.rank() == 0) {
+    try {
+      if (resume == "auto" && c.checkpoint.dir.empty())
+        throw SetupError(c.path + ": --resume auto continues from checkpoint.dir, which is empty");
+      answer = "P" + (resume == "auto" ? checkpoint::resolve(c.checkpoint.dir, true)
+                                       : checkpoint::resolve(resume));
+    } catch (const std::exception& e) {
+      answer = std::string("E") + e.what();
+    }
+  }
+  answer = runtime::broadcast_bytes(grid.host(), answer, 0);
+  if (!answer.empty() && answer[0] == 'E') throw SetupError(answer.substr(1));
+  return answer.substr(1);
 }
 
 // Every rank's peak memory next to what the partitioner's memory model predicted for it (rank 0
@@ -151,8 +172,21 @@ void write_trace(Trainer& trainer, const std::string& path,
 
 int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   const auto& t = c.train;
+  const config::CheckpointConfig& ck = c.checkpoint;
   const bool root = grid.rank() == 0;
   Trainer trainer(c, grid, !options.trace.empty());
+  const std::string resume = resume_dir(c, grid, options.resume);
+  if (!ck.dir.empty()) {
+    std::string problem;
+    try {
+      if (root) checkpoint::check_writable(ck.dir);
+    } catch (const std::exception& e) {
+      problem = c.path + ": key 'checkpoint.dir': " + e.what();
+    }
+    problem = runtime::broadcast_bytes(grid.host(), problem, 0);
+    if (!problem.empty()) throw SetupError(problem);
+  }
+  if (!resume.empty()) trainer.resume_from(resume);
 
   std::ofstream metrics;
   if (root && !options.metrics.empty()) {
@@ -163,6 +197,15 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   // Only rank 0 reports; the others skip the measurement (and do not disturb it much).
   const Peak peak = root ? measure_peak(trainer.device()) : Peak();
   if (root) print_header(trainer, peak);
+  if (root && !resume.empty())
+    std::printf("resumed from %s: step %lld done\n", resume.c_str(),
+                (long long)trainer.steps_done());
+  if (trainer.steps_done() >= t.steps) {
+    if (root)
+      std::printf("done: nothing to run (train.steps is %lld, the checkpoint is at step %lld)\n",
+                  (long long)t.steps, (long long)trainer.steps_done());
+    return 0;
+  }
 
   // The bar redraws a line in place: one process on a terminal only (mpirun hands its ranks a
   // terminal of its own and forwards their output line by line).
@@ -170,7 +213,7 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   double first_loss = 0, last_loss = 0, tokens = 0, seconds = 0, flops = 0;
   int64_t peak_mem = 0;
   std::vector<double> step_seconds;  // after the first (one-time warm-up)
-  for (int64_t i = 0; i < t.steps; ++i) {
+  for (int64_t i = 0; trainer.steps_done() < t.steps; ++i) {
     const StepStats s = trainer.step();
     if (i == 0) first_loss = s.loss;
     last_loss = s.loss;
@@ -181,21 +224,31 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
       seconds += s.seconds;
       flops += s.model_flops;
     }
-    if (!root) continue;
-    const StepReport rep = report(s, peak.rank_gflops * world);
-    if (metrics.is_open()) metrics << json_line(rep) << "\n" << std::flush;
-    if (s.step == 1 || s.step % t.log_interval == 0 || s.step == t.steps) {
-      if (tty) std::printf("\r\033[K");
-      std::printf("%s%s\n", log_line(rep, t.steps).c_str(),
-                  world > 1 ? time_breakdown(rep, world).c_str() : "");
+    if (root) {
+      const StepReport rep = report(s, peak.rank_gflops * world);
+      if (metrics.is_open()) metrics << json_line(rep) << "\n" << std::flush;
+      if (s.step == 1 || s.step % t.log_interval == 0 || s.step == t.steps) {
+        if (tty) std::printf("\r\033[K");
+        std::printf("%s%s\n", log_line(rep, t.steps).c_str(),
+                    world > 1 ? time_breakdown(rep, world).c_str() : "");
+      }
+      // Loss-scale changes and skipped steps are always shown (f16).
+      if (!s.event.empty()) {
+        if (tty) std::printf("\r\033[K");
+        std::printf("step %5lld: %s\n", (long long)s.step, s.event.c_str());
+      }
     }
-    // Loss-scale changes and skipped steps are always shown (f16).
-    if (!s.event.empty()) {
-      if (tty) std::printf("\r\033[K");
-      std::printf("step %5lld: %s\n", (long long)s.step, s.event.c_str());
+    // Saved between steps (collective), outside the steps' measured times.
+    if (!ck.dir.empty() && ((ck.every > 0 && s.step % ck.every == 0) || s.step == t.steps)) {
+      const CheckpointSaved saved = trainer.save_checkpoint(ck.dir, ck.keep);
+      if (root) {
+        if (tty) std::printf("\r\033[K");
+        std::printf("checkpoint: %s (%s in %.2f s)\n", saved.step_dir.c_str(),
+                    human_bytes(double(saved.bytes)).c_str(), saved.seconds);
+      }
     }
-    if (tty) draw_progress(stdout, s.step, t.steps, s.loss);
-    std::fflush(stdout);
+    if (root && tty) draw_progress(stdout, s.step, t.steps, s.loss);
+    if (root) std::fflush(stdout);
   }
   if (tty) std::printf("\r\033[K");
   if (!options.trace.empty()) write_trace(trainer, options.trace, step_seconds);

@@ -14,6 +14,9 @@ namespace merak::train {
 struct RunOptions {
   std::string metrics;  // JSON lines, one a step (rank 0 writes them)
   std::string trace;    // Chrome trace of every rank's instructions (rank 0 writes it)
+  // A checkpoint to continue from: a step directory, a checkpoint directory (its latest), or
+  // "auto" (checkpoint.dir's latest if it has one, else a fresh start). Empty: a fresh start.
+  std::string resume;
 };
 
 // Trains as the config says on `grid` (its shape is the config's layout; one process is

@@ -20,6 +20,12 @@
 
 namespace merak::train {
 
+struct CheckpointSaved {
+  std::string step_dir;
+  int64_t bytes = 0;     // written by every rank together
+  double seconds = 0;    // the save, as the slowest rank saw it
+};
+
 struct StepStats {
   int64_t step = 0;        // 1-based, after the update
   double loss = 0;         // mean over the global batch
@@ -85,6 +91,16 @@ class Trainer {
   // What the partitioner's memory model predicts this rank holds at its peak (weights,
   // gradients, optimizer state, activations; every chunk's).
   int64_t predicted_memory_bytes() const;
+
+  // Checkpoints (checkpointing.cc; collective, every rank alike). Saves the state after the
+  // steps done so far as a step of checkpoint directory `dir`, keeping the newest `keep` (0:
+  // all); a problem on any rank (an unwritable path, a full disk) is a SetupError on every rank
+  // naming the path, and the previous step stays `latest`.
+  CheckpointSaved save_checkpoint(const std::string& dir, int64_t keep);
+  // Loads step directory `step_dir` (written in any layout): the next step is the one after it.
+  // A damaged, foreign or incomplete checkpoint is a SetupError on every rank naming the file
+  // or tensor, before any rank trains.
+  void resume_from(const std::string& step_dir);
 
  private:
   config::Config config_;

@@ -494,6 +494,7 @@ TEST_CASE("to_yaml writes every key and reads back to the same config", "[config
        {"dp", "pp", "tp", "schedule", "micro_batches", "recompute", "recompute_ratio", "zero1",
         "bucket_mb", "tp_subpipeline", "hardware", "virtual_stages",
         "dp_shared_memory", "dp_shared_params", "tp_shared_memory", "comm"}},
+      {"checkpoint", {"dir", "every", "keep", "async"}},
   };
   YAML::Node root = YAML::Load(text);
   REQUIRE(root.IsMap());

@@ -4,6 +4,7 @@
 //               [--trace FILE.json]
 //   mpirun -np N merak_train --config configs/gpt-tiny-3d.yaml [...]
 //   merak_train --config FILE.yaml --dry-run [--json]    the plan, explained; no ranks, no device
+//   merak_train --config FILE.yaml --resume PATH|auto    continue from a checkpoint (any layout)
 //
 // One process is the (1, 1, 1) layout of the same engine and starts no MPI; a job's size must
 // equal the config's dp * pp * tp.
@@ -35,6 +36,7 @@ struct Args {
   std::fprintf(stderr,
                "merak_train: %s\nusage: [mpirun -np N] merak_train --config FILE.yaml "
                "[--set key=value ...] [--metrics FILE.jsonl] [--trace FILE.json]\n"
+               "       [--resume STEP_DIR|CHECKPOINT_DIR|auto]\n"
                "       merak_train --config FILE.yaml [--set key=value ...] --dry-run [--json]\n",
                problem.c_str());
   std::exit(2);
@@ -52,6 +54,7 @@ Args parse_args(int argc, char** argv) {
     else if (arg == "--set") a.overrides.push_back(value());
     else if (arg == "--metrics") a.run.metrics = value();
     else if (arg == "--trace") a.run.trace = value();
+    else if (arg == "--resume") a.run.resume = value();
     else if (arg == "--dry-run") a.dry_run = true;
     else if (arg == "--json") a.json = true;
     else if (arg == "--help" || arg == "-h") usage("help");
@@ -59,6 +62,7 @@ Args parse_args(int argc, char** argv) {
   }
   if (a.config.empty()) usage("--config is required");
   if (a.json && !a.dry_run) usage("--json goes with --dry-run");
+  if (!a.run.resume.empty() && a.dry_run) usage("--resume trains: it does not go with --dry-run");
   return a;
 }
 

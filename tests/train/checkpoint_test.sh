@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Checkpoints through merak_train:
+#   - same-layout resume is bit for bit the uninterrupted run (loss and gradient norm printed at
+#     full precision) for (1,1,1), (2,2,2) shifted with recomputation, (1,2,1) interleaved, dp 2
+#     with ZeRO-1, and BERT at (1,2,2);
+#   - resume in another layout: 20 steps within 1e-5 relative of the uninterrupted run, for
+#     (2,2,2) -> (1,1,1), (1,1,1) -> (1,2,2), (1,4,1) -> (2,1,2), (2,1,1) ZeRO-1 -> (1,2,1) 1f1b,
+#     (1,2,1) interleaved v2 -> (1,1,2);
+#   - bad input ends every rank with exit 2 and one line: a bit-flipped or truncated file (naming
+#     file and tensor), another model's checkpoint (naming the tensor and both shapes), a path
+#     with no checkpoint, an unwritable checkpoint.dir.
+set -u
+train="$1"
+configs="$2"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+fail() { echo "FAIL: $*"; exit 1; }
+export OMPI_MCA_btl=self,vader
+export OMPI_MCA_mpi_yield_when_idle=1
+export MERAK_NUM_THREADS=1
+small=(--set model.layers=4 --set train.seq_len=32 --set train.log_interval=100)
+
+# run NAME LAYOUT CONFIG ARGS...: merak_train on dp*pp*tp ranks ("d,p,t"), metrics in NAME.jsonl.
+run() {
+  local name="$1" layout="$2" cfg="$3"; shift 3
+  local d p t
+  IFS=, read -r d p t <<< "$layout"
+  local n=$((d * p * t)) launch=()
+  [ "$n" -gt 1 ] && launch=(timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$n")
+  "${launch[@]}" "$train" --config "$configs/$cfg" "${small[@]}" --set parallel.dp="$d" \
+    --set parallel.pp="$p" --set parallel.tp="$t" --metrics "$tmp/$name.jsonl" "$@" \
+    > "$tmp/$name.log" 2>&1 || fail "$name: exit $?: $(tail -3 "$tmp/$name.log")"
+}
+# Steps' "loss grad_norm" from a metrics file, from step $2 on.
+numbers() {
+  sed -n 's/.*"step": \([0-9]*\), "loss": \([^,]*\),.*"grad_norm": \([^,]*\),.*/\1 \2 \3/p' "$1" |
+    awk -v from="$2" '$1 >= from'
+}
+
+# Same layout: 6 steps saving at 3, then 3..6 again from the checkpoint.
+same() {  # name layout config args...
+  local name="$1" layout="$2" cfg="$3"; shift 3
+  rm -rf "$tmp/ck-$name"
+  run "$name-a" "$layout" "$cfg" --set train.steps=6 --set checkpoint.dir="$tmp/ck-$name" \
+    --set checkpoint.every=3 "$@"
+  run "$name-b" "$layout" "$cfg" --set train.steps=6 --resume "$tmp/ck-$name/step_000000003" "$@"
+  grep -q "resumed from .*step_000000003: step 3 done" "$tmp/$name-b.log" ||
+    fail "$name: no resume line: $(head -5 "$tmp/$name-b.log")"
+  diff <(numbers "$tmp/$name-a.jsonl" 4) <(numbers "$tmp/$name-b.jsonl" 4) > "$tmp/diff" ||
+    fail "$name: the resumed steps differ: $(cat "$tmp/diff")"
+  [ "$(numbers "$tmp/$name-b.jsonl" 4 | wc -l)" -eq 3 ] || fail "$name: want steps 4..6"
+  echo "bit-exact resume: $name ($layout): $(numbers "$tmp/$name-b.jsonl" 6)"
+}
+same one 1,1,1 gpt-tiny.yaml
+same 3d-shifted 2,2,2 gpt-tiny.yaml --set parallel.schedule=shifted --set parallel.recompute=full \
+  --set train.micro_batch=2
+same interleaved 1,2,1 gpt-tiny.yaml --set parallel.schedule=interleaved \
+  --set parallel.virtual_stages=2 --set train.micro_batch=2
+same zero1 2,1,1 gpt-tiny.yaml --set parallel.zero1=true --set parallel.dp_shared_params=false
+same bert 1,2,2 bert-tiny.yaml --set train.micro_batch=4
+
+# Another layout: 3 steps in the first, then 20 more in the second, against 23 uninterrupted.
+reshard() {  # name from-layout from-args to-layout to-args (args as one string each)
+  local name="$1" from="$2" from_args="$3" to="$4" to_args="$5"
+  rm -rf "$tmp/ck-$name"
+  # shellcheck disable=SC2086
+  run "$name-ref" "$from" gpt-tiny.yaml --set train.steps=23 $from_args
+  # shellcheck disable=SC2086
+  run "$name-save" "$from" gpt-tiny.yaml --set train.steps=3 --set checkpoint.dir="$tmp/ck-$name" \
+    $from_args
+  # shellcheck disable=SC2086
+  run "$name-resumed" "$to" gpt-tiny.yaml --set train.steps=23 --resume "$tmp/ck-$name" $to_args
+  local worst
+  worst=$(paste <(numbers "$tmp/$name-ref.jsonl" 4) <(numbers "$tmp/$name-resumed.jsonl" 4) | awk '
+    $1 != $4 {print "step mismatch"; exit}
+    {d = ($2 - $5) / $2; if (d < 0) d = -d; if (d > w) w = d; n++}
+    END {if (n != 20) print "missing"; else printf "%.2e", w}')
+  case "$worst" in missing|"step mismatch") fail "$name: $worst" ;; esac
+  awk -v w="$worst" 'BEGIN {exit !(w > 1e-5)}' && fail "$name: loss off by $worst"
+  echo "resume in another layout: $name: ($from) -> ($to), 20 steps, largest loss difference $worst"
+}
+reshard 3d-to-one 2,2,2 "--set train.micro_batch=2" 1,1,1 ""
+reshard one-to-pp-tp 1,1,1 "" 1,2,2 "--set train.micro_batch=2"
+reshard pp4-to-dp-tp 1,4,1 "--set train.micro_batch=2" 2,1,2 ""
+reshard zero1-to-pp 2,1,1 "--set parallel.zero1=true --set parallel.dp_shared_params=false" 1,2,1 \
+  "--set parallel.schedule=1f1b --set train.micro_batch=2"
+reshard interleaved-to-tp 1,2,1 \
+  "--set parallel.schedule=interleaved --set parallel.virtual_stages=2 --set train.micro_batch=2" \
+  1,1,2 ""
+
+# Bad input: exit 2, one line, every rank stopped.
+bad() {  # name want-in-message layout args...
+  local name="$1" want="$2" layout="$3"; shift 3
+  local d p t
+  IFS=, read -r d p t <<< "$layout"
+  local n=$((d * p * t)) launch=()
+  [ "$n" -gt 1 ] && launch=(timeout 120 mpirun --allow-run-as-root --oversubscribe -np "$n")
+  local out rc
+  out=$("${launch[@]}" "$train" --config "$configs/gpt-tiny.yaml" "${small[@]}" \
+        --set parallel.dp="$d" --set parallel.pp="$p" --set parallel.tp="$t" \
+        --set train.steps=6 "$@" 2>&1)
+  rc=$?
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "$name: exit $rc: $out"
+  [ "$(grep -c '^merak_train:' <<< "$out")" -eq 1 ] || fail "$name: want one line: $out"
+  grep -qF "$want" <<< "$out" || fail "$name: want '$want' in: $out"
+  [ "$n" -gt 1 ] || [ "$rc" -eq 2 ] || fail "$name: exit $rc, want 2"
+  echo "refused: $name: $(grep '^merak_train:' <<< "$out")"
+}
+ck="$tmp/ck-one/step_000000003"
+cp -r "$ck" "$tmp/flipped"
+file="$tmp/flipped/rank_00000.safetensors"
+size=$(stat -c %s "$file")
+printf '\xff' | dd of="$file" bs=1 seek=$((size / 2)) conv=notrunc status=none
+bad bit-flip "$file: checksum mismatch in tensor '" 1,1,1 --resume "$tmp/flipped"
+cp -r "$ck" "$tmp/truncated"
+truncate -s $((size / 3)) "$tmp/truncated/rank_00000.safetensors"
+bad truncated "$tmp/truncated/rank_00000.safetensors: truncated: tensor '" 2,2,1 \
+  --resume "$tmp/truncated"
+bad other-model "has shape [256, 128] there, [256, 64] here: a checkpoint of another model?" 1,2,1 \
+  --set model.hidden=64 --set model.heads=2 --resume "$ck"
+bad nothing-there "neither a step (no index.json) nor a checkpoint directory" 1,1,1 \
+  --resume "$tmp/empty-dir"
+touch "$tmp/a-file"
+bad unwritable "$tmp/a-file/ck" 2,1,1 --set checkpoint.dir="$tmp/a-file/ck"
+# --resume auto: nothing saved yet is a fresh start.
+run auto-fresh 1,1,1 gpt-tiny.yaml --set train.steps=2 --set checkpoint.dir="$tmp/ck-auto" \
+  --resume auto
+grep -q "^checkpoint: $tmp/ck-auto/step_000000002" "$tmp/auto-fresh.log" ||
+  fail "auto: no fresh start and save: $(tail -3 "$tmp/auto-fresh.log")"
+run auto-again 1,1,1 gpt-tiny.yaml --set train.steps=4 --set checkpoint.dir="$tmp/ck-auto" \
+  --resume auto
+grep -q "resumed from $tmp/ck-auto/step_000000002: step 2 done" "$tmp/auto-again.log" ||
+  fail "auto: did not resume: $(head -4 "$tmp/auto-again.log")"
+echo "checkpoint_test: all checks passed"
