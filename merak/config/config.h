@@ -123,7 +123,7 @@ struct CheckpointConfig {
   std::string dir;          // none saved when empty
   int64_t every = 0;        // steps between saves (and the last step); 0 = only the last
   int64_t keep = 0;         // complete steps kept, the oldest deleted; 0 = all
-  bool async = false;       // write in the background (not built yet: an error)
+  bool async = false;       // files written in the background; published a step later
 };
 
 struct Config {

@@ -208,8 +208,8 @@ std::optional<Problem> first_problem(const Config& c) {
   k.at_least(ck.keep, 0, "checkpoint.keep");
   k.require(ck.every == 0 || !ck.dir.empty(), "checkpoint.every",
             "saves every " + str(ck.every) + " steps, but checkpoint.dir is empty");
-  k.require(!ck.async, "checkpoint.async",
-            "background saves are not built yet (false saves between steps)");
+  k.require(!ck.async || !ck.dir.empty(), "checkpoint.async",
+            "saves in the background, but checkpoint.dir is empty");
   k.require(p.comm != "nccl" || t.device == "cuda", "parallel.comm",
             "nccl carries device memory: it needs train.device: cuda (the device is " + t.device +
                 ")");

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "merak/checkpoint/store.h"
+#include "merak/train/checkpointing.h"
 #include "merak/runtime/engine_comm.h"
 #include "merak/train/trainer.h"
 
@@ -77,57 +78,84 @@ std::vector<checkpoint::PieceEntry> decode(const std::string& text) {
 }  // namespace
 
 CheckpointSaved Trainer::save_checkpoint(const std::string& dir, int64_t keep) {
+  start_checkpoint(dir, keep);
+  return finish_checkpoint();  // at once: the step loop waits for the files too
+}
+
+void Trainer::start_checkpoint(const std::string& dir, int64_t keep) {
+  MERAK_CHECK(!pending_, "a checkpoint save is already in flight");
   comm::Communicator& host = grid_.host();
-  const bool root = grid_.rank() == 0;
-  const auto start = Clock::now();
-  const std::string tmp = dir + "/." + checkpoint::step_name(steps_) + ".tmp";
+  auto p = std::make_unique<PendingCheckpoint>();
+  p->dir = dir;
+  p->step = steps_;
+  p->keep = keep;
+  p->start = Clock::now();
+  p->tmp = dir + "/." + checkpoint::step_name(steps_) + ".tmp";
   std::string problem;
   try {
-    if (root) checkpoint::begin_step(dir, steps_);
+    if (grid_.rank() == 0) checkpoint::begin_step(dir, steps_);
   } catch (const std::exception& e) {
     problem = e.what();
   }
   agree(host, problem);
-
-  std::vector<checkpoint::PieceEntry> mine;
-  int64_t bytes = 0;
-  try {
-    const std::vector<checkpoint::Piece> pieces = engine_->checkpoint_pieces();
-    if (!pieces.empty()) {
-      char file[64];
-      std::snprintf(file, sizeof file, "rank_%05d.safetensors", grid_.rank());
-      mine = checkpoint::write_pieces(tmp, file, pieces);
+  // The step loop waits for this copy only: the engine's state to host memory.
+  p->pieces = engine_->checkpoint_pieces();
+  p->scalars = engine_->checkpoint_scalars();
+  p->scalars["train.step"] = std::to_string(steps_);
+  char file[64];
+  std::snprintf(file, sizeof file, "rank_%05d.safetensors", grid_.rank());
+  p->file = file;
+  p->blocked = std::chrono::duration<double>(Clock::now() - p->start).count();
+  PendingCheckpoint* raw = p.get();
+  p->writer = std::thread([raw] {
+    try {
+      if (!raw->pieces.empty())
+        raw->entries = checkpoint::write_pieces(raw->tmp, raw->file, raw->pieces);
+    } catch (const std::exception& e) {
+      raw->problem = e.what();
     }
-    for (const checkpoint::PieceEntry& e : mine) bytes += e.byte_end - e.byte_begin;
-  } catch (const std::exception& e) {
-    problem = e.what();
-  }
-  agree(host, problem);
+  });
+  pending_ = std::move(p);
+}
 
-  const std::vector<std::string> all = runtime::all_gather_bytes(host, encode(mine));
+CheckpointSaved Trainer::finish_checkpoint() {
+  MERAK_CHECK(pending_, "no checkpoint save in flight");
+  std::unique_ptr<PendingCheckpoint> p = std::move(pending_);
+  comm::Communicator& host = grid_.host();
+  const auto waited = Clock::now();
+  if (p->writer.joinable()) p->writer.join();
+  p->blocked += std::chrono::duration<double>(Clock::now() - waited).count();
+  // A write that failed anywhere: every rank stops, and `latest` stays where it was.
+  agree(host, p->problem);
+  int64_t bytes = 0;
+  for (const checkpoint::PieceEntry& e : p->entries) bytes += e.byte_end - e.byte_begin;
+  const auto collect = Clock::now();
+  const std::vector<std::string> all = runtime::all_gather_bytes(host, encode(p->entries));
+  std::string problem;
   try {
-    if (root) {
+    if (grid_.rank() == 0) {
       std::vector<checkpoint::PieceEntry> entries;
       for (const std::string& text : all)
         for (const checkpoint::PieceEntry& e : decode(text)) entries.push_back(e);
-      std::map<std::string, std::string> state = engine_->checkpoint_scalars();
-      state["train.step"] = std::to_string(steps_);
-      checkpoint::write_index(tmp, steps_, config::to_yaml(config_), state, entries);
-      checkpoint::publish(dir, steps_);
-      checkpoint::point_latest(dir, steps_);
-      checkpoint::prune(dir, int(keep));
+      checkpoint::write_index(p->tmp, p->step, config::to_yaml(config_), p->scalars, entries);
+      checkpoint::publish(p->dir, p->step);
+      checkpoint::point_latest(p->dir, p->step);
+      checkpoint::prune(p->dir, int(p->keep));
     }
   } catch (const std::exception& e) {
     problem = e.what();
   }
   agree(host, problem);
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const std::vector<double> totals = runtime::all_gather_doubles(host, {double(bytes), seconds});
+  p->blocked += std::chrono::duration<double>(Clock::now() - collect).count();
+  const double seconds = std::chrono::duration<double>(Clock::now() - p->start).count();
+  const std::vector<double> totals =
+      runtime::all_gather_doubles(host, {double(bytes), seconds, p->blocked});
   CheckpointSaved saved;
-  saved.step_dir = dir + "/" + checkpoint::step_name(steps_);
-  for (size_t i = 0; i < totals.size(); i += 2) {
+  saved.step_dir = p->dir + "/" + checkpoint::step_name(p->step);
+  for (size_t i = 0; i < totals.size(); i += 3) {
     saved.bytes += int64_t(totals[i]);
     saved.seconds = std::max(saved.seconds, totals[i + 1]);
+    saved.blocked = std::max(saved.blocked, totals[i + 2]);
   }
   return saved;
 }

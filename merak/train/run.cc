@@ -238,14 +238,19 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
         std::printf("step %5lld: %s\n", (long long)s.step, s.event.c_str());
       }
     }
-    // Saved between steps (collective), outside the steps' measured times.
+    // Saved between steps (collective), outside the steps' measured times. A background save
+    // is published at the step boundary after it started (or at the end).
+    auto report_save = [&](const CheckpointSaved& saved) {
+      if (!root) return;
+      if (tty) std::printf("\r\033[K");
+      std::printf("checkpoint: %s (%s in %.2f s; the steps waited %.3f s)\n",
+                  saved.step_dir.c_str(), human_bytes(double(saved.bytes)).c_str(),
+                  saved.seconds, saved.blocked);
+    };
+    if (trainer.checkpoint_pending()) report_save(trainer.finish_checkpoint());
     if (!ck.dir.empty() && ((ck.every > 0 && s.step % ck.every == 0) || s.step == t.steps)) {
-      const CheckpointSaved saved = trainer.save_checkpoint(ck.dir, ck.keep);
-      if (root) {
-        if (tty) std::printf("\r\033[K");
-        std::printf("checkpoint: %s (%s in %.2f s)\n", saved.step_dir.c_str(),
-                    human_bytes(double(saved.bytes)).c_str(), saved.seconds);
-      }
+      if (ck.async && s.step < t.steps) trainer.start_checkpoint(ck.dir, ck.keep);
+      else report_save(trainer.save_checkpoint(ck.dir, ck.keep));
     }
     if (root && tty) draw_progress(stdout, s.step, t.steps, s.loss);
     if (root) std::fflush(stdout);

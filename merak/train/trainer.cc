@@ -17,6 +17,7 @@
 #include "merak/optim/adamw.h"
 #include "merak/runtime/engine_comm.h"
 #include "merak/runtime/schedule_recompute.h"
+#include "merak/train/checkpointing.h"
 #include "models/model.h"
 
 namespace merak::train {

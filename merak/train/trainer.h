@@ -22,9 +22,12 @@ namespace merak::train {
 
 struct CheckpointSaved {
   std::string step_dir;
-  int64_t bytes = 0;     // written by every rank together
-  double seconds = 0;    // the save, as the slowest rank saw it
+  int64_t bytes = 0;       // written by every rank together
+  double seconds = 0;      // from its start to its publication, as the slowest rank saw it
+  double blocked = 0;      // of that, the step loop held up (the slowest rank's)
 };
+
+struct PendingCheckpoint;  // a save whose files are being written in the background
 
 struct StepStats {
   int64_t step = 0;        // 1-based, after the update
@@ -97,6 +100,13 @@ class Trainer {
   // all); a problem on any rank (an unwritable path, a full disk) is a SetupError on every rank
   // naming the path, and the previous step stays `latest`.
   CheckpointSaved save_checkpoint(const std::string& dir, int64_t keep);
+  // The same in the background: the state is copied to host memory now and each rank's file
+  // written by a thread while training goes on; finish_checkpoint (at a later step boundary,
+  // on every rank) waits for the files, then publishes the step, or raises the SetupError that
+  // stopped a write (and `latest` stays where it was). One save at a time.
+  void start_checkpoint(const std::string& dir, int64_t keep);
+  bool checkpoint_pending() const { return pending_ != nullptr; }
+  CheckpointSaved finish_checkpoint();
   // Loads step directory `step_dir` (written in any layout): the next step is the one after it.
   // A damaged, foreign or incomplete checkpoint is a SetupError on every rank naming the file
   // or tensor, before any rank trains.
@@ -108,6 +118,7 @@ class Trainer {
   runtime::EngineOptions options_;
   std::unique_ptr<runtime::Engine> engine_;
   std::unique_ptr<BatchSource> data_;
+  std::unique_ptr<PendingCheckpoint> pending_;
   runtime::MicroBatchFn batches_;
   double flops_per_token_ = 0;
   int64_t parameters_ = 0;

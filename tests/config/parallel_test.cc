@@ -63,9 +63,8 @@ TEST_CASE("parallel values out of range name the key", "[config][parallel]") {
   CHECK(error_of("parallel:\n  tp: 0\n") == "p.yaml: key 'parallel.tp': must be >= 1, got 0");
   CHECK(error_of("checkpoint:\n  every: 10\n") ==
         "p.yaml: key 'checkpoint.every': saves every 10 steps, but checkpoint.dir is empty");
-  CHECK(error_of("checkpoint:\n  dir: ck\n  async: true\n") ==
-        "p.yaml: key 'checkpoint.async': background saves are not built yet (false saves "
-        "between steps)");
+  CHECK(error_of("checkpoint:\n  async: true\n") ==
+        "p.yaml: key 'checkpoint.async': saves in the background, but checkpoint.dir is empty");
   CHECK(error_of("checkpoint:\n  dir: ck\n  keep: -1\n") ==
         "p.yaml: key 'checkpoint.keep': must be >= 0, got -1");
   CHECK(error_of("parallel:\n  comm: gloo\n") ==

@@ -2,7 +2,7 @@
 # Checkpoints through merak_train:
 #   - same-layout resume is bit for bit the uninterrupted run (loss and gradient norm printed at
 #     full precision) for (1,1,1), (2,2,2) shifted with recomputation, (1,2,1) interleaved, dp 2
-#     with ZeRO-1, and BERT at (1,2,2);
+#     with ZeRO-1, BERT at (1,2,2), and a background (checkpoint.async) save at dp 2;
 #   - resume in another layout: 20 steps within 1e-5 relative of the uninterrupted run, for
 #     (2,2,2) -> (1,1,1), (1,1,1) -> (1,2,2), (1,4,1) -> (2,1,2), (2,1,1) ZeRO-1 -> (1,2,1) 1f1b,
 #     (1,2,1) interleaved v2 -> (1,1,2);
@@ -42,7 +42,9 @@ same() {  # name layout config args...
   rm -rf "$tmp/ck-$name"
   run "$name-a" "$layout" "$cfg" --set train.steps=6 --set checkpoint.dir="$tmp/ck-$name" \
     --set checkpoint.every=3 "$@"
-  run "$name-b" "$layout" "$cfg" --set train.steps=6 --resume "$tmp/ck-$name/step_000000003" "$@"
+  # (It saves too, elsewhere: a resumed run's checkpoints work like any other's.)
+  run "$name-b" "$layout" "$cfg" --set train.steps=6 --resume "$tmp/ck-$name/step_000000003" \
+    --set checkpoint.dir="$tmp/ck-$name-b" "$@"
   grep -q "resumed from .*step_000000003: step 3 done" "$tmp/$name-b.log" ||
     fail "$name: no resume line: $(head -5 "$tmp/$name-b.log")"
   diff <(numbers "$tmp/$name-a.jsonl" 4) <(numbers "$tmp/$name-b.jsonl" 4) > "$tmp/diff" ||
@@ -57,6 +59,10 @@ same interleaved 1,2,1 gpt-tiny.yaml --set parallel.schedule=interleaved \
   --set parallel.virtual_stages=2 --set train.micro_batch=2
 same zero1 2,1,1 gpt-tiny.yaml --set parallel.zero1=true --set parallel.dp_shared_params=false
 same bert 1,2,2 bert-tiny.yaml --set train.micro_batch=4
+# Background saves: published a step later, the same state.
+same async 2,1,1 gpt-tiny.yaml --set checkpoint.async=true
+grep -q "^checkpoint: .*step_000000003 (.*the steps waited" "$tmp/async-a.log" ||
+  fail "async: no report of the background save: $(cat "$tmp/async-a.log")"
 
 # Another layout: 3 steps in the first, then 20 more in the second, against 23 uninterrupted.
 reshard() {  # name from-layout from-args to-layout to-args (args as one string each)
