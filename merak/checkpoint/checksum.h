@@ -10,7 +10,9 @@
 
 namespace merak::checkpoint {
 
-uint64_t checksum(const void* data, size_t bytes);
+// Over 1 MiB blocks, summed on the thread pool when `parallel` (the same value either way: a
+// writer thread beside training passes false and keeps off the pool).
+uint64_t checksum(const void* data, size_t bytes, bool parallel = true);
 std::string checksum_hex(uint64_t c);  // 16 lower-case hex digits
 
 }  // namespace merak::checkpoint

@@ -11,7 +11,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "merak/checkpoint/checksum.h"
 #include "merak/core/json.h"
@@ -41,11 +44,18 @@ class OutFile {
   void write(const void* data, size_t n) {
     const char* p = static_cast<const char*>(data);
     while (n > 0) {
-      const ssize_t w = ::write(fd_, p, n);
+      const ssize_t w = ::write(fd_, p, std::min(n, kFlushBytes));
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0) fail(os_error("cannot write", path_));
       p += w;
       n -= size_t(w);
+      written_ += w;
+      // Start the disk on what is written while the next part is copied in: the final fsync
+      // then waits for the tail only, and the save runs at the disk's pace, not copy + disk.
+      if (written_ - flushed_ >= int64_t(kFlushBytes)) {
+        ::sync_file_range(fd_, flushed_, written_ - flushed_, SYNC_FILE_RANGE_WRITE);
+        flushed_ = written_;
+      }
     }
   }
   void sync_and_close() {
@@ -58,8 +68,10 @@ class OutFile {
   }
 
  private:
+  static constexpr size_t kFlushBytes = size_t(32) << 20;
   std::string path_;
   int fd_ = -1;
+  int64_t written_ = 0, flushed_ = 0;
 };
 
 void sync_dir(const std::string& path) {
@@ -179,6 +191,19 @@ std::vector<PieceEntry> write_pieces(const std::string& step_dir, const std::str
   const uint64_t header_len = header.size();
   const int64_t base = 8 + int64_t(header_len);
 
+  // The checksums on a thread of their own while the data is written (both only read it).
+  std::vector<uint64_t> sums(pieces.size());
+  std::thread summing([&] {
+    for (size_t k = 0; k < pieces.size(); ++k)
+      sums[k] = checksum(pieces[k].values.raw_data(), size_t(pieces[k].values.nbytes()),
+                         /*parallel=*/false);
+  });
+  struct Join {
+    std::thread& t;
+    ~Join() {
+      if (t.joinable()) t.join();
+    }
+  } join{summing};
   const std::string path = step_dir + "/" + file;
   OutFile out(path);
   unsigned char len[8];
@@ -198,10 +223,11 @@ std::vector<PieceEntry> write_pieces(const std::string& step_dir, const std::str
     e.file = file;
     e.byte_begin = base + begin[k];
     e.byte_end = e.byte_begin + int64_t(bytes);
-    e.checksum = checksum(p.values.raw_data(), bytes);
     entries.push_back(e);
   }
   out.sync_and_close();
+  summing.join();
+  for (size_t k = 0; k < entries.size(); ++k) entries[k].checksum = sums[k];
   return entries;
 }
 
@@ -381,6 +407,18 @@ Index read_index(const std::string& step_dir) {
   return index;
 }
 
+void prefetch(const Index& index) {
+  std::set<std::string> files;
+  for (const auto& [name, t] : index.tensors)
+    for (const PieceEntry& e : t.pieces) files.insert(e.file);
+  for (const std::string& f : files) {
+    const int fd = ::open((index.dir + "/" + f).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // reported, with the tensor, when read
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+    ::close(fd);
+  }
+}
+
 void read_region(const Index& index, const std::string& name, const Shape& global_shape,
                  DType dtype, const Region& target, const Tensor& out) {
   const std::string where = "checkpoint " + index.dir;
@@ -401,7 +439,8 @@ void read_region(const Index& index, const std::string& name, const Shape& globa
               " contiguous ", dtype_name(dtype), " on the host");
   const size_t elem = dtype_size(dtype);
   int64_t copied = 0;
-  std::vector<char> bytes;
+  std::unique_ptr<char[]> buffer;  // not zeroed: every byte used is read first
+  size_t capacity = 0;
   for (const PieceEntry& e : t.pieces) {
     bool apart = false;  // the boxes share nothing: skip the read
     for (size_t d = 0; d < target.shape.size(); ++d)
@@ -409,25 +448,35 @@ void read_region(const Index& index, const std::string& name, const Shape& globa
               target.offset[d] >= e.region.offset[d] + e.region.shape[d];
     if (apart) continue;
     const std::string file = index.dir + "/" + e.file;
-    bytes.resize(size_t(e.byte_end - e.byte_begin));
+    const size_t n = size_t(e.byte_end - e.byte_begin);
+    // The same region written and wanted (a resume in the same layout): straight into `out`.
+    const bool same = e.region.offset == target.offset && e.region.shape == target.shape &&
+                      e.region.begin == target.begin && e.region.flat_end() == target.flat_end();
+    char* bytes = static_cast<char*>(out.raw_data());
+    if (!same) {
+      if (capacity < n) {
+        buffer.reset(new char[n]);
+        capacity = n;
+      }
+      bytes = buffer.get();
+    }
     const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) fail(os_error("cannot open", file) + " (tensor '" + name + "')");
     size_t got = 0;
-    while (got < bytes.size()) {
-      const ssize_t r = ::pread(fd, bytes.data() + got, bytes.size() - got,
-                                off_t(e.byte_begin + int64_t(got)));
+    while (got < n) {
+      const ssize_t r = ::pread(fd, bytes + got, n - got, off_t(e.byte_begin + int64_t(got)));
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) break;
       got += size_t(r);
     }
     ::close(fd);
-    if (got != bytes.size())
+    if (got != n)
       fail(file + ": truncated: tensor '" + name + "' needs bytes " +
            std::to_string(e.byte_begin) + ".." + std::to_string(e.byte_end));
-    if (checksum(bytes.data(), bytes.size()) != e.checksum)
+    if (checksum(bytes, n) != e.checksum)
       fail(file + ": checksum mismatch in tensor '" + name + "' " + e.region.str() +
            " (the file is damaged)");
-    copied += copy_overlap(e.region, bytes.data(), target, out.raw_data(), elem);
+    copied += same ? target.numel() : copy_overlap(e.region, bytes, target, out.raw_data(), elem);
   }
   if (copied != target.numel())
     fail(where + ": tensor '" + name + "' " + target.str() + ": the pieces hold " +

@@ -41,9 +41,9 @@ class AdamW {
   // Optimizer state for checkpoints: first and second moments, by parameter name.
   const std::vector<Tensor>& exp_avg() const { return m_; }
   const std::vector<Tensor>& exp_avg_sq() const { return v_; }
-  // For a resume: the moments allocated (zeros where no step made them yet, on the parameters'
-  // device) for the caller to fill, and the step count set.
-  void allocate_state();
+  // For checkpoints: the moments allocated where no step made them yet (zeros, or left
+  // uninitialised when the caller is about to fill them), and the step count set.
+  void allocate_state(bool zero = true);
   void set_steps_taken(int64_t steps);
 
  private:

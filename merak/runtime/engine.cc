@@ -732,19 +732,20 @@ bool Engine::recomputes() const { return impl_->recompute; }
 int Engine::micro_batches() const { return impl_->micro_batches; }
 const std::vector<TraceSpan>& Engine::spans() const { return impl_->log.spans(); }
 
-std::vector<checkpoint::Piece> Engine::checkpoint_pieces() {
+std::vector<checkpoint::Piece> Engine::checkpoint_pieces(bool copy) {
   Impl& e = *impl_;
   const std::vector<optim::Param>& values = e.mixed ? e.mixed->master_params() : e.params;
   std::vector<checkpoint::Piece> out;
   for (size_t i = 0; i < values.size(); ++i)
     if (e.replica == 0 && e.counts(i))
-      add_state_pieces(values[i].name, *e.shards[i], values[i].value, 0, &out);
+      add_state_pieces(values[i].name, *e.shards[i], values[i].value, 0, copy, &out);
   const bool sharded = e.dp->state_sharded();
   for (const OptimizerSlice& s : e.dp->optimizer_state()) {
     if (!(sharded || e.replica == 0) || !e.counts(s.param)) continue;
     const std::string& name = values[s.param].name;
-    add_state_pieces(name + ".exp_avg", *e.shards[s.param], s.exp_avg, s.begin, &out);
-    add_state_pieces(name + ".exp_avg_sq", *e.shards[s.param], s.exp_avg_sq, s.begin, &out);
+    add_state_pieces(name + ".exp_avg", *e.shards[s.param], s.exp_avg, s.begin, copy, &out);
+    add_state_pieces(name + ".exp_avg_sq", *e.shards[s.param], s.exp_avg_sq, s.begin, copy,
+                     &out);
   }
   return out;
 }
@@ -768,6 +769,7 @@ std::map<std::string, std::string> Engine::checkpoint_scalars() const {
 void Engine::load_checkpoint(const checkpoint::Index& index) {
   Impl& e = *impl_;
   const std::vector<optim::Param>& values = e.mixed ? e.mixed->master_params() : e.params;
+  checkpoint::prefetch(index);
   for (size_t i = 0; i < values.size(); ++i)
     read_state_pieces(index, values[i].name, *e.shards[i], values[i].value, 0);
   if (e.mixed) e.mixed->masters_to_copies();

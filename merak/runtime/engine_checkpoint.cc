@@ -53,13 +53,15 @@ std::vector<LocalRun> shard_runs(const partition::ParamShard& shard, int64_t beg
 }
 
 void add_state_pieces(const std::string& name, const partition::ParamShard& shard,
-                      const Tensor& values, int64_t begin, std::vector<checkpoint::Piece>* out) {
+                      const Tensor& values, int64_t begin, bool copy,
+                      std::vector<checkpoint::Piece>* out) {
   const Shape global = to_shape(shard.full_shape());
   const Tensor flat = values.view({-1});
   for (const LocalRun& run : shard_runs(shard, begin, flat.numel())) {
     const Tensor part = flat.narrow(0, run.local_begin - begin, run.region.numel());
-    out->push_back({name, global, run.region,
-                    part.device().is_cpu() ? part.contiguous().clone() : part.to(Device::cpu())});
+    Tensor host = part.device().is_cpu() ? part.contiguous() : part.to(Device::cpu());
+    if (copy && part.device().is_cpu()) host = host.clone();
+    out->push_back({name, global, run.region, host});
   }
 }
 
@@ -68,9 +70,14 @@ void read_state_pieces(const checkpoint::Index& index, const std::string& name,
   const Shape global = to_shape(shard.full_shape());
   const Tensor flat = values.view({-1});
   for (const LocalRun& run : shard_runs(shard, begin, flat.numel())) {
+    const Tensor place = flat.narrow(0, run.local_begin - begin, run.region.numel());
+    if (place.device().is_cpu()) {  // read straight into the state
+      checkpoint::read_region(index, name, global, DType::F32, run.region, place);
+      continue;
+    }
     Tensor host = Tensor::empty({run.region.numel()}, DType::F32);
     checkpoint::read_region(index, name, global, DType::F32, run.region, host);
-    flat.narrow(0, run.local_begin - begin, run.region.numel()).copy_(host);
+    place.copy_(host);
   }
 }
 

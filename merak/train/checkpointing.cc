@@ -4,6 +4,7 @@
 // ends with the ranks agreeing, so a rank's failure stops all of them, none left waiting.
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 
 #include "merak/checkpoint/store.h"
@@ -78,11 +79,15 @@ std::vector<checkpoint::PieceEntry> decode(const std::string& text) {
 }  // namespace
 
 CheckpointSaved Trainer::save_checkpoint(const std::string& dir, int64_t keep) {
-  start_checkpoint(dir, keep);
-  return finish_checkpoint();  // at once: the step loop waits for the files too
+  start(dir, keep, /*background=*/false);
+  return finish_checkpoint();
 }
 
 void Trainer::start_checkpoint(const std::string& dir, int64_t keep) {
+  start(dir, keep, /*background=*/true);
+}
+
+void Trainer::start(const std::string& dir, int64_t keep, bool background) {
   MERAK_CHECK(!pending_, "a checkpoint save is already in flight");
   comm::Communicator& host = grid_.host();
   auto p = std::make_unique<PendingCheckpoint>();
@@ -99,23 +104,54 @@ void Trainer::start_checkpoint(const std::string& dir, int64_t keep) {
   }
   agree(host, problem);
   // The step loop waits for this copy only: the engine's state to host memory.
-  p->pieces = engine_->checkpoint_pieces();
+  // In the background the state is copied (training changes it meanwhile, below); at once the
+  // files are written from it directly.
+  p->pieces = engine_->checkpoint_pieces(/*copy=*/false);
   p->scalars = engine_->checkpoint_scalars();
   p->scalars["train.step"] = std::to_string(steps_);
   char file[64];
   std::snprintf(file, sizeof file, "rank_%05d.safetensors", grid_.rank());
   p->file = file;
-  p->blocked = std::chrono::duration<double>(Clock::now() - p->start).count();
+  if (background) {
+    // Into host buffers kept from save to save (one save is in flight at a time): no fresh
+    // memory to fault in, so the step loop waits for a plain copy.
+    if (staging_.size() != p->pieces.size()) staging_.assign(p->pieces.size(), Tensor());
+    for (size_t k = 0; k < p->pieces.size(); ++k) {
+      Tensor& buf = staging_[k];
+      const Tensor& v = p->pieces[k].values;
+      if (!buf.defined() || buf.numel() != v.numel() || buf.dtype() != v.dtype())
+        buf = Tensor::empty(v.shape(), v.dtype());
+      if (v.device().is_cpu() && v.is_contiguous())
+        std::memcpy(buf.raw_data(), v.raw_data(), size_t(v.nbytes()));
+      else
+        buf.view(v.shape()).copy_(v);
+      p->pieces[k].values = buf;
+    }
+  }
   PendingCheckpoint* raw = p.get();
-  p->writer = std::thread([raw] {
+  auto write = [raw] {
     try {
       if (!raw->pieces.empty())
         raw->entries = checkpoint::write_pieces(raw->tmp, raw->file, raw->pieces);
     } catch (const std::exception& e) {
       raw->problem = e.what();
     }
-  });
+    raw->written = true;
+  };
+  if (background) p->writer = std::thread(write);
+  else write();
+  // What the step loop waited so far: the copy (and, at once, the writing too).
+  p->blocked = std::chrono::duration<double>(Clock::now() - p->start).count();
   pending_ = std::move(p);
+}
+
+bool Trainer::checkpoint_written() {
+  MERAK_CHECK(pending_, "no checkpoint save in flight");
+  const std::vector<double> done =
+      runtime::all_gather_doubles(grid_.host(), {pending_->written ? 1.0 : 0.0});
+  for (double d : done)
+    if (d == 0) return false;
+  return true;
 }
 
 CheckpointSaved Trainer::finish_checkpoint() {

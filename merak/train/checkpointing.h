@@ -2,6 +2,7 @@
 // written (by a thread in the background, or at once), its entries for the index to follow.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -26,6 +27,7 @@ struct PendingCheckpoint {
   std::vector<checkpoint::PieceEntry> entries;   // this rank's, once written
   std::string problem;                           // what stopped the write, if anything
   std::thread writer;                            // background saves only
+  std::atomic<bool> written{false};              // the writer is done (or failed)
 
   ~PendingCheckpoint() {
     if (writer.joinable()) writer.join();

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <vector>
@@ -186,7 +187,12 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
     problem = runtime::broadcast_bytes(grid.host(), problem, 0);
     if (!problem.empty()) throw SetupError(problem);
   }
-  if (!resume.empty()) trainer.resume_from(resume);
+  double load_seconds = 0;
+  if (!resume.empty()) {
+    const auto start = std::chrono::steady_clock::now();
+    trainer.resume_from(resume);
+    load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
 
   std::ofstream metrics;
   if (root && !options.metrics.empty()) {
@@ -198,8 +204,8 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   const Peak peak = root ? measure_peak(trainer.device()) : Peak();
   if (root) print_header(trainer, peak);
   if (root && !resume.empty())
-    std::printf("resumed from %s: step %lld done\n", resume.c_str(),
-                (long long)trainer.steps_done());
+    std::printf("resumed from %s: step %lld done (loaded in %.2f s)\n", resume.c_str(),
+                (long long)trainer.steps_done(), load_seconds);
   if (trainer.steps_done() >= t.steps) {
     if (root)
       std::printf("done: nothing to run (train.steps is %lld, the checkpoint is at step %lld)\n",
@@ -247,8 +253,13 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
                   saved.step_dir.c_str(), human_bytes(double(saved.bytes)).c_str(),
                   saved.seconds, saved.blocked);
     };
-    if (trainer.checkpoint_pending()) report_save(trainer.finish_checkpoint());
-    if (!ck.dir.empty() && ((ck.every > 0 && s.step % ck.every == 0) || s.step == t.steps)) {
+    const bool due =
+        !ck.dir.empty() && ((ck.every > 0 && s.step % ck.every == 0) || s.step == t.steps);
+    // A background save is published once its files are written everywhere, or before the
+    // next one starts.
+    if (trainer.checkpoint_pending() && (due || trainer.checkpoint_written()))
+      report_save(trainer.finish_checkpoint());
+    if (due) {
       if (ck.async && s.step < t.steps) trainer.start_checkpoint(ck.dir, ck.keep);
       else report_save(trainer.save_checkpoint(ck.dir, ck.keep));
     }

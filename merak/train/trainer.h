@@ -102,10 +102,14 @@ class Trainer {
   CheckpointSaved save_checkpoint(const std::string& dir, int64_t keep);
   // The same in the background: the state is copied to host memory now and each rank's file
   // written by a thread while training goes on; finish_checkpoint (at a later step boundary,
-  // on every rank) waits for the files, then publishes the step, or raises the SetupError that
-  // stopped a write (and `latest` stays where it was). One save at a time.
+  // on every rank: once checkpoint_written, or before the next save and at the end) waits for
+  // the files, then publishes the step, or raises the SetupError that stopped a write (and
+  // `latest` stays where it was). One save at a time.
   void start_checkpoint(const std::string& dir, int64_t keep);
   bool checkpoint_pending() const { return pending_ != nullptr; }
+  // Whether every rank's file of the pending save is written (collective; cheap): the step loop
+  // publishes it then, without waiting for a write still going.
+  bool checkpoint_written();
   CheckpointSaved finish_checkpoint();
   // Loads step directory `step_dir` (written in any layout): the next step is the one after it.
   // A damaged, foreign or incomplete checkpoint is a SetupError on every rank naming the file
@@ -119,6 +123,8 @@ class Trainer {
   std::unique_ptr<runtime::Engine> engine_;
   std::unique_ptr<BatchSource> data_;
   std::unique_ptr<PendingCheckpoint> pending_;
+  std::vector<Tensor> staging_;  // host copies of the state for background saves, reused
+  void start(const std::string& dir, int64_t keep, bool background);  // checkpointing.cc
   runtime::MicroBatchFn batches_;
   double flops_per_token_ = 0;
   int64_t parameters_ = 0;
