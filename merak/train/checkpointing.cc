@@ -17,12 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Every rank's `problem` (empty: none): the first is a SetupError on every rank.
-void agree(comm::Communicator& host, const std::string& problem) {
-  for (const std::string& p : runtime::all_gather_bytes(host, problem))
-    if (!p.empty()) throw SetupError(p);
-}
-
 std::string join(const Shape& s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);

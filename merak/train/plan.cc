@@ -9,6 +9,11 @@
 #include "models/model.h"
 
 namespace merak::train {
+
+void agree(comm::Communicator& host, const std::string& problem) {
+  for (const std::string& p : runtime::all_gather_bytes(host, problem))
+    if (!p.empty()) throw SetupError(p);
+}
 namespace {
 
 // Prefixes of the broadcast plan: the plan's bytes, or an error to rethrow.

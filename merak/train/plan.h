@@ -20,6 +20,10 @@ class SetupError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Collective over `host`: every rank's `problem` (empty when it has none); the first one is
+// thrown as a SetupError on every rank, so they all stop together, none left waiting on another.
+void agree(comm::Communicator& host, const std::string& problem);
+
 // What the partitioner is asked: the config's model traced on Meta tensors at one micro-batch,
 // and the layout, hardware profile, precision, schedule, micro-batches, recomputation and ZeRO-1
 // the run uses. Throws SetupError naming the key at fault.

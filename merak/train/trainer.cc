@@ -34,13 +34,6 @@ int default_rank_threads(int local_ranks) {
   return std::max(1, std::min(usable, cores / std::max(1, local_ranks)));
 }
 
-// Every rank's `problem` (empty when it has none): the first non-empty one is thrown as a
-// SetupError on every rank, so they all stop together, none left waiting on another.
-void agree(comm::Communicator& world, const std::string& problem) {
-  for (const std::string& p : runtime::all_gather_bytes(world, problem))
-    if (!p.empty()) throw SetupError(p);
-}
-
 optim::LossScalerOptions loss_scaling(const config::LossScaleConfig& l) {
   optim::LossScalerOptions o;
   o.dynamic = l.mode == "dynamic";
