@@ -1,6 +1,8 @@
 #include "models/gpt.h"
 
 #include <cmath>
+#include <map>
+#include <regex>
 
 #include "merak/autograd/checkpoint.h"
 #include "merak/ops/functional.h"
@@ -54,5 +56,27 @@ double Gpt::flops_per_token(int64_t seq) const {
 }
 
 MERAK_REGISTER_MODEL(gpt, [](const ModelOptions& o) { return std::make_unique<Gpt>(o); });
+
+ExternalName hf_gpt2_name(const std::string& name) {
+  static const std::map<std::string, std::string> top = {
+      {"wte.weight", "transformer.wte.weight"},
+      {"wpe.weight", "transformer.wpe.weight"},
+      {"ln_f.weight", "transformer.ln_f.weight"},
+      {"ln_f.bias", "transformer.ln_f.bias"},
+  };
+  if (auto it = top.find(name); it != top.end()) return {it->second, false};
+  // blocks.<i>.<module>.<weight|bias>
+  static const std::regex block(R"(blocks\.(\d+)\.(ln_1|ln_2|attn\.qkv|attn\.proj|mlp\.fc|mlp\.proj)\.(weight|bias))");
+  static const std::map<std::string, std::string> modules = {
+      {"ln_1", "ln_1"},           {"ln_2", "ln_2"},         {"attn.qkv", "attn.c_attn"},
+      {"attn.proj", "attn.c_proj"}, {"mlp.fc", "mlp.c_fc"}, {"mlp.proj", "mlp.c_proj"},
+  };
+  std::smatch m;
+  if (!std::regex_match(name, m, block)) return {};
+  const std::string module = m[2], kind = m[3];
+  const bool linear = module != "ln_1" && module != "ln_2";
+  return {"transformer.h." + std::string(m[1]) + "." + modules.at(module) + "." + kind,
+          linear && kind == "weight"};
+}
 
 }  // namespace merak::models

@@ -4,6 +4,8 @@
 // ln_f. Init is GPT-2's: N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 * layers)).
 #pragma once
 
+#include <string>
+
 #include "merak/nn/layers.h"
 #include "merak/nn/transformer.h"
 #include "models/model.h"
@@ -30,5 +32,15 @@ class Gpt : public Model {
   ModelOptions options_;
   nn::Dropout& drop_;
 };
+
+// A GPT parameter under Hugging Face GPT-2's names (transformer.h.0.attn.c_attn.weight, ...),
+// and whether its weight is stored transposed there (GPT-2's Conv1D keeps [in, out], our Linear
+// [out, in]); an empty name for a parameter GPT-2 does not have. The LM head is the token
+// embedding in both (tied), so it has no name of its own.
+struct ExternalName {
+  std::string name;
+  bool transpose = false;
+};
+ExternalName hf_gpt2_name(const std::string& name);
 
 }  // namespace merak::models
