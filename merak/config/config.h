@@ -23,6 +23,9 @@ struct ModelConfig {
   double dropout = 0.0;        // attention-probability and residual dropout
   double ln_eps = 1e-5;
   double init_std = 0.02;
+  // Start from these weights instead of the initialiser: a safetensors file of the whole model
+  // under Merak's names or Hugging Face GPT-2's (merak_export writes both), in any layout.
+  std::string init_from;
 
   int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
 };

@@ -22,6 +22,7 @@ std::vector<Field> fields_of(Config& c) {
       {"model", "dropout", &m.dropout},
       {"model", "ln_eps", &m.ln_eps},
       {"model", "init_std", &m.init_std},
+      {"model", "init_from", &m.init_from},
 
       {"data", "source", &d.source},
       {"data", "files", &d.files},

@@ -799,6 +799,24 @@ void Engine::load_checkpoint(const checkpoint::Index& index) {
   }
 }
 
+void Engine::load_weights(const std::map<std::string, Tensor>& full) {
+  Impl& e = *impl_;
+  const std::vector<optim::Param>& values = e.mixed ? e.mixed->master_params() : e.params;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const partition::ParamShard& shard = *e.shards[i];
+    const Shape want(shard.full_shape().begin(), shard.full_shape().end());
+    auto it = full.find(values[i].name);
+    MERAK_CHECK(it != full.end(), "no weights for '", values[i].name, "' (of shape ",
+                shape_str(want), ")");
+    MERAK_CHECK(it->second.shape() == want, "'", values[i].name, "' has shape ",
+                shape_str(it->second.shape()), " there, ", shape_str(want), " here");
+    const Tensor f32 = it->second.dtype() == DType::F32 ? it->second
+                                                         : ops::cast(it->second, DType::F32);
+    values[i].value.copy_(materialize_shard(shard, e.options.seed, f32));
+  }
+  if (e.mixed) e.mixed->masters_to_copies();
+}
+
 std::vector<std::pair<std::string, Tensor>> Engine::parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
   for (const optim::Param& p : impl_->params) out.emplace_back(p.name, p.value);

@@ -142,6 +142,10 @@ class Engine {
   // Throws checkpoint::CheckpointError for what the checkpoint lacks or got wrong. The caller
   // synchronises the ranks after it (replicas may share one parameter copy).
   void load_checkpoint(const checkpoint::Index& index);
+  // Every shard this rank holds cut from the whole tensors `full` (by global name; the masters
+  // under mixed precision, their 16-bit copies rounded from them). A name missing or of another
+  // shape throws naming it and both shapes. The optimizer state stays as it is (fresh).
+  void load_weights(const std::map<std::string, Tensor>& full);
 
  private:
   struct Impl;

@@ -197,6 +197,7 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
   const auto model = models::make_model(c.model);
   flops_per_token_ = model->flops_per_token(c.train.seq_len);
   parameters_ = model->num_parameters();
+  if (!c.model.init_from.empty()) load_initial_weights(c.model.init_from);
 }
 
 Trainer::~Trainer() = default;

@@ -125,6 +125,9 @@ class Trainer {
   std::unique_ptr<PendingCheckpoint> pending_;
   std::vector<Tensor> staging_;  // host copies of the state for background saves, reused
   void start(const std::string& dir, int64_t keep, bool background);  // checkpointing.cc
+  // model.init_from: the whole model's weights from a safetensors file (Merak's names or
+  // GPT-2's), cut to this rank's shards; problems are SetupErrors naming the key and file.
+  void load_initial_weights(const std::string& path);
   runtime::MicroBatchFn batches_;
   double flops_per_token_ = 0;
   int64_t parameters_ = 0;

@@ -483,7 +483,7 @@ TEST_CASE("to_yaml writes every key and reads back to the same config", "[config
   const std::map<std::string, std::set<std::string>> keys = {
       {"model",
        {"family", "layers", "hidden", "heads", "ffn_hidden", "max_seq", "vocab", "type_vocab",
-        "dropout", "ln_eps", "init_std"}},
+        "dropout", "ln_eps", "init_std", "init_from"}},
       {"data", {"source", "files", "generated_tokens", "mlm_probability", "seed"}},
       {"optimizer", {"lr", "beta1", "beta2", "eps", "weight_decay", "grad_clip"}},
       {"schedule", {"warmup_steps", "decay", "min_lr"}},
