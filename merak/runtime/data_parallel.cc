@@ -21,11 +21,11 @@ class FullUpdate {
     if (mixed_) mixed_->masters_to_copies();
   }
   // Every parameter whole.
-  std::vector<OptimizerSlice> state() {
+  std::vector<OptimizerSlice> state(bool fill) {
     std::vector<ParamPiece> whole;
     for (size_t i = 0; i < adamw_.params().size(); ++i)
       whole.push_back({i, 0, adamw_.params()[i].value.numel()});
-    return optimizer_slices(adamw_, whole);
+    return optimizer_slices(adamw_, whole, fill);
   }
   optim::AdamW& adamw() { return adamw_; }
   const optim::AdamW& adamw() const { return adamw_; }
@@ -51,7 +51,9 @@ class OneReplica : public DataParallel {
     return optim::sum_of_squares(counted);
   }
   void step(double lr, float grad_scale) override { update_.step(lr, grad_scale); }
-  std::vector<OptimizerSlice> optimizer_state() override { return update_.state(); }
+  std::vector<OptimizerSlice> optimizer_state(bool fill) override {
+    return update_.state(fill);
+  }
   int64_t optimizer_steps() const override { return update_.adamw().steps_taken(); }
   void set_optimizer_steps(int64_t s) override { update_.adamw().set_steps_taken(s); }
 
@@ -102,7 +104,9 @@ class CopyPerReplica : public Bucketed {
     return optim::sum_of_squares(mine);
   }
   void step(double lr, float grad_scale) override { update_.step(lr, grad_scale); }
-  std::vector<OptimizerSlice> optimizer_state() override { return update_.state(); }
+  std::vector<OptimizerSlice> optimizer_state(bool fill) override {
+    return update_.state(fill);
+  }
   int64_t optimizer_steps() const override { return update_.adamw().steps_taken(); }
   void set_optimizer_steps(int64_t s) override { update_.adamw().set_steps_taken(s); }
 
@@ -127,7 +131,9 @@ class SharedCopy : public Bucketed {
     return update_.sum_of_squares(count);
   }
   void step(double lr, float grad_scale) override { update_.step(lr, grad_scale); }
-  std::vector<OptimizerSlice> optimizer_state() override { return update_.optimizer_state(); }
+  std::vector<OptimizerSlice> optimizer_state(bool fill) override {
+    return update_.optimizer_state(fill);
+  }
   bool state_sharded() const override { return true; }
   int64_t optimizer_steps() const override { return update_.adamw().steps_taken(); }
   void set_optimizer_steps(int64_t s) override { update_.adamw().set_steps_taken(s); }
@@ -151,7 +157,9 @@ class Zero1 : public DataParallel {
     return zero_.sum_of_squares(count);
   }
   void step(double lr, float grad_scale) override { zero_.step(lr, grad_scale); }
-  std::vector<OptimizerSlice> optimizer_state() override { return zero_.optimizer_state(); }
+  std::vector<OptimizerSlice> optimizer_state(bool fill) override {
+    return zero_.optimizer_state(fill);
+  }
   bool state_sharded() const override { return true; }
   int64_t optimizer_steps() const override { return zero_.adamw().steps_taken(); }
   void set_optimizer_steps(int64_t s) override { zero_.adamw().set_steps_taken(s); }

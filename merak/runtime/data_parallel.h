@@ -57,7 +57,9 @@ class DataParallel {
   // Checkpoints: the AdamW state this replica keeps, as slices of the parameters; whether those
   // slices are this replica's alone (sharded: it writes them) or a copy every replica keeps
   // (replica 0 writes them); and the optimizer's step count.
-  virtual std::vector<OptimizerSlice> optimizer_state() = 0;
+  // `fill`: the caller is about to overwrite every element (a resume), so moments not yet
+  // allocated need no zeroing.
+  virtual std::vector<OptimizerSlice> optimizer_state(bool fill) = 0;
   virtual bool state_sharded() const { return false; }
   virtual int64_t optimizer_steps() const = 0;
   virtual void set_optimizer_steps(int64_t steps) = 0;

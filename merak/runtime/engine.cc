@@ -740,7 +740,7 @@ std::vector<checkpoint::Piece> Engine::checkpoint_pieces(bool copy) {
     if (e.replica == 0 && e.counts(i))
       add_state_pieces(values[i].name, *e.shards[i], values[i].value, 0, copy, &out);
   const bool sharded = e.dp->state_sharded();
-  for (const OptimizerSlice& s : e.dp->optimizer_state()) {
+  for (const OptimizerSlice& s : e.dp->optimizer_state(/*fill=*/false)) {
     if (!(sharded || e.replica == 0) || !e.counts(s.param)) continue;
     const std::string& name = values[s.param].name;
     add_state_pieces(name + ".exp_avg", *e.shards[s.param], s.exp_avg, s.begin, copy, &out);
@@ -773,7 +773,8 @@ void Engine::load_checkpoint(const checkpoint::Index& index) {
   for (size_t i = 0; i < values.size(); ++i)
     read_state_pieces(index, values[i].name, *e.shards[i], values[i].value, 0);
   if (e.mixed) e.mixed->masters_to_copies();
-  for (const OptimizerSlice& s : e.dp->optimizer_state()) {
+  // Every element of the moments is read below (read_region checks it): no zeros first.
+  for (const OptimizerSlice& s : e.dp->optimizer_state(/*fill=*/true)) {
     const std::string& name = values[s.param].name;
     read_state_pieces(index, name + ".exp_avg", *e.shards[s.param], s.exp_avg, s.begin);
     read_state_pieces(index, name + ".exp_avg_sq", *e.shards[s.param], s.exp_avg_sq, s.begin);

@@ -34,8 +34,8 @@ std::unique_ptr<optim::AdamW> piece_adamw(const std::vector<optim::Param>& param
 }
 
 std::vector<OptimizerSlice> optimizer_slices(optim::AdamW& adamw,
-                                             const std::vector<ParamPiece>& pieces) {
-  adamw.allocate_state();
+                                             const std::vector<ParamPiece>& pieces, bool fill) {
+  adamw.allocate_state(/*zero=*/!fill);
   MERAK_CHECK(adamw.exp_avg().size() == pieces.size(), "optimizer state: ",
               adamw.exp_avg().size(), " tensors for ", pieces.size(), " pieces");
   std::vector<OptimizerSlice> out;

@@ -30,7 +30,9 @@ class SharedUpdate {
   // member has updated its own.
   void step(double lr, float grad_scale);
   // Checkpoints: this member's moments, as slices of the parameters.
-  std::vector<OptimizerSlice> optimizer_state() { return optimizer_slices(*adamw_, mine_); }
+  std::vector<OptimizerSlice> optimizer_state(bool fill) {
+    return optimizer_slices(*adamw_, mine_, fill);
+  }
   optim::AdamW& adamw() { return *adamw_; }
   const optim::AdamW& adamw() const { return *adamw_; }
 

@@ -36,7 +36,9 @@ class ShardedAdamW {
   // segment gathered into the parameters.
   void step(double lr, float grad_scale = 1.0f);
   // Checkpoints: this member's moments, as slices of the parameters.
-  std::vector<OptimizerSlice> optimizer_state() { return optimizer_slices(*adamw_, pieces_); }
+  std::vector<OptimizerSlice> optimizer_state(bool fill) {
+    return optimizer_slices(*adamw_, pieces_, fill);
+  }
   optim::AdamW& adamw() { return *adamw_; }
   const optim::AdamW& adamw() const { return *adamw_; }
 
