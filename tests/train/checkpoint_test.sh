@@ -8,7 +8,8 @@
 #     (1,2,1) interleaved v2 -> (1,1,2);
 #   - bad input ends every rank with exit 2 and one line: a bit-flipped or truncated file (naming
 #     file and tensor), another model's checkpoint (naming the tensor and both shapes), a path
-#     with no checkpoint, an unwritable checkpoint.dir.
+#     with no checkpoint, an unwritable checkpoint.dir, a disk that fills up during a save (in
+#     the step loop or in the background), which leaves `latest` where it was.
 set -u
 train="$1"
 configs="$2"
@@ -127,6 +128,26 @@ bad nothing-there "neither a step (no index.json) nor a checkpoint directory" 1,
   --resume "$tmp/empty-dir"
 touch "$tmp/a-file"
 bad unwritable "$tmp/a-file/ck" 2,1,1 --set checkpoint.dir="$tmp/a-file/ck"
+# A disk that fills up mid-save (a file size limit: writes fail as on a full disk; one process,
+# since MPI's shared memory files would hit the limit too), in the step loop and in the
+# background: one line naming the file, and `latest` still names the last complete step.
+rm -rf "$tmp/ck-full"
+run full-before 1,1,1 gpt-tiny.yaml --set train.steps=2 --set checkpoint.dir="$tmp/ck-full"
+for mode in false true; do
+  out=$(ulimit -f 4096; "$train" --config "$configs/gpt-tiny.yaml" "${small[@]}" \
+        --set train.steps=5 --set checkpoint.dir="$tmp/ck-full" --set checkpoint.every=2 \
+        --set checkpoint.async="$mode" --resume auto 2>&1)
+  rc=$?
+  [ "$rc" -eq 2 ] || fail "full disk (async $mode): exit $rc: $out"
+  [ "$(grep -c '^merak_train:.*cannot write' <<< "$out")" -eq 1 ] ||
+    fail "full disk (async $mode): want one line naming the file: $out"
+  grep -q "^merak_train: cannot write '$tmp/ck-full/.step_000000004.tmp/rank_00000.safetensors': File too large" \
+    <<< "$out" || fail "full disk (async $mode): message: $out"
+  [ "$(cat "$tmp/ck-full/latest")" = "step_000000002" ] ||
+    fail "full disk (async $mode): latest is $(cat "$tmp/ck-full/latest")"
+  echo "refused: full disk (async $mode): $(grep '^merak_train:' <<< "$out"); latest: step_000000002"
+done
+
 # --resume auto: nothing saved yet is a fresh start.
 run auto-fresh 1,1,1 gpt-tiny.yaml --set train.steps=2 --set checkpoint.dir="$tmp/ck-auto" \
   --resume auto

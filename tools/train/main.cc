@@ -11,6 +11,7 @@
 //
 // Exit codes: 0 done, 2 bad command line or config, or a setup the user can fix (one line naming
 // the file and key), 1 any other failure.
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
@@ -132,6 +133,9 @@ int process_main(const merak::config::Config& cfg, const Args& args) {
 
 int main(int argc, char** argv) {
   using namespace merak;
+  // A file grown past the process's size limit (ulimit -f) fails its write with EFBIG, which the
+  // checkpoint writer reports like a full disk, instead of the signal killing the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   const Args args = parse_args(argc, argv);
   const Launch launch = launcher();
   const int world = launch.size;
