@@ -145,7 +145,7 @@ for mode in false true; do
     <<< "$out" || fail "full disk (async $mode): message: $out"
   [ "$(cat "$tmp/ck-full/latest")" = "step_000000002" ] ||
     fail "full disk (async $mode): latest is $(cat "$tmp/ck-full/latest")"
-  echo "refused: full disk (async $mode): $(grep '^merak_train:' <<< "$out"); latest: step_000000002"
+  echo "refused: full disk (async $mode): $(grep 'cannot write' <<< "$out"); latest: step_000000002"
 done
 
 # --resume auto: nothing saved yet is a fresh start.
