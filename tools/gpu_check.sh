@@ -159,6 +159,8 @@ elif run3d one-f32 0 f32 && run3d one-bf16 0 bf16; then
   compare3d "dp2 x pp2 bf16, 4 ranks on 1 GPU" one-bf16 dp2pp2-bf16 1e-2
   run3d nccl1-f32 1 f32 --set parallel.comm=nccl
   compare3d "NCCL grid of one rank, f32" one-f32 nccl1-f32 1e-5
+  grep -q "^  groups talk over NCCL$" "$tmp/nccl1-f32.log" ||
+    { summary+=("$(row 'NCCL grid of one rank' 'FAIL: its groups were not NCCL')"); status=1; }
 else
   summary+=("$(row '3D on the GPU' "FAIL: the one-process reference: $(tail -1 "$tmp/one-f32.log")")")
   status=1

@@ -68,6 +68,9 @@ void print_header(Trainer& trainer, const Peak& peak) {
               (long long)config::micro_batch_size(c), p.schedule.c_str(), p.recompute.c_str(),
               (long long)t.steps, trainer.device().str().c_str(), t.precision.c_str(), threads,
               threads == 1 ? "" : "s", peak.what.c_str());
+  // A job (even of one rank, under a launcher) names what carries its groups' tensors.
+  if (std::string(trainer.grid().pp().backend()) != "self")
+    std::printf("  groups talk over %s\n", comm::backend_name(trainer.grid().pp()).c_str());
   if (!engine.dp_transport().empty() && engine.dp_parameters().empty())
     std::printf("  data-parallel gradient sums: %s\n", engine.dp_transport().c_str());
   else if (!engine.dp_transport().empty())

@@ -32,6 +32,11 @@ out=$(mpi 2 "$train" --config "$cfg" --set parallel.dp=1 --set parallel.tp=1 \
 grep -q "key 'parallel.hardware': hardware profile 'nope' not found" <<< "$out" ||
   fail "bad hardware: message: $out"
 
+# mpirun -np 1 is a job of one rank: its groups are MPI communicators (not the single process's).
+out=$(mpi 1 "$train" --config "$configs/gpt-tiny.yaml" --set train.steps=2 --set model.layers=1 2>&1)
+rc=$?
+[ "$rc" -eq 0 ] && grep -q "^  groups talk over MPI$" <<< "$out" || fail "mpirun -np 1: exit $rc: $out"
+
 # A GPU job where there is none: every rank stops at the grid (make_grid agrees on the first
 # rank's problem before any group is made), one line, exit 2.
 out=$(mpi 2 "$train" --config "$configs/gpt-tiny.yaml" --set parallel.dp=2 \

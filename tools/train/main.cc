@@ -6,7 +6,8 @@
 //   merak_train --config FILE.yaml --dry-run [--json]    the plan, explained; no ranks, no device
 //   merak_train --config FILE.yaml --resume PATH|auto    continue from a checkpoint (any layout)
 //
-// One process is the (1, 1, 1) layout of the same engine and starts no MPI; a job's size must
+// One process started without a launcher is the (1, 1, 1) layout of the same engine and starts
+// no MPI (under mpirun -np 1 it is a job of one rank); a job's size must
 // equal the config's dp * pp * tp.
 //
 // Exit codes: 0 done, 2 bad command line or config, or a setup the user can fix (one line naming
@@ -73,6 +74,7 @@ Args parse_args(int argc, char** argv) {
 // SLURM_NTASKS too, and a merak_train started there directly is one process.
 struct Launch {
   int size = 1, rank = 0;
+  bool launched = false;  // by a launcher: even one rank is a job (a grid over MPI)
 };
 
 Launch launcher() {
@@ -89,6 +91,7 @@ Launch launcher() {
     if (!rank) rank = value({"SLURM_PROCID"});
   }
   Launch l;
+  l.launched = size != nullptr;
   if (size) l.size = std::atoi(size);
   if (rank) l.rank = std::atoi(rank);
   return l;
@@ -163,5 +166,6 @@ int main(int argc, char** argv) {
                    ranks == 1 ? "no launcher, " : "", (long long)ranks, (long long)ranks);
     return 2;
   }
-  return world > 1 ? job_main(argc, argv, cfg, args) : process_main(cfg, args);
+  // `mpirun -np 1` is a job of one rank: its groups are real communicators (NCCL ones on a GPU).
+  return launch.launched ? job_main(argc, argv, cfg, args) : process_main(cfg, args);
 }
