@@ -109,8 +109,9 @@ void Trainer::start(const std::string& dir, int64_t keep, bool background) {
   std::snprintf(file, sizeof file, "rank_%05d.safetensors", grid_.rank());
   p->file = file;
   if (background) {
-    // Into host buffers kept from save to save (one save is in flight at a time): no fresh
-    // memory to fault in, so the step loop waits for a plain copy.
+    // Into host buffers kept from save to save (one save is in flight at a time), made and
+    // faulted in when training started: the step loop waits for a plain copy.
+    if (staging_touched_.joinable()) staging_touched_.join();
     if (staging_.size() != p->pieces.size()) staging_.assign(p->pieces.size(), Tensor());
     for (size_t k = 0; k < p->pieces.size(); ++k) {
       Tensor& buf = staging_[k];
@@ -139,6 +140,15 @@ void Trainer::start(const std::string& dir, int64_t keep, bool background) {
   // What the step loop waited so far: the copy (and, at once, the writing too).
   p->blocked = std::chrono::duration<double>(Clock::now() - p->start).count();
   pending_ = std::move(p);
+}
+
+void Trainer::prepare_staging() {
+  for (const checkpoint::Piece& piece : engine_->checkpoint_pieces(/*copy=*/false))
+    staging_.push_back(Tensor::empty(piece.values.shape(), piece.values.dtype()));
+  std::vector<Tensor> buffers = staging_;
+  staging_touched_ = std::thread([buffers] {
+    for (const Tensor& b : buffers) std::memset(b.raw_data(), 0, size_t(b.nbytes()));
+  });
 }
 
 bool Trainer::checkpoint_written() {

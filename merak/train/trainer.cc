@@ -198,9 +198,12 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
   flops_per_token_ = model->flops_per_token(c.train.seq_len);
   parameters_ = model->num_parameters();
   if (!c.model.init_from.empty()) load_initial_weights(c.model.init_from);
+  if (c.checkpoint.async && !c.checkpoint.dir.empty()) prepare_staging();
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  if (staging_touched_.joinable()) staging_touched_.join();
+}
 
 int64_t Trainer::predicted_memory_bytes() const {
   int64_t bytes = 0;

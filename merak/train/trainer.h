@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "merak/comm/grid.h"
@@ -124,6 +125,8 @@ class Trainer {
   std::unique_ptr<BatchSource> data_;
   std::unique_ptr<PendingCheckpoint> pending_;
   std::vector<Tensor> staging_;  // host copies of the state for background saves, reused
+  std::thread staging_touched_;  // faulting staging_'s pages in while training starts
+  void prepare_staging();        // checkpointing.cc
   void start(const std::string& dir, int64_t keep, bool background);  // checkpointing.cc
   // model.init_from: the whole model's weights from a safetensors file (Merak's names or
   // GPT-2's), cut to this rank's shards; problems are SetupErrors naming the key and file.
