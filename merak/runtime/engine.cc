@@ -9,6 +9,7 @@
 #include "merak/autograd/engine.h"
 #include "merak/autograd/grad_mode.h"
 #include "merak/autograd/node.h"
+#include "merak/core/parallel.h"
 #include "merak/core/pending.h"
 #include "merak/core/philox.h"
 #include "merak/cuda/runtime.h"
@@ -770,15 +771,33 @@ void Engine::load_checkpoint(const checkpoint::Index& index) {
   Impl& e = *impl_;
   const std::vector<optim::Param>& values = e.mixed ? e.mixed->master_params() : e.params;
   checkpoint::prefetch(index);
+  // What to read: every parameter, then the moments (every element of them is read, which
+  // read_region checks: no zeros first).
+  struct Read {
+    std::string name;
+    const partition::ParamShard* shard;
+    Tensor values;
+    int64_t begin;
+  };
+  std::vector<Read> reads;
   for (size_t i = 0; i < values.size(); ++i)
-    read_state_pieces(index, values[i].name, *e.shards[i], values[i].value, 0);
-  if (e.mixed) e.mixed->masters_to_copies();
-  // Every element of the moments is read below (read_region checks it): no zeros first.
+    reads.push_back({values[i].name, e.shards[i], values[i].value, 0});
   for (const OptimizerSlice& s : e.dp->optimizer_state(/*fill=*/true)) {
     const std::string& name = values[s.param].name;
-    read_state_pieces(index, name + ".exp_avg", *e.shards[s.param], s.exp_avg, s.begin);
-    read_state_pieces(index, name + ".exp_avg_sq", *e.shards[s.param], s.exp_avg_sq, s.begin);
+    reads.push_back({name + ".exp_avg", e.shards[s.param], s.exp_avg, s.begin});
+    reads.push_back({name + ".exp_avg_sq", e.shards[s.param], s.exp_avg_sq, s.begin});
   }
+  // On the host the tensors are read side by side (the copies, page faults and checksums of
+  // one overlap the disk reads of another); device tensors one after another.
+  auto read = [&](int64_t lo, int64_t hi) {
+    for (int64_t k = lo; k < hi; ++k) {
+      const Read& r = reads[size_t(k)];
+      read_state_pieces(index, r.name, *r.shard, r.values, r.begin);
+    }
+  };
+  if (e.options.device.is_cpu()) parallel_for(0, int64_t(reads.size()), 1, read);
+  else read(0, int64_t(reads.size()));
+  if (e.mixed) e.mixed->masters_to_copies();
   auto scalar = [&](const std::string& key) -> const std::string& {
     auto it = index.state.find(key);
     if (it == index.state.end())
