@@ -20,15 +20,14 @@ class FullUpdate {
     adamw_.step(lr, grad_scale);
     if (mixed_) mixed_->masters_to_copies();
   }
+  optim::AdamW& adamw() { return adamw_; }
   // Every parameter whole.
-  std::vector<OptimizerSlice> state(bool fill) {
+  std::vector<ParamPiece> pieces() const {
     std::vector<ParamPiece> whole;
     for (size_t i = 0; i < adamw_.params().size(); ++i)
       whole.push_back({i, 0, adamw_.params()[i].value.numel()});
-    return optimizer_slices(adamw_, whole, fill);
+    return whole;
   }
-  optim::AdamW& adamw() { return adamw_; }
-  const optim::AdamW& adamw() const { return adamw_; }
 
  private:
   MixedPrecision* mixed_;
@@ -51,11 +50,8 @@ class OneReplica : public DataParallel {
     return optim::sum_of_squares(counted);
   }
   void step(double lr, float grad_scale) override { update_.step(lr, grad_scale); }
-  std::vector<OptimizerSlice> optimizer_state(bool fill) override {
-    return update_.state(fill);
-  }
-  int64_t optimizer_steps() const override { return update_.adamw().steps_taken(); }
-  void set_optimizer_steps(int64_t s) override { update_.adamw().set_steps_taken(s); }
+  optim::AdamW& adamw() override { return update_.adamw(); }
+  std::vector<ParamPiece> adamw_pieces() const override { return update_.pieces(); }
 
  private:
   FullUpdate update_;
@@ -104,11 +100,8 @@ class CopyPerReplica : public Bucketed {
     return optim::sum_of_squares(mine);
   }
   void step(double lr, float grad_scale) override { update_.step(lr, grad_scale); }
-  std::vector<OptimizerSlice> optimizer_state(bool fill) override {
-    return update_.state(fill);
-  }
-  int64_t optimizer_steps() const override { return update_.adamw().steps_taken(); }
-  void set_optimizer_steps(int64_t s) override { update_.adamw().set_steps_taken(s); }
+  optim::AdamW& adamw() override { return update_.adamw(); }
+  std::vector<ParamPiece> adamw_pieces() const override { return update_.pieces(); }
 
  private:
   int replica_, replicas_;
@@ -131,12 +124,9 @@ class SharedCopy : public Bucketed {
     return update_.sum_of_squares(count);
   }
   void step(double lr, float grad_scale) override { update_.step(lr, grad_scale); }
-  std::vector<OptimizerSlice> optimizer_state(bool fill) override {
-    return update_.optimizer_state(fill);
-  }
+  optim::AdamW& adamw() override { return update_.adamw(); }
+  std::vector<ParamPiece> adamw_pieces() const override { return update_.pieces(); }
   bool state_sharded() const override { return true; }
-  int64_t optimizer_steps() const override { return update_.adamw().steps_taken(); }
-  void set_optimizer_steps(int64_t s) override { update_.adamw().set_steps_taken(s); }
 
  private:
   std::vector<optim::Param> params_;  // SharedUpdate keeps a reference: it lives here
@@ -157,12 +147,9 @@ class Zero1 : public DataParallel {
     return zero_.sum_of_squares(count);
   }
   void step(double lr, float grad_scale) override { zero_.step(lr, grad_scale); }
-  std::vector<OptimizerSlice> optimizer_state(bool fill) override {
-    return zero_.optimizer_state(fill);
-  }
+  optim::AdamW& adamw() override { return zero_.adamw(); }
+  std::vector<ParamPiece> adamw_pieces() const override { return zero_.pieces(); }
   bool state_sharded() const override { return true; }
-  int64_t optimizer_steps() const override { return zero_.adamw().steps_taken(); }
-  void set_optimizer_steps(int64_t s) override { zero_.adamw().set_steps_taken(s); }
   std::string transport() const override { return "ZeRO-1 over " + zero_.transport(); }
   int64_t shared_bytes() const override { return zero_.shared_bytes(); }
 

@@ -54,15 +54,12 @@ class DataParallel {
   // the loss scale) as it is read.
   virtual void step(double lr, float grad_scale) = 0;
 
-  // Checkpoints: the AdamW state this replica keeps, as slices of the parameters; whether those
-  // slices are this replica's alone (sharded: it writes them) or a copy every replica keeps
-  // (replica 0 writes them); and the optimizer's step count.
-  // `fill`: the caller is about to overwrite every element (a resume), so moments not yet
-  // allocated need no zeroing.
-  virtual std::vector<OptimizerSlice> optimizer_state(bool fill) = 0;
+  // Checkpoints: the AdamW this replica steps and which piece of the parameters each of its
+  // tensors is (its moments are those pieces'); whether those pieces are this replica's alone
+  // (sharded: it writes them) or a copy every replica keeps (replica 0 writes them).
+  virtual optim::AdamW& adamw() = 0;
+  virtual std::vector<ParamPiece> adamw_pieces() const = 0;
   virtual bool state_sharded() const { return false; }
-  virtual int64_t optimizer_steps() const = 0;
-  virtual void set_optimizer_steps(int64_t steps) = 0;
 
   // For the start-up report: how the sums travel ("shared memory", "MPI all-reduce (...)",
   // "ZeRO-1 over ..."; empty for one replica) and how the replicas hold their parameters ("one

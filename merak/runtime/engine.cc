@@ -111,14 +111,10 @@ struct Engine::Impl {
   // The step's message batches (p2p_batches of the program), posted at their first instruction;
   // a receive waits for its batch where it stands.
   P2PBatches batching;
-  struct Received {
-    int chunk = 0, mb = 0;
-    bool grad = false;
-    std::vector<Tensor> bufs;  // per port of the receiving side (undefined: nothing comes)
-  };
   struct Posted {
     comm::Communicator::SplitBatch work;  // a receive waits for work.receives
-    std::map<size_t, Received> received;  // by instruction index
+    // By receive instruction: a buffer per port of the receiving side (undefined: nothing comes).
+    std::map<size_t, std::vector<Tensor>> received;
   };
   std::vector<Posted> posted;
   double loss_sum = 0;
@@ -158,7 +154,7 @@ struct Engine::Impl {
   void post_batch(size_t b);
   void send_activations(Chunk& c, int mb, std::vector<comm::P2P>& ops);
   void send_grads(Chunk& c, int mb, std::vector<comm::P2P>& ops);
-  Received prepare_receive(Chunk& c, int mb, bool grad, std::vector<comm::P2P>& ops);
+  std::vector<Tensor> prepare_receive(Chunk& c, bool grad, std::vector<comm::P2P>& ops);
   // Waits for the batch that carries instruction i's receive and hands its values over.
   void receive(size_t i);
   void reduce_grads(EngineStepResult& r);
@@ -454,11 +450,8 @@ void Engine::Impl::post_batch(size_t b) {
     switch (in.op) {
       case Op::SendActivation: send_activations(c, in.micro_batch, ops); break;
       case Op::SendGrad: send_grads(c, in.micro_batch, ops); break;
-      case Op::RecvActivation:
-        p.received[i] = prepare_receive(c, in.micro_batch, /*grad=*/false, ops);
-        break;
-      case Op::RecvGrad: p.received[i] = prepare_receive(c, in.micro_batch, /*grad=*/true, ops);
-        break;
+      case Op::RecvActivation: p.received[i] = prepare_receive(c, /*grad=*/false, ops); break;
+      case Op::RecvGrad: p.received[i] = prepare_receive(c, /*grad=*/true, ops); break;
       default: MERAK_FAIL("rank ", grid.rank(), ": ", to_string(in), " in a message batch");
     }
   }
@@ -491,40 +484,38 @@ void Engine::Impl::send_grads(Chunk& c, int mb, std::vector<comm::P2P>& ops) {
   c.micro.erase(it);  // the batch's Work keeps the gradients alive
 }
 
-Engine::Impl::Received Engine::Impl::prepare_receive(Chunk& c, int mb, bool grad,
-                                                     std::vector<comm::P2P>& ops) {
-  Received r;
-  r.chunk = c.index;
-  r.mb = mb;
-  r.grad = grad;
+std::vector<Tensor> Engine::Impl::prepare_receive(Chunk& c, bool grad,
+                                                  std::vector<comm::P2P>& ops) {
+  std::vector<Tensor> bufs;
   // Activations come in on the receive ports, gradients on the send ports' way back.
   const std::vector<Port>& ports = grad ? c.send_ports : c.recv_ports;
   for (size_t k = 0; k < ports.size(); ++k) {
     const Port& p = ports[k];
     if (grad && !p.grad) {
-      r.bufs.emplace_back();
+      bufs.emplace_back();
       continue;
     }
-    r.bufs.push_back(Tensor::empty(p.shape, grad ? p.dtype : wire_dtype(p.dtype), options.device));
-    ops.push_back({comm::P2P::Recv, r.bufs.back(), p.peer, tag(p, grad, k)});
+    bufs.push_back(Tensor::empty(p.shape, grad ? p.dtype : wire_dtype(p.dtype), options.device));
+    ops.push_back({comm::P2P::Recv, bufs.back(), p.peer, tag(p, grad, k)});
   }
-  return r;
+  return bufs;
 }
 
 void Engine::Impl::receive(size_t i) {
   Posted& p = posted[size_t(batching.batch_of[i])];
   p.work.receives.wait();
-  Received r = std::move(p.received.at(i));
+  std::vector<Tensor> bufs = std::move(p.received.at(i));
   p.received.erase(i);
-  Chunk& c = chunks[size_t(r.chunk)];
-  Micro& m = c.micro[r.mb];
-  if (r.grad) {
-    m.out_grads = std::move(r.bufs);
+  const Instruction& in = program[i];
+  Chunk& c = chunks[size_t(in.chunk)];
+  Micro& m = c.micro[in.micro_batch];
+  if (in.op == Op::RecvGrad) {
+    m.out_grads = std::move(bufs);
     return;
   }
   for (size_t k = 0; k < c.recv_ports.size(); ++k) {
     const Port& port = c.recv_ports[k];
-    Tensor t = r.bufs[k];
+    Tensor t = bufs[k];
     if (t.dtype() != port.dtype) t = ops::cast(t, port.dtype);
     if (port.grad) t.set_requires_grad(true);  // a leaf: its .grad is what goes back
     m.inputs[port.value] = t;
@@ -733,27 +724,27 @@ bool Engine::recomputes() const { return impl_->recompute; }
 int Engine::micro_batches() const { return impl_->micro_batches; }
 const std::vector<TraceSpan>& Engine::spans() const { return impl_->log.spans(); }
 
-std::vector<checkpoint::Piece> Engine::checkpoint_pieces(bool copy) {
+std::vector<checkpoint::Piece> Engine::checkpoint_pieces() {
   Impl& e = *impl_;
   const std::vector<optim::Param>& values = e.mixed ? e.mixed->master_params() : e.params;
   std::vector<checkpoint::Piece> out;
   for (size_t i = 0; i < values.size(); ++i)
     if (e.replica == 0 && e.counts(i))
-      add_state_pieces(values[i].name, *e.shards[i], values[i].value, 0, copy, &out);
+      add_state_pieces(values[i].name, *e.shards[i], values[i].value, 0, &out);
   const bool sharded = e.dp->state_sharded();
-  for (const OptimizerSlice& s : e.dp->optimizer_state(/*fill=*/false)) {
+  for (const OptimizerSlice& s :
+       optimizer_slices(e.dp->adamw(), e.dp->adamw_pieces(), /*fill=*/false)) {
     if (!(sharded || e.replica == 0) || !e.counts(s.param)) continue;
     const std::string& name = values[s.param].name;
-    add_state_pieces(name + ".exp_avg", *e.shards[s.param], s.exp_avg, s.begin, copy, &out);
-    add_state_pieces(name + ".exp_avg_sq", *e.shards[s.param], s.exp_avg_sq, s.begin, copy,
-                     &out);
+    add_state_pieces(name + ".exp_avg", *e.shards[s.param], s.exp_avg, s.begin, &out);
+    add_state_pieces(name + ".exp_avg_sq", *e.shards[s.param], s.exp_avg_sq, s.begin, &out);
   }
   return out;
 }
 
 std::map<std::string, std::string> Engine::checkpoint_scalars() const {
   std::map<std::string, std::string> s;
-  s["optimizer.steps"] = std::to_string(impl_->dp->optimizer_steps());
+  s["optimizer.steps"] = std::to_string(impl_->dp->adamw().steps_taken());
   if (const optim::LossScaler* scaler = impl_->mixed ? impl_->mixed->loss_scaler() : nullptr) {
     const optim::LossScalerState st = scaler->state();
     char scale[32];
@@ -782,7 +773,8 @@ void Engine::load_checkpoint(const checkpoint::Index& index) {
   std::vector<Read> reads;
   for (size_t i = 0; i < values.size(); ++i)
     reads.push_back({values[i].name, e.shards[i], values[i].value, 0});
-  for (const OptimizerSlice& s : e.dp->optimizer_state(/*fill=*/true)) {
+  for (const OptimizerSlice& s :
+       optimizer_slices(e.dp->adamw(), e.dp->adamw_pieces(), /*fill=*/true)) {
     const std::string& name = values[s.param].name;
     reads.push_back({name + ".exp_avg", e.shards[s.param], s.exp_avg, s.begin});
     reads.push_back({name + ".exp_avg_sq", e.shards[s.param], s.exp_avg_sq, s.begin});
@@ -805,7 +797,7 @@ void Engine::load_checkpoint(const checkpoint::Index& index) {
                                         "state");
     return it->second;
   };
-  e.dp->set_optimizer_steps(std::stoll(scalar("optimizer.steps")));
+  e.dp->adamw().set_steps_taken(std::stoll(scalar("optimizer.steps")));
   if (optim::LossScaler* scaler = e.mixed ? e.mixed->loss_scaler() : nullptr) {
     if (index.state.count("loss_scale.scale")) {
       optim::LossScalerState st;

@@ -132,10 +132,9 @@ class Engine {
   // Checkpoints (engine_checkpoint.h). The pieces of the training state this rank writes: its
   // f32 parameters (the masters under mixed precision) and AdamW moments, each element of the
   // job's state written by exactly one rank (replica 0, or the replica whose slice it is; tp
-  // rank 0 for replicated tensors; the first stage for tied ones), on the host: copies when
-  // `copy` (the training goes on while they are written), else views of host state where it
-  // can (written before the next step changes it).
-  std::vector<checkpoint::Piece> checkpoint_pieces(bool copy);
+  // rank 0 for replicated tensors; the first stage for tied ones), on the host: views of host
+  // state (valid until the next step changes it), copies of device state.
+  std::vector<checkpoint::Piece> checkpoint_pieces();
   // The scalar state every rank shares: the optimizer's step count, the loss scaler's state.
   std::map<std::string, std::string> checkpoint_scalars() const;
   // Every shard this rank holds, and its optimizer state, from a checkpoint of any layout.

@@ -53,15 +53,12 @@ std::vector<LocalRun> shard_runs(const partition::ParamShard& shard, int64_t beg
 }
 
 void add_state_pieces(const std::string& name, const partition::ParamShard& shard,
-                      const Tensor& values, int64_t begin, bool copy,
-                      std::vector<checkpoint::Piece>* out) {
+                      const Tensor& values, int64_t begin, std::vector<checkpoint::Piece>* out) {
   const Shape global = to_shape(shard.full_shape());
   const Tensor flat = values.view({-1});
   for (const LocalRun& run : shard_runs(shard, begin, flat.numel())) {
     const Tensor part = flat.narrow(0, run.local_begin - begin, run.region.numel());
-    Tensor host = part.device().is_cpu() ? part.contiguous() : part.to(Device::cpu());
-    if (copy && part.device().is_cpu()) host = host.clone();
-    out->push_back({name, global, run.region, host});
+    out->push_back({name, global, run.region, part.contiguous().to(Device::cpu())});
   }
 }
 

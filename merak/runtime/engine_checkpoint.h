@@ -25,11 +25,10 @@ std::vector<LocalRun> shard_runs(const partition::ParamShard& shard, int64_t beg
                                  int64_t length);
 
 // The pieces of tensor `name` that `values` (elements [begin, begin + numel) of the shard's
-// local tensor, flattened, f32, any device) hold, on the host, appended to *out: copies when
-// `copy`, else views where the values are on the host already.
+// local tensor, flattened, f32, any device) hold, on the host (views of host values, copies of
+// device ones), appended to *out.
 void add_state_pieces(const std::string& name, const partition::ParamShard& shard,
-                      const Tensor& values, int64_t begin, bool copy,
-                      std::vector<checkpoint::Piece>* out);
+                      const Tensor& values, int64_t begin, std::vector<checkpoint::Piece>* out);
 // The reverse: `values` filled from the checkpoint's pieces of `name`, whatever layout wrote
 // them.
 void read_state_pieces(const checkpoint::Index& index, const std::string& name,

@@ -26,14 +26,6 @@ Tensor pack_flat(const std::vector<Tensor>& parts) {
     n += t.numel();
   }
   Tensor flat = Tensor::empty({n}, dtype, device);
-  if (device.is_cpu()) {
-    char* out = static_cast<char*>(flat.raw_data());
-    for (const Tensor& t : parts) {
-      std::memcpy(out, t.raw_data(), size_t(t.nbytes()));
-      out += t.nbytes();
-    }
-    return flat;
-  }
   int64_t at = 0;
   for (const Tensor& t : parts) {
     flat.narrow(0, at, t.numel()).copy_(t.view({t.numel()}));
@@ -47,12 +39,7 @@ void unpack_flat(const Tensor& flat, const std::vector<Tensor>& parts) {
   for (const Tensor& t : parts) {
     MERAK_CHECK(t.is_contiguous() && t.dtype() == flat.dtype() && at + t.numel() <= flat.numel(),
                 "unpacking ", flat.str(), ": part ", t.str(), " does not fit");
-    if (flat.device().is_cpu() && t.device().is_cpu())
-      std::memcpy(t.raw_data(), static_cast<const char*>(flat.raw_data()) +
-                                    at * int64_t(dtype_size(flat.dtype())),
-                  size_t(t.nbytes()));
-    else
-      t.view({t.numel()}).copy_(flat.narrow(0, at, t.numel()));
+    t.view({t.numel()}).copy_(flat.narrow(0, at, t.numel()));
     at += t.numel();
   }
 }

@@ -29,12 +29,9 @@ class SharedUpdate {
   // Updates this member's pieces from their parameters' gradients, then waits until every
   // member has updated its own.
   void step(double lr, float grad_scale);
-  // Checkpoints: this member's moments, as slices of the parameters.
-  std::vector<OptimizerSlice> optimizer_state(bool fill) {
-    return optimizer_slices(*adamw_, mine_, fill);
-  }
+  // Checkpoints: the optimizer and this member's pieces, its tensors' places.
   optim::AdamW& adamw() { return *adamw_; }
-  const optim::AdamW& adamw() const { return *adamw_; }
+  const std::vector<ParamPiece>& pieces() const { return mine_; }
 
  private:
   const std::vector<optim::Param>& params_;

@@ -35,12 +35,9 @@ class ShardedAdamW {
   // AdamW on the segment (gradients scaled by grad_scale: clipping), then every member's
   // segment gathered into the parameters.
   void step(double lr, float grad_scale = 1.0f);
-  // Checkpoints: this member's moments, as slices of the parameters.
-  std::vector<OptimizerSlice> optimizer_state(bool fill) {
-    return optimizer_slices(*adamw_, pieces_, fill);
-  }
+  // Checkpoints: the optimizer and this member's pieces, its tensors' places.
   optim::AdamW& adamw() { return *adamw_; }
-  const optim::AdamW& adamw() const { return *adamw_; }
+  const std::vector<ParamPiece>& pieces() const { return pieces_; }
 
   int64_t segment_begin() const { return begin_; }
   int64_t segment_size() const { return counts_[size_t(dp_.rank())]; }

@@ -9,10 +9,10 @@
 
 #include "merak/checkpoint/safetensors.h"
 #include "merak/checkpoint/store.h"
-#include "merak/train/checkpointing.h"
-#include "models/gpt.h"
 #include "merak/runtime/engine_comm.h"
+#include "merak/train/checkpointing.h"
 #include "merak/train/trainer.h"
+#include "models/gpt.h"
 
 namespace merak::train {
 namespace {
@@ -99,10 +99,9 @@ void Trainer::start(const std::string& dir, int64_t keep, bool background) {
     problem = e.what();
   }
   agree(host, problem);
-  // The step loop waits for this copy only: the engine's state to host memory.
-  // In the background the state is copied (training changes it meanwhile, below); at once the
-  // files are written from it directly.
-  p->pieces = engine_->checkpoint_pieces(/*copy=*/false);
+  // The state on the host: written from directly at once; in the background copied first
+  // (training changes it meanwhile), which is all the step loop waits for then.
+  p->pieces = engine_->checkpoint_pieces();
   p->scalars = engine_->checkpoint_scalars();
   p->scalars["train.step"] = std::to_string(steps_);
   char file[64];
@@ -118,10 +117,7 @@ void Trainer::start(const std::string& dir, int64_t keep, bool background) {
       const Tensor& v = p->pieces[k].values;
       if (!buf.defined() || buf.numel() != v.numel() || buf.dtype() != v.dtype())
         buf = Tensor::empty(v.shape(), v.dtype());
-      if (v.device().is_cpu() && v.is_contiguous())
-        std::memcpy(buf.raw_data(), v.raw_data(), size_t(v.nbytes()));
-      else
-        buf.view(v.shape()).copy_(v);
+      buf.view(v.shape()).copy_(v);
       p->pieces[k].values = buf;
     }
   }
@@ -143,7 +139,7 @@ void Trainer::start(const std::string& dir, int64_t keep, bool background) {
 }
 
 void Trainer::prepare_staging() {
-  for (const checkpoint::Piece& piece : engine_->checkpoint_pieces(/*copy=*/false))
+  for (const checkpoint::Piece& piece : engine_->checkpoint_pieces())
     staging_.push_back(Tensor::empty(piece.values.shape(), piece.values.dtype()));
   std::vector<Tensor> buffers = staging_;
   staging_touched_ = std::thread([buffers] {

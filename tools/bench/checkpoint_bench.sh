@@ -16,6 +16,7 @@ train=bazel-bin/tools/train/merak_train
 args=(--config configs/gpt-small.yaml --set train.device=cpu --set train.precision=f32
       --set train.batch=1 --set train.micro_batch=1 --set train.seq_len=32
       --set parallel.hardware=cpu-local --set train.log_interval=1000)
+calc() { awk "BEGIN {print $1}"; }  # arithmetic on decimals
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2> /dev/null && echo dropped || echo kept; }
 rm -rf "$dir" && mkdir -p "$dir"
@@ -30,26 +31,26 @@ for i in $(seq "$runs"); do
   blocks=$(( (bytes + (64 << 20) - 1) / (64 << 20) ))
   start=$(date +%s.%N)
   dd if=/dev/zero of="$dir/dd" bs=64M count="$blocks" conv=fsync status=none
-  dd_w+=("$(echo "$(date +%s.%N) - $start" | bc)")
+  dd_w+=("$(calc "$(date +%s.%N) - $start")")
   cache=$(drop)
   start=$(date +%s.%N)
   dd if="$dir/dd" of=/dev/null bs=64M status=none
-  dd_r+=("$(echo "$(date +%s.%N) - $start" | bc)")
+  dd_r+=("$(calc "$(date +%s.%N) - $start")")
   rm -f "$dir/dd"
   cache=$(drop)
   out=$("$train" "${args[@]}" --set train.steps=1 --resume "$dir/ck" 2>&1)
   ours_r+=("$(sed -n 's/.*loaded in \([0-9.]*\) s.*/\1/p' <<< "$out")")
 done
-mb=$(echo "$bytes / 1000000" | bc)
+mb=$(calc "int($bytes / 1000000)")
 w_ours=$(printf '%s\n' "${ours_w[@]}" | median); w_dd=$(printf '%s\n' "${dd_w[@]}" | median)
 r_ours=$(printf '%s\n' "${ours_r[@]}" | median); r_dd=$(printf '%s\n' "${dd_r[@]}" | median)
 printf 'state: %s MB in %s (page cache %s before reads)\n' "$mb" "$dir" "$cache"
 printf 'save: merak %.2f s (%.0f MB/s), dd %.2f s (%.0f MB/s): %.0f%% of dd (runs: %s | %s)\n' \
-  "$w_ours" "$(echo "$mb / $w_ours" | bc -l)" "$w_dd" "$(echo "$mb / $w_dd" | bc -l)" \
-  "$(echo "100 * $w_dd / $w_ours" | bc -l)" "${ours_w[*]}" "${dd_w[*]}"
+  "$w_ours" "$(calc "$mb / $w_ours")" "$w_dd" "$(calc "$mb / $w_dd")" \
+  "$(calc "100 * $w_dd / $w_ours")" "${ours_w[*]}" "${dd_w[*]}"
 printf 'load: merak %.2f s (%.0f MB/s), dd %.2f s (%.0f MB/s): %.0f%% of dd (runs: %s | %s)\n' \
-  "$r_ours" "$(echo "$mb / $r_ours" | bc -l)" "$r_dd" "$(echo "$mb / $r_dd" | bc -l)" \
-  "$(echo "100 * $r_dd / $r_ours" | bc -l)" "${ours_r[*]}" "${dd_r[*]}"
+  "$r_ours" "$(calc "$mb / $r_ours")" "$r_dd" "$(calc "$mb / $r_dd")" \
+  "$(calc "100 * $r_dd / $r_ours")" "${ours_r[*]}" "${dd_r[*]}"
 
 # Background saves every 6 steps: the first (host buffers faulted in) and the second (reused),
 # each with 5 steps to finish its files before the next one is due.
@@ -59,5 +60,5 @@ out=$("$train" "${args[@]}" --set train.steps=18 --set checkpoint.dir="$dir/ck" 
 grep '^checkpoint:' <<< "$out"
 waited=$(grep '^checkpoint: .*step_000000012' <<< "$out" | sed -n 's/.*waited \([0-9.]*\) s.*/\1/p')
 printf 'async: the step loop waited %s s for the save of step 12, %.1f%% of the synchronous save\n' \
-  "$waited" "$(echo "100 * $waited / $w_ours" | bc -l)"
+  "$waited" "$(calc "100 * $waited / $w_ours")"
 rm -rf "$dir"

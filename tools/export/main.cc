@@ -7,7 +7,6 @@
 // PATH: a step directory, or a checkpoint directory (its latest). Exit codes: 0 done, 2 bad
 // command line or checkpoint (one line naming the file or tensor), 1 any other failure.
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,16 +15,13 @@
 #include "merak/checkpoint/store.h"
 #include "merak/config/config.h"
 #include "models/gpt.h"
+#include "tools/common/cli.h"
 
 namespace {
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "merak_export: %s\nusage: merak_export --checkpoint PATH -o FILE.safetensors "
-               "[--names merak|hf-gpt2]\n",
-               problem.c_str());
-  std::exit(2);
-}
+const char* kTool = "merak_export";
+const char* kUsage =
+    "usage: merak_export --checkpoint PATH -o FILE.safetensors [--names merak|hf-gpt2]\n";
 
 bool is_optimizer_state(const std::string& name) {
   for (const char* suffix : {".exp_avg", ".exp_avg_sq"}) {
@@ -40,28 +36,20 @@ bool is_optimizer_state(const std::string& name) {
 
 int main(int argc, char** argv) {
   using namespace merak;
-  std::string path, out, names = "merak";
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--checkpoint") path = value();
-    else if (arg == "-o" || arg == "--output") out = value();
-    else if (arg == "--names") names = value();
-    else if (arg == "--help" || arg == "-h") usage("help");
-    else usage("unknown argument '" + arg + "'");
-  }
-  if (path.empty() || out.empty()) usage("--checkpoint and -o are required");
+  const cli::Args args =
+      cli::parse(argc, argv, 1, {kTool, kUsage, {"--checkpoint", "-o", "--names"}, {}, false});
+  const std::string path = args.one("--checkpoint"), out = args.one("-o");
+  const std::string names = args.one("--names", "merak");
+  if (path.empty() || out.empty()) cli::usage_error(kTool, "--checkpoint and -o are required");
   if (names != "merak" && names != "hf-gpt2")
-    usage("--names must be merak or hf-gpt2, got '" + names + "'");
+    cli::usage_error(kTool, "--names must be merak or hf-gpt2, got '" + names + "'");
   try {
     const std::string step_dir = checkpoint::resolve(path);
     const checkpoint::Index index = checkpoint::read_index(step_dir);
     const config::Config cfg = config::parse(index.config, step_dir + "/index.json");
     if (names == "hf-gpt2" && cfg.model.family != "gpt")
-      usage("--names hf-gpt2 is for GPT models; " + step_dir + " holds a " + cfg.model.family);
+      cli::fail(kTool, 2, "--names hf-gpt2 is for GPT models; " + step_dir + " holds a " +
+                              cfg.model.family);
     std::vector<std::pair<std::string, Tensor>> tensors;
     int64_t elements = 0;
     for (const auto& [name, entry] : index.tensors) {
@@ -75,7 +63,8 @@ int main(int argc, char** argv) {
         continue;
       }
       const models::ExternalName hf = models::hf_gpt2_name(name);
-      if (hf.name.empty()) usage(step_dir + ": parameter '" + name + "' has no GPT-2 name");
+      if (hf.name.empty())
+        cli::fail(kTool, 2, step_dir + ": parameter '" + name + "' has no GPT-2 name");
       tensors.emplace_back(hf.name, hf.transpose ? t.transpose(0, 1).contiguous() : t);
     }
     checkpoint::save_safetensors(out, tensors, {{"format", "pt"}});
