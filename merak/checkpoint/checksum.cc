@@ -26,10 +26,6 @@ inline uint64_t finish(uint64_t h) {
   return h ^ (h >> 32);
 }
 
-}  // namespace
-
-namespace {
-
 // One block's sum: four lanes over its 32-byte stripes, the tail folded in.
 uint64_t block_sum(const unsigned char* p, size_t bytes) {
   uint64_t lane[4] = {kA, kB, kC, kA ^ kB};
@@ -51,28 +47,35 @@ uint64_t block_sum(const unsigned char* p, size_t bytes) {
   return finish(h);
 }
 
-constexpr size_t kBlock = size_t(1) << 20;
-
 }  // namespace
+
+uint64_t block_checksum(const void* data, size_t bytes) {
+  return block_sum(static_cast<const unsigned char*>(data), bytes);
+}
+
+uint64_t combine_checksums(size_t bytes, const uint64_t* block_sums, size_t blocks) {
+  if (blocks == 1) return block_sums[0];  // a single block is its own sum
+  uint64_t h = uint64_t(bytes) * kA;
+  for (size_t b = 0; b < blocks; ++b) h = mix_in(h, block_sums[b]);
+  return finish(h);
+}
 
 uint64_t checksum(const void* data, size_t bytes, bool parallel) {
   // Blocks of 1 MiB summed independently (on the thread pool), then their sums in order: the
   // same value whatever the thread count.
   const auto* p = static_cast<const unsigned char*>(data);
-  const int64_t blocks = int64_t((bytes + kBlock - 1) / kBlock);
+  const int64_t blocks = int64_t((bytes + kChecksumBlock - 1) / kChecksumBlock);
   if (blocks <= 1) return block_sum(p, bytes);
   std::vector<uint64_t> sums(static_cast<size_t>(blocks));
   auto sum = [&](int64_t lo, int64_t hi) {
     for (int64_t b = lo; b < hi; ++b) {
-      const size_t at = size_t(b) * kBlock;
-      sums[size_t(b)] = block_sum(p + at, std::min(kBlock, bytes - at));
+      const size_t at = size_t(b) * kChecksumBlock;
+      sums[size_t(b)] = block_sum(p + at, std::min(kChecksumBlock, bytes - at));
     }
   };
   if (parallel) parallel_for(0, blocks, 1, sum);
   else sum(0, blocks);
-  uint64_t h = uint64_t(bytes) * kA;
-  for (uint64_t s : sums) h = mix_in(h, s);
-  return finish(h);
+  return combine_checksums(bytes, sums.data(), sums.size());
 }
 
 std::string checksum_hex(uint64_t c) {

@@ -13,6 +13,12 @@ namespace merak::checkpoint {
 // Over 1 MiB blocks, summed on the thread pool when `parallel` (the same value either way: a
 // writer thread beside training passes false and keeps off the pool).
 uint64_t checksum(const void* data, size_t bytes, bool parallel = true);
+
+// The same sum taken in parts, for bytes that arrive a chunk at a time: the sum of each
+// kChecksumBlock-byte block (the last may be shorter), in order, combined over `bytes` in all.
+constexpr size_t kChecksumBlock = size_t(1) << 20;
+uint64_t block_checksum(const void* data, size_t bytes);
+uint64_t combine_checksums(size_t bytes, const uint64_t* block_sums, size_t blocks);
 std::string checksum_hex(uint64_t c);  // 16 lower-case hex digits
 
 }  // namespace merak::checkpoint

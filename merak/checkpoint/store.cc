@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,8 +10,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <memory>
-#include <set>
 #include <sstream>
 #include <thread>
 
@@ -25,6 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 
 [[noreturn]] void fail(const std::string& what) { throw CheckpointError(what); }
+
+constexpr int64_t kPieceAlignment = 4096;  // where pieces start in a file: a page
 
 std::string os_error(const std::string& what, const std::string& path) {
   return what + " '" + path + "': " + std::strerror(errno);
@@ -106,10 +105,9 @@ std::string int_list(const Shape& s) {
   return out + "]";
 }
 
-Shape int_list(const YAML::Node& n, const std::string& what) {
-  if (!n || !n.IsSequence()) fail(what + ": expected a list of integers");
+Shape int_list(const JsonValue& n, const std::string& what) {
   Shape s;
-  for (const YAML::Node& v : n) s.push_back(v.as<int64_t>());
+  for (const JsonValue& v : n.array(what)) s.push_back(v.int64(what));
   return s;
 }
 
@@ -164,10 +162,22 @@ std::string begin_step(const std::string& dir, int64_t step) {
 
 std::vector<PieceEntry> write_pieces(const std::string& step_dir, const std::string& file,
                                      const std::vector<Piece>& pieces) {
-  // A safetensors header naming each piece "<tensor>@<k>" as a flat run of its elements.
+  // A safetensors header naming each piece "<tensor>@<k>" as a flat run of its elements. Every
+  // piece starts on a kPieceAlignment boundary of the file, as the tensors it is read back into
+  // start on a page, so a resume can read it with direct I/O (no page-cache copy): the header is
+  // padded with spaces, the gaps between pieces are U8 tensors "__pad@<k>" of zeros (safetensors
+  // wants the data section covered without holes).
   std::string header = "{";
   int64_t data = 0;
-  std::vector<int64_t> begin;
+  std::vector<int64_t> begin, pad;
+  auto add = [&](const std::string& name, const std::string& dtype, int64_t numel,
+                 int64_t bytes) {
+    header += std::string(header.size() > 1 ? ", " : "") + json_quote(name) +
+              ": {\"dtype\": \"" + dtype + "\", \"shape\": [" + std::to_string(numel) +
+              "], \"data_offsets\": [" + std::to_string(data) + ", " +
+              std::to_string(data + bytes) + "]}";
+    data += bytes;
+  };
   for (size_t k = 0; k < pieces.size(); ++k) {
     const Piece& p = pieces[k];
     MERAK_CHECK(p.values.defined() && p.values.device().is_cpu() && p.values.is_contiguous() &&
@@ -177,17 +187,15 @@ std::vector<PieceEntry> write_pieces(const std::string& step_dir, const std::str
     std::string why;
     MERAK_CHECK(region_fits(p.region, p.global_shape, &why), "checkpoint piece of '", p.tensor,
                 "': ", why);
+    pad.push_back((kPieceAlignment - data % kPieceAlignment) % kPieceAlignment);
+    if (pad.back() > 0) add("__pad@" + std::to_string(k), "U8", pad.back(), pad.back());
     begin.push_back(data);
-    const int64_t end = data + p.values.nbytes();
-    header += (k ? ", " : "") + json_quote(p.tensor + "@" + std::to_string(k)) +
-              ": {\"dtype\": \"" + safetensors_dtype(p.values.dtype()) + "\", \"shape\": [" +
-              std::to_string(p.values.numel()) + "], \"data_offsets\": [" +
-              std::to_string(data) + ", " + std::to_string(end) + "]}";
-    data = end;
+    add(p.tensor + "@" + std::to_string(k), safetensors_dtype(p.values.dtype()),
+        p.values.numel(), p.values.nbytes());
   }
   header += std::string(pieces.empty() ? "" : ", ") +
             "\"__metadata__\": {\"format\": \"merak-checkpoint-pieces\"}}";
-  while (header.size() % 8 != 0) header += ' ';
+  while ((8 + header.size()) % kPieceAlignment != 0) header += ' ';
   const uint64_t header_len = header.size();
   const int64_t base = 8 + int64_t(header_len);
 
@@ -211,9 +219,11 @@ std::vector<PieceEntry> write_pieces(const std::string& step_dir, const std::str
   out.write(len, 8);
   out.write(header.data(), header.size());
   std::vector<PieceEntry> entries;
+  const std::vector<char> zeros(kPieceAlignment, 0);
   for (size_t k = 0; k < pieces.size(); ++k) {
     const Piece& p = pieces[k];
     const size_t bytes = size_t(p.values.nbytes());
+    out.write(zeros.data(), size_t(pad[k]));
     out.write(p.values.raw_data(), bytes);
     PieceEntry e;
     e.tensor = p.tensor;
@@ -348,46 +358,49 @@ std::string resolve(const std::string& path, bool allow_empty) {
 
 Index read_index(const std::string& step_dir) {
   const std::string path = step_dir + "/index.json";
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);  // JSON is YAML
-  } catch (const YAML::Exception& e) {
-    fail(path + ": not readable as JSON: " + e.what());
-  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(os_error("cannot read", path));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   Index index;
   index.dir = step_dir;
   try {
-    if (!root.IsMap() || !root["format"] || root["format"].as<std::string>() != "merak-checkpoint")
+    const JsonValue root = parse_json(text);
+    const JsonValue* format = root.find("format");
+    if (!format || format->kind() != JsonValue::Kind::String ||
+        format->string("format") != "merak-checkpoint")
       fail(path + ": not a merak checkpoint index");
-    index.version = root["version"].as<int>();
+    index.version = int(root.at("version", "index").int64("version"));
     if (index.version != 1)
       fail(path + ": format version " + std::to_string(index.version) + ", this build reads 1");
-    index.step = root["step"].as<int64_t>();
-    index.config = root["config"].as<std::string>();
-    for (const auto& kv : root["state"]) index.state[kv.first.as<std::string>()] =
-        kv.second.as<std::string>();
-    for (const auto& kv : root["tensors"]) {
-      const std::string name = kv.first.as<std::string>();
-      const std::string what = path + ": tensor '" + name + "'";
+    index.step = root.at("step", "index").int64("step");
+    index.config = root.at("config", "index").string("config");
+    for (const auto& [key, value] : root.at("state", "index").members("state"))
+      index.state[key] = value.string("state '" + key + "'");
+    for (const auto& [name, tensor] : root.at("tensors", "index").members("tensors")) {
+      const std::string what = "tensor '" + name + "'";
       TensorEntry t;
-      t.dtype = dtype_from_name(kv.second["dtype"].as<std::string>());
-      t.shape = int_list(kv.second["shape"], what + " shape");
-      for (const YAML::Node& p : kv.second["pieces"]) {
+      t.dtype = dtype_from_name(tensor.at("dtype", what).string(what + " dtype"));
+      t.shape = int_list(tensor.at("shape", what), what + " shape");
+      for (const JsonValue& p : tensor.at("pieces", what).array(what + " pieces")) {
         PieceEntry e;
         e.tensor = name;
         e.dtype = t.dtype;
         e.global_shape = t.shape;
-        e.file = p["file"].as<std::string>();
-        e.region.offset = int_list(p["offset"], what + " piece offset");
-        e.region.shape = int_list(p["shape"], what + " piece shape");
-        const Shape elements = int_list(p["elements"], what + " piece elements");
-        const Shape bytes = int_list(p["bytes"], what + " piece bytes");
+        e.file = p.at("file", what + " piece").string(what + " piece file");
+        e.region.offset = int_list(p.at("offset", what + " piece"), what + " piece offset");
+        e.region.shape = int_list(p.at("shape", what + " piece"), what + " piece shape");
+        const Shape elements =
+            int_list(p.at("elements", what + " piece"), what + " piece elements");
+        const Shape bytes = int_list(p.at("bytes", what + " piece"), what + " piece bytes");
         if (elements.size() != 2 || bytes.size() != 2) fail(what + ": a piece's ranges need 2 ends");
         e.region.begin = elements[0];
         e.region.end = elements[1];
         e.byte_begin = bytes[0];
         e.byte_end = bytes[1];
-        e.checksum = std::stoull(p["checksum"].as<std::string>(), nullptr, 16);
+        const std::string& sum = p.at("checksum", what + " piece").string(what + " checksum");
+        size_t used = 0;
+        e.checksum = std::stoull(sum, &used, 16);
+        if (used != sum.size() || sum.empty()) fail(what + ": checksum '" + sum + "' is not hex");
         std::string why;
         if (!region_fits(e.region, t.shape, &why)) fail(what + ": " + why);
         if (e.byte_end - e.byte_begin != e.region.numel() * int64_t(dtype_size(t.dtype)))
@@ -397,90 +410,17 @@ Index read_index(const std::string& step_dir) {
       }
       index.tensors[name] = t;
     }
-  } catch (const YAML::Exception& e) {
+  } catch (const CheckpointError& e) {
+    if (std::string(e.what()).rfind(path, 0) == 0) throw;
+    fail(path + ": " + e.what());
+  } catch (const JsonError& e) {
     fail(path + ": malformed index: " + e.what());
-  } catch (const std::invalid_argument& e) {
+  } catch (const std::logic_error& e) {  // std::stoull's out of range, invalid argument
     fail(path + ": malformed index: " + e.what());
   } catch (const Error& e) {
     fail(path + ": " + e.what());
   }
   return index;
-}
-
-void prefetch(const Index& index) {
-  std::set<std::string> files;
-  for (const auto& [name, t] : index.tensors)
-    for (const PieceEntry& e : t.pieces) files.insert(e.file);
-  for (const std::string& f : files) {
-    const int fd = ::open((index.dir + "/" + f).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;  // reported, with the tensor, when read
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
-    ::close(fd);
-  }
-}
-
-void read_region(const Index& index, const std::string& name, const Shape& global_shape,
-                 DType dtype, const Region& target, const Tensor& out) {
-  const std::string where = "checkpoint " + index.dir;
-  auto it = index.tensors.find(name);
-  if (it == index.tensors.end())
-    fail(where + ": no tensor '" + name + "' (of shape " + shape_str(global_shape) +
-         "): a checkpoint of another model?");
-  const TensorEntry& t = it->second;
-  if (t.shape != global_shape)
-    fail(where + ": tensor '" + name + "' has shape " + shape_str(t.shape) + " there, " +
-         shape_str(global_shape) + " here: a checkpoint of another model?");
-  if (t.dtype != dtype)
-    fail(where + ": tensor '" + name + "' is " + dtype_name(t.dtype) + " there, " +
-         dtype_name(dtype) + " here");
-  MERAK_CHECK(out.device().is_cpu() && out.is_contiguous() && out.dtype() == dtype &&
-                  out.numel() == target.numel(),
-              "read_region of '", name, "': the output ", out.str(), " is not ", target.numel(),
-              " contiguous ", dtype_name(dtype), " on the host");
-  const size_t elem = dtype_size(dtype);
-  int64_t copied = 0;
-  std::unique_ptr<char[]> buffer;  // not zeroed: every byte used is read first
-  size_t capacity = 0;
-  for (const PieceEntry& e : t.pieces) {
-    bool apart = false;  // the boxes share nothing: skip the read
-    for (size_t d = 0; d < target.shape.size(); ++d)
-      apart = apart || e.region.offset[d] >= target.offset[d] + target.shape[d] ||
-              target.offset[d] >= e.region.offset[d] + e.region.shape[d];
-    if (apart) continue;
-    const std::string file = index.dir + "/" + e.file;
-    const size_t n = size_t(e.byte_end - e.byte_begin);
-    // The same region written and wanted (a resume in the same layout): straight into `out`.
-    const bool same = e.region.offset == target.offset && e.region.shape == target.shape &&
-                      e.region.begin == target.begin && e.region.flat_end() == target.flat_end();
-    char* bytes = static_cast<char*>(out.raw_data());
-    if (!same) {
-      if (capacity < n) {
-        buffer.reset(new char[n]);
-        capacity = n;
-      }
-      bytes = buffer.get();
-    }
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(os_error("cannot open", file) + " (tensor '" + name + "')");
-    size_t got = 0;
-    while (got < n) {
-      const ssize_t r = ::pread(fd, bytes + got, n - got, off_t(e.byte_begin + int64_t(got)));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      got += size_t(r);
-    }
-    ::close(fd);
-    if (got != n)
-      fail(file + ": truncated: tensor '" + name + "' needs bytes " +
-           std::to_string(e.byte_begin) + ".." + std::to_string(e.byte_end));
-    if (checksum(bytes, n) != e.checksum)
-      fail(file + ": checksum mismatch in tensor '" + name + "' " + e.region.str() +
-           " (the file is damaged)");
-    copied += same ? target.numel() : copy_overlap(e.region, bytes, target, out.raw_data(), elem);
-  }
-  if (copied != target.numel())
-    fail(where + ": tensor '" + name + "' " + target.str() + ": the pieces hold " +
-         std::to_string(copied) + " of its " + std::to_string(target.numel()) + " elements");
 }
 
 }  // namespace merak::checkpoint

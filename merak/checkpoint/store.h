@@ -98,15 +98,4 @@ std::string resolve(const std::string& path, bool allow_empty = false);
 // Reads and checks an index.json (its format, version, and every piece's region and bytes).
 Index read_index(const std::string& step_dir);
 
-// Asks the kernel to read the index's files ahead (reading them then runs at the disk's pace
-// while checksums and copies go on). Files it cannot open are left for read_region to report.
-void prefetch(const Index& index);
-
-// Fills `out` (contiguous, on the host, `target.numel()` elements of `dtype`) with `target`'s
-// elements of tensor `name`, read from the pieces that overlap it, each checked against its
-// checksum. A tensor missing, of another global shape or dtype, or elements no piece holds: a
-// CheckpointError naming the tensor (and both shapes).
-void read_region(const Index& index, const std::string& name, const Shape& global_shape,
-                 DType dtype, const Region& target, const Tensor& out);
-
 }  // namespace merak::checkpoint

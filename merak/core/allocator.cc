@@ -30,10 +30,11 @@ class CpuAllocator final : public Allocator {
   void* allocate(size_t bytes) override {
     const size_t size = block_size(bytes);
     void* p = size >= kCacheFrom ? take_cached(size) : nullptr;
-    if (!p) p = std::aligned_alloc(kCpuAlignment, size);
+    const size_t align = size >= kCacheFrom ? kCpuPage : kCpuAlignment;
+    if (!p) p = std::aligned_alloc(align, size);
     if (!p) {
       release_cache();  // the cache may be what stands in the way
-      p = std::aligned_alloc(kCpuAlignment, size);
+      p = std::aligned_alloc(align, size);
     }
     if (!p) {
       MERAK_FAIL("CPU out of memory allocating ", bytes, " bytes (live ", live_.load(),
@@ -79,7 +80,7 @@ class CpuAllocator final : public Allocator {
   static constexpr size_t kCacheFrom = size_t(1) << 16;   // smaller blocks: malloc is fine
   static constexpr int64_t kMinCache = int64_t(1) << 28;  // 256 MiB
   static size_t block_size(size_t bytes) {
-    const size_t unit = bytes >= kCacheFrom ? 4096 : kCpuAlignment;  // pages for large blocks
+    const size_t unit = bytes >= kCacheFrom ? kCpuPage : kCpuAlignment;  // pages for large blocks
     return bytes == 0 ? kCpuAlignment : (bytes + unit - 1) / unit * unit;
   }
   void* take_cached(size_t size) {

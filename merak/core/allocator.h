@@ -30,8 +30,10 @@ class Allocator {
 Allocator* allocator_for(Device device);
 void register_allocator(DeviceType type, Allocator* allocator);
 
-// CPU allocations are 64-byte aligned (one AVX-512 vector, one cache line).
+// CPU allocations are 64-byte aligned (one AVX-512 vector, one cache line); those of 64 KiB and
+// more start on a page, so direct I/O can read a checkpoint straight into them.
 constexpr size_t kCpuAlignment = 64;
+constexpr size_t kCpuPage = 4096;
 
 MemoryStats cpu_memory_stats();
 void reset_cpu_peak();

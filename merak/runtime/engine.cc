@@ -1,7 +1,6 @@
 #include "merak/runtime/engine.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -761,34 +760,35 @@ std::map<std::string, std::string> Engine::checkpoint_scalars() const {
 void Engine::load_checkpoint(const checkpoint::Index& index) {
   Impl& e = *impl_;
   const std::vector<optim::Param>& values = e.mixed ? e.mixed->master_params() : e.params;
-  checkpoint::prefetch(index);
-  // What to read: every parameter, then the moments (every element of them is read, which
-  // read_region checks: no zeros first).
-  struct Read {
-    std::string name;
-    const partition::ParamShard* shard;
-    Tensor values;
-    int64_t begin;
+  // Every parameter, then the moments (every element of them is read, which read_regions
+  // checks: no zeros first). Host state is read in one go, straight into place; device state in
+  // batches through host tensors of about kBatchBytes, copied over after each.
+  constexpr int64_t kBatchBytes = int64_t(512) << 20;
+  std::vector<StateRead> batch;
+  int64_t batch_bytes = 0;
+  auto flush = [&] {
+    std::vector<checkpoint::RegionRead> reads;
+    for (const StateRead& r : batch) reads.push_back(r.read);
+    checkpoint::read_regions(index, reads);
+    for (const StateRead& r : batch)
+      if (r.place.defined()) r.place.copy_(r.read.out);
+    batch.clear();
+    batch_bytes = 0;
   };
-  std::vector<Read> reads;
-  for (size_t i = 0; i < values.size(); ++i)
-    reads.push_back({values[i].name, e.shards[i], values[i].value, 0});
+  auto add = [&](const std::string& name, const partition::ParamShard& shard,
+                 const Tensor& values, int64_t begin) {
+    add_state_reads(name, shard, values, begin, &batch);
+    batch_bytes += values.nbytes();
+    if (!e.options.device.is_cpu() && batch_bytes >= kBatchBytes) flush();
+  };
+  for (size_t i = 0; i < values.size(); ++i) add(values[i].name, *e.shards[i], values[i].value, 0);
   for (const OptimizerSlice& s :
        optimizer_slices(e.dp->adamw(), e.dp->adamw_pieces(), /*fill=*/true)) {
     const std::string& name = values[s.param].name;
-    reads.push_back({name + ".exp_avg", e.shards[s.param], s.exp_avg, s.begin});
-    reads.push_back({name + ".exp_avg_sq", e.shards[s.param], s.exp_avg_sq, s.begin});
+    add(name + ".exp_avg", *e.shards[s.param], s.exp_avg, s.begin);
+    add(name + ".exp_avg_sq", *e.shards[s.param], s.exp_avg_sq, s.begin);
   }
-  // On the host the tensors are read side by side (the copies, page faults and checksums of
-  // one overlap the disk reads of another); device tensors one after another.
-  auto read = [&](int64_t lo, int64_t hi) {
-    for (int64_t k = lo; k < hi; ++k) {
-      const Read& r = reads[size_t(k)];
-      read_state_pieces(index, r.name, *r.shard, r.values, r.begin);
-    }
-  };
-  if (e.options.device.is_cpu()) parallel_for(0, int64_t(reads.size()), 1, read);
-  else read(0, int64_t(reads.size()));
+  flush();
   if (e.mixed) e.mixed->masters_to_copies();
   auto scalar = [&](const std::string& key) -> const std::string& {
     auto it = index.state.find(key);

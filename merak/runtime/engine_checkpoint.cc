@@ -62,19 +62,19 @@ void add_state_pieces(const std::string& name, const partition::ParamShard& shar
   }
 }
 
-void read_state_pieces(const checkpoint::Index& index, const std::string& name,
-                       const partition::ParamShard& shard, const Tensor& values, int64_t begin) {
+void add_state_reads(const std::string& name, const partition::ParamShard& shard,
+                     const Tensor& values, int64_t begin, std::vector<StateRead>* out) {
   const Shape global = to_shape(shard.full_shape());
   const Tensor flat = values.view({-1});
   for (const LocalRun& run : shard_runs(shard, begin, flat.numel())) {
     const Tensor place = flat.narrow(0, run.local_begin - begin, run.region.numel());
-    if (place.device().is_cpu()) {  // read straight into the state
-      checkpoint::read_region(index, name, global, DType::F32, run.region, place);
-      continue;
+    StateRead r;
+    r.read = {name, global, DType::F32, run.region, place};
+    if (!place.device().is_cpu()) {
+      r.read.out = Tensor::empty({run.region.numel()}, DType::F32);
+      r.place = place;
     }
-    Tensor host = Tensor::empty({run.region.numel()}, DType::F32);
-    checkpoint::read_region(index, name, global, DType::F32, run.region, host);
-    place.copy_(host);
+    out->push_back(std::move(r));
   }
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "merak/checkpoint/reader.h"
 #include "merak/checkpoint/store.h"
 #include "merak/core/tensor.h"
 #include "merak/partition/plan.pb.h"
@@ -29,9 +30,14 @@ std::vector<LocalRun> shard_runs(const partition::ParamShard& shard, int64_t beg
 // device ones), appended to *out.
 void add_state_pieces(const std::string& name, const partition::ParamShard& shard,
                       const Tensor& values, int64_t begin, std::vector<checkpoint::Piece>* out);
-// The reverse: `values` filled from the checkpoint's pieces of `name`, whatever layout wrote
-// them.
-void read_state_pieces(const checkpoint::Index& index, const std::string& name,
-                       const partition::ParamShard& shard, const Tensor& values, int64_t begin);
+// The reverse: the reads that fill `values` from a checkpoint's pieces of `name`, whatever
+// layout wrote them, appended to *out. On the host each reads straight into `values`; from a
+// device's values each reads into a host tensor made here, for `place` to take afterwards.
+struct StateRead {
+  checkpoint::RegionRead read;
+  Tensor place;  // on a device: where read.out's values go; undefined on the host
+};
+void add_state_reads(const std::string& name, const partition::ParamShard& shard,
+                     const Tensor& values, int64_t begin, std::vector<StateRead>* out);
 
 }  // namespace merak::runtime

@@ -7,12 +7,11 @@
 #include <cstring>
 #include <sstream>
 
-#include "merak/checkpoint/safetensors.h"
 #include "merak/checkpoint/store.h"
 #include "merak/runtime/engine_comm.h"
 #include "merak/train/checkpointing.h"
 #include "merak/train/trainer.h"
-#include "models/gpt.h"
+#include "models/weights_file.h"
 
 namespace merak::train {
 namespace {
@@ -201,24 +200,9 @@ CheckpointSaved Trainer::finish_checkpoint() {
 void Trainer::load_initial_weights(const std::string& path) {
   std::string problem;
   try {
-    std::map<std::string, Tensor> file;
-    bool gpt2_names = false;
-    for (auto& [name, t] : checkpoint::load_safetensors(path)) {
-      gpt2_names = gpt2_names || name.rfind("transformer.", 0) == 0;
-      file[name] = t;
-    }
-    std::map<std::string, Tensor> full;
-    for (const auto& [name, value] : engine_->parameters()) {
-      if (!gpt2_names) {
-        if (auto it = file.find(name); it != file.end()) full[name] = it->second;
-        continue;
-      }
-      const models::ExternalName x = models::hf_gpt2_name(name);
-      auto it = file.find(x.name);
-      if (x.name.empty() || it == file.end()) continue;  // load_weights names what is missing
-      full[name] = x.transpose ? it->second.transpose(0, 1).contiguous() : it->second;
-    }
-    engine_->load_weights(full);
+    std::vector<std::string> names;
+    for (const auto& [name, value] : engine_->parameters()) names.push_back(name);
+    engine_->load_weights(models::read_named_weights(path, names));  // it names what is missing
   } catch (const std::exception& e) {
     problem = config_.path + ": key 'model.init_from': " + path + ": " + e.what();
   }

@@ -32,3 +32,27 @@ def load(path):
         out[name] = np.frombuffer(body[begin:end], dtype=dt).reshape(info["shape"]).copy()
     return out
 
+
+
+def save(path, tensors):
+    """Writes {name: numpy array} as a .safetensors file, in the given order, the header padded
+    with spaces to a multiple of 8 bytes."""
+    names = {np.dtype(v).newbyteorder("<"): k for k, v in _DTYPES.items()}
+    header, offset, blobs = {}, 0, []
+    for name, array in tensors.items():
+        a = np.ascontiguousarray(array)
+        dt = a.dtype.newbyteorder("<")
+        if dt not in names:
+            raise ValueError(f"{path}: tensor '{name}' has unsupported dtype {a.dtype}")
+        blob = a.astype(dt, copy=False).tobytes()
+        header[name] = {"dtype": names[dt], "shape": list(a.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        offset += len(blob)
+        blobs.append(blob)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)

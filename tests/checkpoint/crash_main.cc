@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "merak/checkpoint/reader.h"
 #include "merak/checkpoint/store.h"
 
 using namespace merak;

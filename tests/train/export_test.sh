@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # merak_export: a checkpoint written by a dp 1 x pp 2 x tp 2 job exported whole under Merak's
-# and GPT-2's names; PyTorch (/usr/bin/python3) loads both into its GPT with every name and shape
-# matching and gets the same logits; model.init_from starts runs in other layouts from such a
-# file (either naming) at exactly its weights; bad input is one line and exit 2.
+# and GPT-2's names (the same weights); PyTorch (/usr/bin/python3) loads the GPT-2-named file
+# into its GPT and gets Merak's logits within 1e-5. The way back: weights PyTorch initialised
+# and saved under GPT-2's names give Merak PyTorch's logits within 1e-5, and model.init_from
+# starts runs from them in other layouts; bad input is one line and exit 2.
 set -u
 train="$1"
 export_bin="$2"
 configs="$3"
 check="$4"
+logits="$5"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 fail() { echo "FAIL: $*"; exit 1; }
 export OMPI_MCA_btl=self,vader
@@ -21,30 +23,45 @@ for names in merak hf-gpt2; do
   grep -q "^merak_export: 52 tensors (0.83M parameters) of step 2 " <<< "$out" ||
     fail "export ($names): $out"
 done
-/usr/bin/python3 "$check" "$tmp/merak.safetensors" "$tmp/hf-gpt2.safetensors" 4 128 4 64 256 ||
-  fail "the PyTorch check"
-# The way back: model.init_from. The trained weights, under either naming, in one process and
-# at dp 2 x tp 2: the same first loss (bit for bit between the namings, within 1e-5 across the
-# layouts), and not the freshly initialised model's.
+dims=(4 128 4 64 256)  # gpt-tiny: layers hidden heads max_seq vocab
+/usr/bin/python3 "$check" prepare "$tmp/merak.safetensors" "$tmp/hf-gpt2.safetensors" "$tmp" \
+  "${dims[@]}" || fail "the PyTorch side"
+"$logits" "$tmp/hf-gpt2.safetensors" "$tmp/tokens.safetensors" "$tmp/merak_logits.safetensors" \
+  "${dims[@]}" || fail "Merak's logits on the export"
+/usr/bin/python3 "$check" compare "$tmp/merak_logits.safetensors" "$tmp/export_logits.safetensors" \
+  "exported weights" || fail "the exported weights' logits"
+"$logits" "$tmp/torch_gpt2.safetensors" "$tmp/tokens.safetensors" "$tmp/back_logits.safetensors" \
+  "${dims[@]}" || fail "Merak's logits on PyTorch's weights"
+/usr/bin/python3 "$check" compare "$tmp/back_logits.safetensors" "$tmp/torch_logits.safetensors" \
+  "PyTorch-written weights" || fail "PyTorch-written weights' logits"
+
+# model.init_from: Merak's export under either naming gives the same first loss (bit for bit),
+# not the freshly initialised model's; PyTorch's weights start runs in one process and at
+# dp 2 x tp 2 with the same first loss (within 1e-5).
 loss1() { sed -n 's/.*"step": 1, "loss": \([^,]*\),.*/\1/p' "$1"; }
-for names in merak hf-gpt2; do
-  "$train" --config "$configs/gpt-tiny.yaml" --set train.steps=1 --metrics "$tmp/init-$names.jsonl" \
-    --set model.init_from="$tmp/$names.safetensors" > "$tmp/init.log" 2>&1 ||
-    fail "init_from ($names): $(tail -2 "$tmp/init.log")"
-done
+run1() {  # run1 NAME WEIGHTS: one step in one process from WEIGHTS
+  "$train" --config "$configs/gpt-tiny.yaml" --set train.steps=1 --metrics "$tmp/$1.jsonl" \
+    --set model.init_from="$2" > "$tmp/$1.log" 2>&1 ||
+    fail "init_from ($1): $(tail -2 "$tmp/$1.log")"
+}
+run1 init-merak "$tmp/merak.safetensors"
+run1 init-hf-gpt2 "$tmp/hf-gpt2.safetensors"
+run1 init-torch "$tmp/torch_gpt2.safetensors"
 "$train" --config "$configs/gpt-tiny.yaml" --set train.steps=1 --metrics "$tmp/fresh.jsonl" \
   > /dev/null 2>&1 || fail "fresh run"
 timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 "$train" \
   --config "$configs/gpt-tiny.yaml" --set parallel.dp=2 --set parallel.tp=2 --set train.steps=1 \
-  --set model.init_from="$tmp/hf-gpt2.safetensors" --metrics "$tmp/init3d.jsonl" > /dev/null 2>&1 ||
-  fail "init_from at dp 2 x tp 2"
+  --set model.init_from="$tmp/torch_gpt2.safetensors" --metrics "$tmp/init3d.jsonl" \
+  > "$tmp/init3d.log" 2>&1 || fail "init_from at dp 2 x tp 2: $(tail -2 "$tmp/init3d.log")"
 a=$(loss1 "$tmp/init-merak.jsonl") b=$(loss1 "$tmp/init-hf-gpt2.jsonl")
-c=$(loss1 "$tmp/init3d.jsonl") f=$(loss1 "$tmp/fresh.jsonl")
+t=$(loss1 "$tmp/init-torch.jsonl") c=$(loss1 "$tmp/init3d.jsonl") f=$(loss1 "$tmp/fresh.jsonl")
 [ -n "$a" ] && [ "$a" = "$b" ] || fail "init_from: Merak's names give $a, GPT-2's $b"
-[ "$a" != "$f" ] || fail "init_from: the fresh model's loss $f: nothing was loaded"
-awk -v a="$a" -v c="$c" 'BEGIN {d = (a - c) / a; if (d < 0) d = -d; exit !(d <= 1e-5)}' ||
-  fail "init_from: (1,1,1) loss $a, (2,1,2) $c"
-echo "init_from: first loss $a under both namings, $c at dp 2 x tp 2 (fresh: $f)"
+[ "$a" != "$f" ] && [ "$t" != "$f" ] ||
+  fail "init_from: the fresh model's loss $f: nothing was loaded"
+awk -v a="$t" -v c="$c" 'BEGIN {d = (a - c) / a; if (d < 0) d = -d; exit !(d <= 1e-5)}' ||
+  fail "init_from PyTorch's weights: (1,1,1) loss $t, (2,1,2) $c"
+echo "init_from: first loss $a from the export under both namings; $t from PyTorch's weights," \
+  "$c at dp 2 x tp 2 (fresh: $f)"
 out=$("$train" --config "$configs/gpt-tiny.yaml" --set model.hidden=64 --set model.heads=2 \
       --set model.init_from="$tmp/merak.safetensors" 2>&1); rc=$?
 [ "$rc" -eq 2 ] && grep -q "key 'model.init_from': .*has shape \[256, 128\] there, \[256, 64\] here" \

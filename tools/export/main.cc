@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "merak/checkpoint/safetensors.h"
+#include "merak/checkpoint/reader.h"
 #include "merak/checkpoint/store.h"
 #include "merak/config/config.h"
 #include "models/gpt.h"
@@ -50,22 +51,25 @@ int main(int argc, char** argv) {
     if (names == "hf-gpt2" && cfg.model.family != "gpt")
       cli::fail(kTool, 2, "--names hf-gpt2 is for GPT models; " + step_dir + " holds a " +
                               cfg.model.family);
+    // Every parameter whole, read in one go (the reader plans the files' reads together).
+    std::vector<checkpoint::RegionRead> reads;
+    for (const auto& [name, entry] : index.tensors)
+      if (!is_optimizer_state(name))
+        reads.push_back({name, entry.shape, entry.dtype, checkpoint::whole(entry.shape),
+                         Tensor::empty(entry.shape, entry.dtype)});
+    checkpoint::read_regions(index, reads);
     std::vector<std::pair<std::string, Tensor>> tensors;
     int64_t elements = 0;
-    for (const auto& [name, entry] : index.tensors) {
-      if (is_optimizer_state(name)) continue;
-      Tensor t = Tensor::empty(entry.shape, entry.dtype);
-      checkpoint::read_region(index, name, entry.shape, entry.dtype,
-                              checkpoint::whole(entry.shape), t);
-      elements += t.numel();
+    for (const checkpoint::RegionRead& r : reads) {
+      elements += r.out.numel();
       if (names == "merak") {
-        tensors.emplace_back(name, t);
+        tensors.emplace_back(r.tensor, r.out);
         continue;
       }
-      const models::ExternalName hf = models::hf_gpt2_name(name);
+      const models::ExternalName hf = models::hf_gpt2_name(r.tensor);
       if (hf.name.empty())
-        cli::fail(kTool, 2, step_dir + ": parameter '" + name + "' has no GPT-2 name");
-      tensors.emplace_back(hf.name, hf.transpose ? t.transpose(0, 1).contiguous() : t);
+        cli::fail(kTool, 2, step_dir + ": parameter '" + r.tensor + "' has no GPT-2 name");
+      tensors.emplace_back(hf.name, hf.transpose ? r.out.transpose(0, 1).contiguous() : r.out);
     }
     checkpoint::save_safetensors(out, tensors, {{"format", "pt"}});
     std::printf("merak_export: %zu tensors (%.2fM parameters) of step %lld from %s to %s (%s "
