@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -14,7 +15,22 @@
 #include "merak/config/value.h"
 
 namespace merak::config {
+
+const std::vector<std::string> kAutoKeys = {
+    "parallel.dp",       "parallel.pp",
+    "parallel.tp",       "train.micro_batch",
+    "parallel.schedule", "parallel.virtual_stages",
+    "parallel.recompute", "parallel.zero1"};
+
 namespace {
+
+bool is_auto_key(const std::string& key) {
+  for (const std::string& k : kAutoKeys)
+    if (k == key) return true;
+  return false;
+}
+
+bool says_auto(const YAML::Node& value) { return value.IsScalar() && value.Scalar() == "auto"; }
 
 using detail::Field;
 
@@ -78,6 +94,10 @@ class Builder {
       note_line(section, entry.first, &lines);
       const YAML::Node& body = entry.second;
       if (body.IsNull()) continue;  // a section with every key commented out
+      if (section == "parallel" && says_auto(body)) {
+        for (const std::string& k : kAutoKeys) set_auto(k, true);
+        continue;
+      }
       if (!body.IsMap()) {
         fail_at("key '" + section + "'", "expected a map of keys, got " + detail::describe(body));
       }
@@ -94,6 +114,10 @@ class Builder {
     const std::string text = assignment.substr(eq + 1);
     const std::string where = "--set " + key;
     const Field* field = find(key);
+    if (key == "parallel" && trim(text) == "auto") {
+      for (const std::string& k : kAutoKeys) set_auto(k, true);
+      return;
+    }
     if (field == nullptr) {
       if (is_section(key)) {
         fail_at(where, "names a section; set one key of it, like " + first_key_under(key));
@@ -109,8 +133,11 @@ class Builder {
     } catch (const YAML::Exception& e) {
       fail_at(where, "cannot read " + detail::quote(text) + " as YAML: " + e.msg);
     }
-    std::string error = detail::assign(value, field->target);
-    if (!error.empty()) fail_at(where, error);
+    if (is_auto_key(key)) set_auto(key, says_auto(value));
+    if (!says_auto(value) || !is_auto_key(key)) {
+      std::string error = detail::assign(value, field->target);
+      if (!error.empty()) fail_at(where, error);
+    }
     overridden_.insert(key);
   }
 
@@ -141,9 +168,25 @@ class Builder {
         read_keys(key, item.second, lines);
         continue;
       }
+      if (is_auto_key(key)) {
+        set_auto(key, says_auto(item.second));
+        if (says_auto(item.second)) continue;
+      }
       std::string error = detail::assign(item.second, field->target);
       if (!error.empty()) fail_at("key '" + key + "'", error);
     }
+  }
+
+  // Marks `key` for the layout search, or (a value given for it) fixes it.
+  void set_auto(const std::string& key, bool on) {
+    std::vector<std::string> keys;
+    for (const std::string& k : kAutoKeys) {
+      const bool was = std::find(config_.parallel.auto_keys.begin(),
+                                 config_.parallel.auto_keys.end(),
+                                 k) != config_.parallel.auto_keys.end();
+      if (k == key ? on : was) keys.push_back(k);
+    }
+    config_.parallel.auto_keys = keys;
   }
 
   [[noreturn]] void fail(const std::string& what) const {

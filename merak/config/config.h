@@ -118,7 +118,14 @@ struct ParallelConfig {
   // memory, one NCCL communicator per group) | mpi (on cuda: staged through host memory, which
   // lets several ranks share one GPU).
   std::string comm = "auto";
+  // Keys the layout search chooses (`parallel: auto` for all of them, or `KEY: auto` for one),
+  // by full name, in kAutoKeys' order: until the search has run, their values are placeholders.
+  std::vector<std::string> auto_keys;
 };
+
+// The keys `auto` may stand for: the layout (dp, pp, tp), the micro-batch size and the runtime's
+// techniques. `parallel: auto` means all of them.
+extern const std::vector<std::string> kAutoKeys;
 
 // Checkpoints (merak/checkpoint/store.h): DIR/step_NNNNNNNNN/ with an index.json and a
 // safetensors file a writing rank, DIR/latest naming the last complete one.

@@ -9,27 +9,45 @@
 
 namespace merak::partition {
 
-Result run_partition(const graph::Model& model, const Request& req) {
-  const auto start = std::chrono::steady_clock::now();
-  MERAK_CHECK(req.dp >= 1 && req.pp >= 1 && req.tp >= 1, "dp, pp and tp must be >= 1, got dp ",
-              req.dp, ", pp ", req.pp, ", tp ", req.tp);
-  Result r;
+PreparedGraph prepare_graph(const graph::Model& model, int64_t tp) {
+  MERAK_CHECK(tp >= 1, "tp must be >= 1, got ", tp);
+  PreparedGraph g;
+  g.tp = tp;
   for (const graph::Initializer& init : model.graph().initializers())
     if (init.trainable()) {
       int64_t n = 1;
       for (const graph::Dim& d : init.type().dims()) n *= d.size();
-      r.parameters += n;
+      g.parameters += n;
     }
-
-  std::vector<TpRank> ranks;
-  if (req.tp == 1) {
-    ranks.push_back(whole_model(model));
+  if (tp == 1) {
+    g.ranks.push_back(whole_model(model));
   } else {
-    TpPass pass = shard_tensor_parallel(model, req.tp);
-    ranks = std::move(pass.ranks);
-    r.notes = std::move(pass.notes);
+    TpPass pass = shard_tensor_parallel(model, tp);
+    g.ranks = std::move(pass.ranks);
+    g.notes = std::move(pass.notes);
   }
-  const GraphFacts facts = analyze(ranks[0].model.graph());
+  g.facts = analyze(g.ranks[0].model.graph());
+  return g;
+}
+
+Result run_partition(const graph::Model& model, const Request& req) {
+  const auto start = std::chrono::steady_clock::now();
+  MERAK_CHECK(req.dp >= 1 && req.pp >= 1 && req.tp >= 1, "dp, pp and tp must be >= 1, got dp ",
+              req.dp, ", pp ", req.pp, ", tp ", req.tp);
+  Result r = run_partition(prepare_graph(model, req.tp), req);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+Result run_partition(const PreparedGraph& g, const Request& req) {
+  const auto start = std::chrono::steady_clock::now();
+  MERAK_CHECK(req.dp >= 1 && req.pp >= 1 && req.tp == g.tp, "dp and pp must be >= 1 and tp ",
+              "the prepared graph's ", g.tp, ", got dp ", req.dp, ", pp ", req.pp, ", tp ", req.tp);
+  Result r;
+  r.parameters = g.parameters;
+  r.notes = g.notes;
+  const std::vector<TpRank>& ranks = g.ranks;
+  const GraphFacts& facts = g.facts;
   r.nodes = int64_t(facts.nodes.size());
   MemoryOptions mem = req.memory;
   mem.dp = req.dp;
@@ -41,6 +59,10 @@ Result run_partition(const graph::Model& model, const Request& req) {
   const StageModel stages(facts, cost, mem);
   const double limit = req.memory_limit > 0 ? req.memory_limit : double(req.hardware.memory_bytes);
   r.ours = partition_pipeline(stages, req.pp, limit);
+  if (req.estimates_only) {
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return r;
+  }
   const Blocks blocks = find_blocks(ranks[0].model.graph());
   r.uniform = uniform_layers(stages, blocks, req.pp);
   r.balanced = parameter_balanced(stages, blocks, req.pp);

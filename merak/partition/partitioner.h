@@ -9,10 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "merak/partition/analysis.h"
 #include "merak/partition/hardware.h"
 #include "merak/partition/pipeline.h"
 #include "merak/partition/plan.pb.h"
 #include "merak/partition/shards.h"
+#include "merak/partition/tensor_parallel.h"
 
 namespace merak::partition {
 
@@ -21,6 +23,9 @@ struct Request {
   Hardware hardware;
   MemoryOptions memory;        // dp is taken from above
   double memory_limit = 0;     // bytes per device; <= 0: the hardware's memory
+  // Only our split and its stage estimates: no baselines, no per-rank programs (a layout search
+  // costs hundreds of layouts and builds the plan of the one it picks).
+  bool estimates_only = false;
 };
 
 struct Result {
@@ -34,7 +39,27 @@ struct Result {
   double seconds = 0;                      // wall time of the partitioning
 };
 
+// The graph as the tensor-parallel pass leaves it for `tp` ranks, analysed: what every split of
+// it starts from, whatever dp, pp, schedule or memory options. A layout search prepares each
+// (graph, tp) once. Not copyable (the facts point into the ranks' graphs); moves keep them.
+struct PreparedGraph {
+  PreparedGraph() = default;
+  PreparedGraph(const PreparedGraph&) = delete;
+  PreparedGraph& operator=(const PreparedGraph&) = delete;
+  PreparedGraph(PreparedGraph&&) = default;
+  PreparedGraph& operator=(PreparedGraph&&) = default;
+
+  int64_t tp = 1;
+  std::vector<TpRank> ranks;
+  std::vector<std::string> notes;  // what the tensor-parallel pass recognised
+  GraphFacts facts;                // of tp rank 0's graph
+  int64_t parameters = 0;          // of the whole model
+};
+PreparedGraph prepare_graph(const graph::Model& model, int64_t tp);
+
 // Throws NoFit when no split fits, Error on a bad graph or layout (naming what is wrong).
 Result run_partition(const graph::Model& model, const Request& request);
+// The same from a prepared graph (its tp must be the request's).
+Result run_partition(const PreparedGraph& graph, const Request& request);
 
 }  // namespace merak::partition

@@ -26,7 +26,7 @@ std::string layout_str(const config::ParallelConfig& p) {
 
 }  // namespace
 
-PartitionInput partition_input(const config::Config& c) {
+PartitionInput partition_input(const config::Config& c, const graph::Model* traced) {
   const config::ParallelConfig& p = c.parallel;
   PartitionInput in;
   partition::Request& req = in.request;
@@ -52,6 +52,10 @@ PartitionInput partition_input(const config::Config& c) {
   req.memory.micro_batches = config::model_micro_batches_per_replica(c);
   req.memory.recompute = p.recompute != "none";
   req.memory.zero1 = p.zero1;
+  if (traced) {
+    in.model = *traced;
+    return in;
+  }
   auto model = models::make_model(c.model);
   in.model =
       graph::trace_model(*model, config::model_micro_batch_size(c), c.train.seq_len, c.train.seed);

@@ -31,7 +31,10 @@ struct PartitionInput {
   graph::Model model;
   partition::Request request;
 };
-PartitionInput partition_input(const config::Config& config);
+// `traced`: the model already traced at this config's micro-batch size (a layout search costs
+// many layouts of one trace).
+PartitionInput partition_input(const config::Config& config,
+                               const graph::Model* traced = nullptr);
 
 // The partitioner's answer for `in` (made from `config` by partition_input). Throws SetupError
 // (naming the layout, the profile and, when nothing fits, the memory the best split needs).

@@ -24,9 +24,17 @@ struct RunOptions {
 // user can fix (every rank alike).
 int run(const config::Config& config, comm::Grid& grid, const RunOptions& options);
 
+// What a dry run plans for: a job of `world` ranks (0: the config's dp x pp x tp), nodes of
+// `devices_per_node` devices (0: the hardware profile's).
+struct DryRunOptions {
+  int64_t world = 0, devices_per_node = 0;
+  bool json = false;
+};
+
 // The plan the config's run would use, explained as merak_partition explains it (or its JSON),
-// without ranks, devices or data. Throws SetupError when the model cannot be split or does not
-// fit.
-std::string dry_run(const config::Config& config, bool json);
+// without ranks, devices or data; with auto keys, the layout search's table first (in JSON, its
+// "search", "layout" and "predicted"). Throws SetupError when the model cannot be split, does
+// not fit, or the fixed layout is not `world` ranks.
+std::string dry_run(const config::Config& config, const DryRunOptions& options);
 
 }  // namespace merak::train

@@ -2,6 +2,8 @@
 // the file and the key, --set overrides apply in order, and to_yaml round-trips.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -660,4 +662,30 @@ TEST_CASE("train.loss_scale errors name the key", "[config][precision]") {
   CHECK(error_of("", {"train.loss_scale.intial=2"}) ==
         "x.yaml: --set train.loss_scale.intial: unknown key (did you mean "
         "'train.loss_scale.initial'?)");
+}
+
+TEST_CASE("auto leaves layout keys to the search; a value given later fixes one", "[config]") {
+  using merak::config::kAutoKeys;
+  using Keys = std::vector<std::string>;
+  CHECK(parse("", "x.yaml").parallel.auto_keys.empty());
+  CHECK(parse("parallel: auto\n", "x.yaml").parallel.auto_keys == kAutoKeys);
+  CHECK(parse("", "x.yaml", {"parallel=auto"}).parallel.auto_keys == kAutoKeys);
+  const Config some = parse("parallel:\n  tp: auto\n  dp: auto\n  hardware: a100-80g\n"
+                            "train:\n  micro_batch: auto\n",
+                            "x.yaml");
+  CHECK(some.parallel.auto_keys == Keys{"parallel.dp", "parallel.tp", "train.micro_batch"});
+  CHECK(some.parallel.hardware == "a100-80g");
+  CHECK(some.parallel.dp == 1);  // a placeholder until the search runs
+  // --set fixes a key the file left to auto, or leaves one more to it.
+  const Config fixed =
+      parse("parallel: auto\n", "x.yaml", {"parallel.tp=2", "parallel.zero1=true"});
+  CHECK(fixed.parallel.tp == 2);
+  CHECK(fixed.parallel.zero1);
+  CHECK(std::count(fixed.parallel.auto_keys.begin(), fixed.parallel.auto_keys.end(),
+                   "parallel.tp") == 0);
+  CHECK(fixed.parallel.auto_keys.size() == kAutoKeys.size() - 2);
+  CHECK(parse("parallel:\n  pp: 2\n", "x.yaml", {"parallel.pp=auto"}).parallel.auto_keys ==
+        Keys{"parallel.pp"});
+  // auto is for the layout keys only.
+  CHECK(error_of("optimizer:\n  lr: auto\n").find("key 'optimizer.lr'") != std::string::npos);
 }

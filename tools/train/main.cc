@@ -3,15 +3,18 @@
 //   merak_train --config configs/gpt-tiny.yaml [--set key=value ...] [--metrics FILE]
 //               [--trace FILE.json]
 //   mpirun -np N merak_train --config configs/gpt-tiny-3d.yaml [...]
-//   merak_train --config FILE.yaml --dry-run [--json]    the plan, explained; no ranks, no device
+//   merak_train --config FILE.yaml --dry-run [--world N] [--gpus-per-node G] [--hardware NAME]
+//               [--json]        the plan (and with auto keys the layout search), explained; no
+//                               ranks, no device
 //   merak_train --config FILE.yaml --resume PATH|auto    continue from a checkpoint (any layout)
 //
 // One process started without a launcher is the (1, 1, 1) layout of the same engine and starts
-// no MPI (under mpirun -np 1 it is a job of one rank); a job's size must
-// equal the config's dp * pp * tp.
+// no MPI (under mpirun -np 1 it is a job of one rank); a job's size must equal the config's
+// dp * pp * tp, or the layout search (parallel: auto) chooses a layout of that size.
 //
 // Exit codes: 0 done, 2 bad command line or config, or a setup the user can fix (one line naming
 // the file and key), 1 any other failure.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -20,7 +23,10 @@
 #include <vector>
 
 #include "merak/comm/grid.h"
+#include "merak/comm/mpi_communicator.h"
 #include "merak/comm/mpi_env.h"
+#include "merak/comm/self_communicator.h"
+#include "merak/train/layout_search.h"
 #include "merak/train/plan.h"
 #include "merak/train/run.h"
 #include "merak/train/trainer.h"
@@ -32,6 +38,7 @@ struct Args {
   std::vector<std::string> overrides;
   merak::train::RunOptions run;
   bool dry_run = false, json = false;
+  merak::train::DryRunOptions plan;  // --world, --gpus-per-node (--json too)
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -39,9 +46,19 @@ struct Args {
                "merak_train: %s\nusage: [mpirun -np N] merak_train --config FILE.yaml "
                "[--set key=value ...] [--metrics FILE.jsonl] [--trace FILE.json]\n"
                "       [--resume STEP_DIR|CHECKPOINT_DIR|auto]\n"
-               "       merak_train --config FILE.yaml [--set key=value ...] --dry-run [--json]\n",
+               "       merak_train --config FILE.yaml [--set key=value ...] --dry-run [--world N]\n"
+               "                   [--gpus-per-node G] [--hardware NAME] [--json]\n",
                problem.c_str());
   std::exit(2);
+}
+
+// A positive count given to `flag`.
+int64_t count(const std::string& text, const std::string& flag) {
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < 1)
+    usage(flag + " needs a positive whole number, got '" + text + "'");
+  return v;
 }
 
 Args parse_args(int argc, char** argv) {
@@ -59,11 +76,17 @@ Args parse_args(int argc, char** argv) {
     else if (arg == "--resume") a.run.resume = value();
     else if (arg == "--dry-run") a.dry_run = true;
     else if (arg == "--json") a.json = true;
+    else if (arg == "--world") a.plan.world = count(value(), arg);
+    else if (arg == "--gpus-per-node") a.plan.devices_per_node = count(value(), arg);
+    else if (arg == "--hardware") a.overrides.push_back("parallel.hardware=" + value());
     else if (arg == "--help" || arg == "-h") usage("help");
     else usage("unknown argument '" + arg + "'");
   }
   if (a.config.empty()) usage("--config is required");
   if (a.json && !a.dry_run) usage("--json goes with --dry-run");
+  if ((a.plan.world > 0 || a.plan.devices_per_node > 0) && !a.dry_run)
+    usage("--world and --gpus-per-node go with --dry-run (a job's size is its launcher's)");
+  a.plan.json = a.json;
   if (!a.run.resume.empty() && a.dry_run) usage("--resume trains: it does not go with --dry-run");
   return a;
 }
@@ -103,8 +126,15 @@ int job_main(int argc, char** argv, const merak::config::Config& cfg, const Args
   using namespace merak;
   comm::MpiSession session(&argc, &argv);
   try {
-    const std::unique_ptr<comm::Grid> grid = train::make_grid(cfg);
-    return train::run(cfg, *grid, args.run);
+    config::Config resolved = cfg;
+    if (!cfg.parallel.auto_keys.empty()) {  // the layout search on rank 0, its answer for all
+      MPI_Comm dup;
+      comm::check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "merak_train: MPI_Comm_dup");
+      comm::MpiCommunicator world(dup, "world");
+      resolved = train::resolve_layout(cfg, world);
+    }
+    const std::unique_ptr<comm::Grid> grid = train::make_grid(resolved);
+    return train::run(resolved, *grid, args.run);
   } catch (const train::SetupError& e) {
     if (comm::world_rank() == 0) std::fprintf(stderr, "merak_train: %s\n", e.what());
     return 2;
@@ -118,11 +148,16 @@ int process_main(const merak::config::Config& cfg, const Args& args) {
   using namespace merak;
   try {
     if (args.dry_run) {
-      std::fputs(train::dry_run(cfg, args.json).c_str(), stdout);
+      std::fputs(train::dry_run(cfg, args.plan).c_str(), stdout);
       return 0;
     }
-    const std::unique_ptr<comm::Grid> grid = train::make_grid(cfg);
-    return train::run(cfg, *grid, args.run);
+    config::Config resolved = cfg;
+    if (!cfg.parallel.auto_keys.empty()) {  // a layout of one rank: micro-batch, recompute
+      comm::SelfCommunicator self("world");
+      resolved = train::resolve_layout(cfg, self);
+    }
+    const std::unique_ptr<comm::Grid> grid = train::make_grid(resolved);
+    return train::run(resolved, *grid, args.run);
   } catch (const train::SetupError& e) {
     std::fprintf(stderr, "merak_train: %s\n", e.what());
     return 2;
@@ -155,7 +190,11 @@ int main(int argc, char** argv) {
     return process_main(cfg, args);
   }
   const int64_t ranks = cfg.parallel.dp * cfg.parallel.pp * cfg.parallel.tp;
-  if (world != ranks) {
+  const auto& autos = cfg.parallel.auto_keys;
+  const bool layout_auto = std::find(autos.begin(), autos.end(), "parallel.dp") != autos.end() ||
+                           std::find(autos.begin(), autos.end(), "parallel.pp") != autos.end() ||
+                           std::find(autos.begin(), autos.end(), "parallel.tp") != autos.end();
+  if (world != ranks && !layout_auto) {
     if (speaker)
       std::fprintf(stderr,
                    "merak_train: %s: key 'parallel': dp %lld x pp %lld x tp %lld needs %lld "

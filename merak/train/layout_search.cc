@@ -1,0 +1,430 @@
+#include "merak/train/layout_search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "merak/config/validate.h"
+#include "merak/graph/tracer.h"
+#include "merak/partition/cost.h"
+#include "merak/partition/hardware.h"
+#include "merak/runtime/engine_comm.h"
+#include "merak/runtime/schedule.h"
+#include "merak/runtime/simulator.h"
+#include "models/model.h"
+
+namespace merak::train {
+namespace {
+
+constexpr size_t kShown = 5;           // layouts printed, and the prune's yardstick
+constexpr int64_t kMaxMicroBatch = 8;  // larger micro-batches rarely pay: memory for no bubble
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d <= n; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+bool is_auto(const config::Config& c, const std::string& key) {
+  const auto& keys = c.parallel.auto_keys;
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+// What the search knows of the model without partitioning it.
+struct ModelFacts {
+  double parameters = 0;
+  double flops_per_step = 0;  // forward + backward of the global batch, no recomputation
+};
+
+ModelFacts model_facts(const config::Config& c) {
+  auto model = models::make_model(c.model);  // on Meta: no memory
+  ModelFacts f;
+  f.parameters = double(model->num_parameters());
+  f.flops_per_step = model->flops_per_token(c.train.seq_len) * double(c.train.batch) *
+                     double(c.train.seq_len);
+  return f;
+}
+
+// Every valid layout of `world` ranks for the config's auto keys (the others as given).
+std::vector<Layout> enumerate(const config::Config& c, int64_t world, int64_t per_node) {
+  const config::ParallelConfig& p = c.parallel;
+  std::vector<int64_t> tps = {p.tp};
+  if (is_auto(c, "parallel.tp")) {
+    tps.clear();
+    for (int64_t t : divisors(world))
+      if (t <= per_node && c.model.heads % t == 0) tps.push_back(t);
+  }
+  std::vector<Layout> out;
+  for (int64_t tp : tps)
+    for (int64_t pp : is_auto(c, "parallel.pp") ? divisors(world / std::max<int64_t>(tp, 1))
+                                                 : std::vector<int64_t>{p.pp}) {
+      if (world % (tp * pp) != 0 || pp > c.model.layers) continue;
+      const int64_t dp = world / (tp * pp);
+      if ((!is_auto(c, "parallel.dp") && dp != p.dp) || c.train.batch % dp != 0) continue;
+      const int64_t per_replica = c.train.batch / dp;
+      std::vector<int64_t> mbs;
+      if (is_auto(c, "train.micro_batch")) {
+        for (int64_t m : divisors(per_replica))
+          if (m <= kMaxMicroBatch) mbs.push_back(m);
+      } else {
+        config::Config fixed = c;
+        fixed.parallel.dp = dp;
+        mbs.push_back(config::micro_batch_size(fixed));
+      }
+      const std::vector<std::string> recomputes =
+          is_auto(c, "parallel.recompute") ? std::vector<std::string>{"none", "full"}
+                                           : std::vector<std::string>{p.recompute};
+      std::vector<std::string> schedules = {p.schedule};
+      if (is_auto(c, "parallel.schedule"))
+        schedules = pp == 1 ? std::vector<std::string>{"1f1b"}
+                            : std::vector<std::string>{"1f1b", "gpipe", "zb", "interleaved",
+                                                       "shifted"};
+      const std::vector<bool> zero1s = is_auto(c, "parallel.zero1") && dp > 1
+                                           ? std::vector<bool>{false, true}
+                                           : std::vector<bool>{is_auto(c, "parallel.zero1")
+                                                                   ? false
+                                                                   : p.zero1};
+      for (int64_t mb : mbs)
+        for (const std::string& rc : recomputes)
+          for (const std::string& sc : schedules)
+            for (bool z : zero1s) {
+              if (sc == "shifted" && rc == "none") continue;  // it moves recomputation only
+              Layout l{dp, pp, tp, mb, 1, sc, rc, z};
+              if (sc == "interleaved")
+                l.virtual_stages = is_auto(c, "parallel.virtual_stages") ? 2 : p.virtual_stages;
+              else if (!is_auto(c, "parallel.virtual_stages"))
+                l.virtual_stages = p.virtual_stages;
+              if (l.pp * l.virtual_stages > c.model.layers) continue;
+              // The config's own rules (interleaved's micro-batch multiple, ZeRO-1 with 16-bit
+              // replicas, ...): a layout the run would refuse is not a candidate.
+              if (config::detail::first_problem(with_layout(c, l))) continue;
+              out.push_back(l);
+            }
+    }
+  return out;
+}
+
+// The schedule's fill and drain as a factor on the busy time: a bound no pipeline beats.
+double fill_factor(const Layout& l, int64_t micro_batches) {
+  if (l.schedule == "zb") return 1;  // zero bubble may hide nearly all of it
+  const double fill = double(l.pp - 1) / double(l.virtual_stages);
+  return (double(micro_batches) + fill) / double(micro_batches);
+}
+
+// The layout's step: its stages' estimates replayed in the simulator under its schedule, plus
+// the gradient reduction that the last micro-batch's backward leaves exposed.
+Prediction predict(const config::Config& c, const Layout& l, const partition::Request& req,
+                   const partition::Result& r, const ModelFacts& facts) {
+  const std::vector<partition::StageEstimate>& st = r.ours.stages;
+  const int model_stages = int(st.size());
+  const int micro_batches = int(config::model_micro_batches_per_replica(c));
+  runtime::SimCosts costs;
+  runtime::ScheduleOptions so;
+  so.virtual_stages = int(l.virtual_stages);
+  const bool zb = l.schedule == "zb";
+  for (const partition::StageEstimate& s : st) {
+    costs.forward.push_back(s.fwd);
+    // Zero bubble splits backward into its activation and parameter gradients: a matmul's two
+    // backward products have the same FLOPs, so each half is half the time.
+    costs.backward.push_back(zb ? s.bwd / 2 : s.bwd);
+    if (zb) costs.weight_grad.push_back(s.bwd / 2);
+    costs.recompute.push_back(s.recompute);
+    so.recompute.push_back(s.recompute > 0 ? 1.0 : 0.0);
+    costs.p2p = std::max(costs.p2p, s.p2p);
+  }
+  const runtime::SimResult sim = runtime::simulate(
+      runtime::make_schedules(runtime::parse_schedule_kind(l.schedule), int(l.pp), micro_batches,
+                              so),
+      costs);
+  Prediction p;
+  p.bubble = sim.bubble;
+  // Gradient reduction: each stage's gradients over its dp replicas (a reduce-scatter and
+  // all-gather under ZeRO-1 move the same bytes as one all-reduce), overlapped with the last
+  // micro-batch's backward of that stage only (gradients are final then).
+  if (l.dp > 1) {
+    partition::Placement place{l.dp, l.pp, l.tp};
+    const partition::CostModel cost(req.hardware, req.memory.precision, place);
+    const double grad_bytes = req.memory.precision == partition::Precision::F32 ? 4 : 2;
+    for (int s = 0; s < model_stages; ++s) {
+      const double reduce =
+          cost.all_reduce_seconds(st[size_t(s)].params * grad_bytes, l.dp, cost.dp_link());
+      p.exposed_dp_seconds = std::max(p.exposed_dp_seconds, reduce - st[size_t(s)].bwd);
+    }
+  }
+  p.step_seconds = sim.step_time + std::max(0.0, p.exposed_dp_seconds);
+  const double world = double(l.dp * l.pp * l.tp);
+  p.tokens_per_s = double(c.train.batch * c.train.seq_len) / p.step_seconds;
+  p.tflops_per_device = facts.flops_per_step / p.step_seconds / world / 1e12;
+  const double peak = req.hardware.peak(req.memory.precision);
+  p.mfu = peak > 0 ? p.tflops_per_device * 1e12 / peak : 0;
+  for (const partition::StageEstimate& s : st) p.stage_memory.push_back(s.memory.total());
+  return p;
+}
+
+std::string gib(double bytes) { return fmt("%.1f GiB", bytes / (1024.0 * 1024 * 1024)); }
+
+}  // namespace
+
+std::string Layout::str() const {
+  std::string s = "dp " + std::to_string(dp) + ", pp " + std::to_string(pp) + ", tp " +
+                  std::to_string(tp) + ", micro-batch " + std::to_string(micro_batch) + ", " +
+                  schedule;
+  if (virtual_stages > 1) s += " x" + std::to_string(virtual_stages);
+  s += ", recompute " + recompute;
+  if (zero1) s += ", zero1";
+  return s;
+}
+
+config::Config with_layout(const config::Config& c, const Layout& l) {
+  config::Config out = c;
+  config::ParallelConfig& p = out.parallel;
+  p.dp = l.dp, p.pp = l.pp, p.tp = l.tp;
+  p.schedule = l.schedule, p.virtual_stages = l.virtual_stages;
+  p.recompute = l.recompute, p.zero1 = l.zero1;
+  out.train.micro_batch = l.micro_batch;
+  p.micro_batches = 0;  // the micro-batch size says it
+  p.auto_keys.clear();
+  return out;
+}
+
+LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devices_per_node) {
+  const auto start = std::chrono::steady_clock::now();
+  LayoutSearch s;
+  s.world = world;
+  partition::Hardware hw;
+  try {
+    hw = partition::load_hardware(partition::find_hardware(c.parallel.hardware));
+  } catch (const partition::HardwareError& e) {
+    throw SetupError(c.path + ": key 'parallel.hardware': " + e.what());
+  }
+  s.devices_per_node = devices_per_node > 0 ? devices_per_node : hw.devices_per_node;
+  if (world < 1) throw SetupError("a job needs at least one rank, got " + std::to_string(world));
+  if (!is_auto(c, "parallel.tp") && c.parallel.tp > s.devices_per_node)
+    throw SetupError(c.path + ": key 'parallel.tp': tp " + std::to_string(c.parallel.tp) +
+                     " spans nodes of " + std::to_string(s.devices_per_node) + " devices on '" +
+                     hw.name + "' (tensor parallelism all-reduces every layer: keep it within a "
+                     "node, tp <= " + std::to_string(s.devices_per_node) + ")");
+  std::vector<Layout> layouts = enumerate(c, world, s.devices_per_node);
+  s.candidates = int64_t(layouts.size());
+  if (layouts.empty())
+    throw SetupError(c.path + ": no layout of " + std::to_string(world) + " rank" +
+                     (world == 1 ? "" : "s") + " suits the fixed keys (dp x pp x tp must be " +
+                     std::to_string(world) + ", train.batch " + std::to_string(c.train.batch) +
+                     " divisible by dp, tp dividing the " + std::to_string(c.model.heads) +
+                     " heads within a node of " + std::to_string(s.devices_per_node) + ")");
+
+  // Layouts that differ only in recomputation or ZeRO-1 form one group, tried from the cheapest
+  // technique on: recomputation only adds time and ZeRO-1 moves the same gradient bytes, so the
+  // first of them that fits is the group's best ("none where memory allows, full where it must").
+  const ModelFacts facts = model_facts(c);
+  const partition::Precision precision = partition::parse_precision(c.train.precision);
+  const double sustained = hw.peak(precision) * hw.compute_efficiency;
+  const double limit = double(hw.memory_bytes);
+  struct Group {
+    std::vector<Layout> variants;  // cheapest technique first
+    double bound = 0;              // no variant's step can be shorter
+  };
+  std::vector<Group> groups;
+  std::map<std::string, size_t> group_of;
+  double closest_need = 0;  // the least memory any skipped or refused layout asked for
+  Layout closest;
+  auto note_need = [&](double need, const Layout& l) {
+    if (closest_need == 0 || need < closest_need) closest_need = need, closest = l;
+  };
+  for (const Layout& l : layouts) {
+    // Memory no split can get under (weights, gradients, optimizer state): not partitioned.
+    partition::MemoryOptions mem;
+    mem.precision = precision, mem.dp = l.dp, mem.zero1 = l.zero1;
+    const partition::PerParameter per = partition::bytes_per_parameter(mem);
+    const double static_bytes =
+        facts.parameters / double(l.tp * l.pp) * (per.weight + per.grad + per.optimizer);
+    if (static_bytes > limit) {
+      note_need(static_bytes, l);
+      continue;
+    }
+    Layout base = l;
+    base.recompute = is_auto(c, "parallel.recompute") ? "" : l.recompute;
+    base.zero1 = is_auto(c, "parallel.zero1") ? false : l.zero1;
+    auto [it, fresh] = group_of.emplace(base.str(), groups.size());
+    if (fresh) {
+      const double compute = facts.flops_per_step / (double(world) * sustained) *
+                             (l.recompute == "none" ? 1.0 : 4.0 / 3.0);
+      const int64_t m = config::model_micro_batches_per_replica(with_layout(c, l));
+      groups.push_back({{}, compute * fill_factor(l, m)});
+    }
+    groups[it->second].variants.push_back(l);
+  }
+  for (Group& g : groups)
+    std::stable_sort(g.variants.begin(), g.variants.end(), [](const Layout& a, const Layout& b) {
+      return std::make_pair(a.recompute != "none", a.zero1) <
+             std::make_pair(b.recompute != "none", b.zero1);
+    });
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const Group& a, const Group& b) { return a.bound < b.bound; });
+
+  // Traced once per micro-batch size, through the tensor-parallel pass and analysed once per tp.
+  std::map<int64_t, graph::Model> traces;
+  std::map<std::pair<int64_t, int64_t>, partition::PreparedGraph> prepared;
+  std::map<std::pair<int64_t, int64_t>, std::string> unshardable;
+  for (const Group& g : groups) {
+    if (s.ranked.size() >= kShown && g.bound >= s.ranked[kShown - 1].predicted.step_seconds)
+      break;  // nothing left can make the top five
+    for (const Layout& l : g.variants) {
+      const config::Config lc = with_layout(c, l);
+      const int64_t mb = config::model_micro_batch_size(lc);
+      auto trace = traces.find(mb);
+      if (trace == traces.end()) {
+        auto model = models::make_model(lc.model);
+        trace = traces.emplace(mb, graph::trace_model(*model, mb, lc.train.seq_len,
+                                                      lc.train.seed)).first;
+      }
+      const std::pair<int64_t, int64_t> key{mb, l.tp};
+      if (unshardable.count(key)) break;
+      auto graph = prepared.find(key);
+      if (graph == prepared.end()) {
+        try {
+          graph = prepared.emplace(key, partition::prepare_graph(trace->second, l.tp)).first;
+        } catch (const Error& e) {
+          unshardable[key] = e.what();  // this tp cannot split the graph: no variant can
+          break;
+        }
+      }
+      ++s.costed;
+      PartitionInput in = partition_input(lc, &trace->second);
+      in.request.hardware.devices_per_node = s.devices_per_node;
+      in.request.estimates_only = true;
+      partition::Result r;
+      try {
+        r = partition::run_partition(graph->second, in.request);
+      } catch (const partition::NoFit& e) {
+        note_need(e.needed, l);
+        continue;  // the next technique may make room
+      } catch (const Error&) {
+        break;  // a split this graph cannot take (fewer blocks than stages): no variant can
+      }
+      Ranked ranked{l, predict(lc, l, in.request, r, facts)};
+      auto at = std::upper_bound(s.ranked.begin(), s.ranked.end(), ranked,
+                                 [](const Ranked& a, const Ranked& b) {
+                                   return a.predicted.step_seconds < b.predicted.step_seconds;
+                                 });
+      s.ranked.insert(at, ranked);
+      break;
+    }
+  }
+  if (s.ranked.empty()) {
+    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // Memory per device scales about as 1 / (pp * tp): that many times the ranks gives room.
+    const double factor = std::ceil(closest_need / limit);
+    const int64_t more = int64_t(factor) * world;
+    throw SetupError(c.path + ": no layout of " + std::to_string(world) + " rank" +
+                     (world == 1 ? "" : "s") + " fits '" + hw.name + "' (" + gib(limit) +
+                     " a device): the closest (" + closest.str() + ") needs " +
+                     gib(closest_need) + " a device; try about " + std::to_string(more) +
+                     " ranks, or a device with more memory");
+  }
+  // The winner's full plan (the per-rank programs the run will execute), as the run makes it.
+  s.chosen = with_layout(c, s.ranked.front().layout);
+  s.input = partition_input(s.chosen, &traces.at(config::model_micro_batch_size(s.chosen)));
+  s.input.request.hardware.devices_per_node = s.devices_per_node;
+  s.result = partition_config(s.chosen, s.input);
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return s;
+}
+
+std::string search_table(const LayoutSearch& s) {
+  std::ostringstream os;
+  os << "layout search: " << s.world << " rank" << (s.world == 1 ? "" : "s") << ", "
+     << s.devices_per_node << " a node: " << s.candidates << " layouts, " << s.costed
+     << " partitioned and simulated, " << s.ranked.size() << " fit; "
+     << fmt("%.2f s", s.seconds) << "\n";
+  os << "   #  step s     tokens/s  TFLOP/s/dev   MFU  bubble  dp exposed  max mem  layout\n";
+  for (size_t i = 0; i < std::min(kShown, s.ranked.size()); ++i) {
+    const Prediction& p = s.ranked[i].predicted;
+    const double mem = *std::max_element(p.stage_memory.begin(), p.stage_memory.end());
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "  %2zu  %7.3f  %11.0f  %11.2f  %4.0f%%  %5.0f%%  %8.1f ms  %7s  ", i + 1,
+                  p.step_seconds, p.tokens_per_s, p.tflops_per_device, 100 * p.mfu,
+                  100 * p.bubble, 1e3 * p.exposed_dp_seconds, gib(mem).c_str());
+    os << line << s.ranked[i].layout.str() << "\n";
+  }
+  os << "chosen: " << s.ranked.front().layout.str() << "\n";
+  return os.str();
+}
+
+std::string search_json(const LayoutSearch& s) {
+  auto layout = [](const Layout& l) {
+    std::ostringstream o;
+    o << "{\"dp\": " << l.dp << ", \"pp\": " << l.pp << ", \"tp\": " << l.tp
+      << ", \"micro_batch\": " << l.micro_batch << ", \"schedule\": \"" << l.schedule
+      << "\", \"virtual_stages\": " << l.virtual_stages << ", \"recompute\": \"" << l.recompute
+      << "\", \"zero1\": " << (l.zero1 ? "true" : "false") << "}";
+    return o.str();
+  };
+  auto predicted = [](const Prediction& p) {
+    std::ostringstream o;
+    o << "{\"step_seconds\": " << fmt("%.6g", p.step_seconds)
+      << ", \"tokens_per_s\": " << fmt("%.6g", p.tokens_per_s)
+      << ", \"tflops_per_gpu\": " << fmt("%.6g", p.tflops_per_device)
+      << ", \"mfu\": " << fmt("%.4f", p.mfu) << ", \"bubble\": " << fmt("%.4f", p.bubble)
+      << ", \"exposed_dp_seconds\": " << fmt("%.6g", p.exposed_dp_seconds)
+      << ", \"memory_bytes\": [";
+    for (size_t i = 0; i < p.stage_memory.size(); ++i)
+      o << (i ? ", " : "") << fmt("%.0f", p.stage_memory[i]);
+    o << "]}";
+    return o.str();
+  };
+  std::ostringstream os;
+  os << "\"search\": {\"world\": " << s.world << ", \"devices_per_node\": " << s.devices_per_node
+     << ", \"candidates\": " << s.candidates << ", \"costed\": " << s.costed
+     << ", \"fit\": " << s.ranked.size() << ", \"seconds\": " << fmt("%.3f", s.seconds)
+     << ", \"best\": [";
+  for (size_t i = 0; i < std::min(kShown, s.ranked.size()); ++i)
+    os << (i ? ", " : "") << "{\"layout\": " << layout(s.ranked[i].layout)
+       << ", \"predicted\": " << predicted(s.ranked[i].predicted) << "}";
+  os << "]},\n\"layout\": " << layout(s.ranked.front().layout)
+     << ",\n\"predicted\": " << predicted(s.ranked.front().predicted);
+  return os.str();
+}
+
+config::Config resolve_layout(const config::Config& c, comm::Communicator& world) {
+  if (c.parallel.auto_keys.empty()) return c;
+  // Rank 0's answer as text: 'L' and the layout's fields, or 'E' and the error.
+  std::string answer;
+  if (world.rank() == 0) {
+    try {
+      const LayoutSearch s = search_layouts(c, world.size(), 0);
+      std::fputs(search_table(s).c_str(), stdout);
+      std::fflush(stdout);
+      const Layout& l = s.ranked.front().layout;
+      std::ostringstream o;
+      o << "L " << l.dp << " " << l.pp << " " << l.tp << " " << l.micro_batch << " "
+        << l.virtual_stages << " " << l.schedule << " " << l.recompute << " " << int(l.zero1);
+      answer = o.str();
+    } catch (const std::exception& e) {
+      answer = std::string("E ") + e.what();
+    }
+  }
+  answer = runtime::broadcast_bytes(world, answer, 0);
+  if (answer.rfind("E ", 0) == 0) throw SetupError(answer.substr(2));
+  std::istringstream in(answer.substr(2));
+  Layout l;
+  int zero1 = 0;
+  in >> l.dp >> l.pp >> l.tp >> l.micro_batch >> l.virtual_stages >> l.schedule >> l.recompute >>
+      zero1;
+  l.zero1 = zero1 != 0;
+  MERAK_CHECK(!in.fail(), "the layout from rank 0 does not parse: ", answer);
+  return with_layout(c, l);
+}
+
+}  // namespace merak::train

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The layout search (parallel: auto): a dry run at a world size ranks the layouts that fit and
+# names the one it chose, as text and as JSON; a job started with parallel=auto trains with the
+# layout it printed; impossible requests end with exit 2 and the reason.
+set -u
+train="$1"
+configs="$2"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+fail() { echo "FAIL: $*"; exit 1; }
+export OMPI_MCA_btl=self,vader
+tiny=(--config "$configs/gpt-tiny.yaml" --set parallel=auto)
+
+out=$("$train" "${tiny[@]}" --dry-run --world 4 2>&1) || fail "dry run: $out"
+grep -q "^layout search: 4 ranks, 1 a node: [0-9]* layouts, [0-9]* partitioned and simulated, [0-9]* fit; " \
+  <<< "$out" || fail "no search line: $out"
+chosen=$(sed -n 's/^chosen: //p' <<< "$out")
+first=$(awk '$1 == "1" && NF > 10 {sub(/.*GiB  /, ""); print; exit}' <<< "$out")
+[ -n "$chosen" ] && [ "$chosen" = "$first" ] || fail "chosen '$chosen' is not the fastest '$first'"
+# The fastest first: the predicted step times never fall down the table.
+awk '$1 ~ /^[1-5]$/ && NF > 10 {if ($2 < last) exit 1; last = $2}' <<< "$out" ||
+  fail "the table is not fastest first: $out"
+echo "dry run at world 4: chosen $chosen"
+
+"$train" "${tiny[@]}" --dry-run --world 4 --json > "$tmp/plan.json" || fail "--json"
+/usr/bin/python3 - "$tmp/plan.json" <<'PY' || fail "the JSON: $(head -c 600 "$tmp/plan.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+layout, predicted, best = d["layout"], d["predicted"], d["search"]["best"]
+assert set(layout) == {"dp", "pp", "tp", "micro_batch", "schedule", "virtual_stages",
+                       "recompute", "zero1"}, layout
+assert layout["dp"] * layout["pp"] * layout["tp"] == 4, layout
+assert best[0]["layout"] == layout, (best[0], layout)
+steps = [b["predicted"]["step_seconds"] for b in best]
+assert steps == sorted(steps) and predicted["step_seconds"] == steps[0], steps
+assert predicted["tokens_per_s"] > 0 and 0 < predicted["mfu"] < 1, predicted
+assert len(predicted["memory_bytes"]) == layout["pp"] * layout["virtual_stages"], predicted
+assert "stages" in d, sorted(d)  # the chosen layout's plan, as without auto
+PY
+
+# A job of 4 ranks searches (rank 0), prints its choice, and every rank trains with it.
+out=$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np 4 "$train" "${tiny[@]}" \
+      --set train.steps=3 2>&1) || fail "mpirun -np 4 with parallel=auto: $out"
+chosen=$(sed -n 's/^chosen: //p' <<< "$out")
+dp=$(sed -n 's/^dp \([0-9]*\), pp \([0-9]*\), tp \([0-9]*\),.*/\1 \2 \3/p' <<< "$chosen")
+set -- $dp
+grep -q "| dp $1, pp $2, tp $3 on 4 ranks$" <<< "$out" ||
+  fail "the run's layout is not the chosen '$chosen': $out"
+grep -q "^step     3/3 | loss " <<< "$out" || fail "no third step: $out"
+echo "mpirun -np 4 parallel=auto: trained with $chosen"
+
+# What cannot be: a model no layout of the world fits, tp beyond a node, a fixed layout of
+# another size. Exit 2, one line with the reason.
+bad() {  # bad EXPECTED ARGS...
+  local want="$1"; shift
+  out=$("$train" "$@" 2>&1); rc=$?
+  [ "$rc" -eq 2 ] && grep -q -- "$want" <<< "$out" || fail "want exit 2 and '$want': exit $rc: $out"
+  echo "refused: $(tail -1 <<< "$out")"
+}
+bad "no layout of 1 rank fits 'a100-80g' (80.0 GiB a device): the closest (dp 1, pp 1, tp 1, .*) needs [0-9.]* GiB a device; try about [0-9]* ranks" \
+  --config "$configs/gpt20b.yaml" --dry-run --world 1
+bad "key 'parallel.tp': tp 16 spans nodes of 8 devices on 'a100-80g'" \
+  --config "$configs/gpt20b.yaml" --set parallel.tp=16 --dry-run --world 64
+bad "dp 2 x pp 1 x tp 1 is 2 ranks, not --world 4" \
+  --config "$configs/gpt-tiny.yaml" --set parallel.dp=2 --dry-run --world 4
+echo "layout_test: all checks passed"
