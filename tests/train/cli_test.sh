@@ -81,16 +81,41 @@ out=$("$train" --config "$configs/gpt-tiny.yaml" --set model.recompute=true 2>&1
 
 # The plan explained is the plan that runs: merak_train --dry-run and merak_partition build the
 # same request from every config (the JSON reports equal but for the time partitioning took).
+# A config that leaves its layout to the search is planned for 64 ranks, and merak_partition
+# given the layout the search chose must explain the same plan.
 strip() { sed -E 's/"partition_seconds": [0-9.e+-]+//' "$1"; }
+same_plan() {  # same_plan A.json B.json: equal but for timing and the search's own members
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for d in (a, b):
+    for k in ("partition_seconds", "search", "layout", "predicted"):
+        d.pop(k, None)
+sys.exit(0 if a == b else 1)
+PY
+}
 for cfg in "$configs"/*.yaml; do
-  "$train" --config "$cfg" --dry-run --json > "$tmp/train.json" 2> "$tmp/train.err"; a=$?
-  "$partition" --config "$cfg" --json > "$tmp/part.json" 2> "$tmp/part.err"; b=$?
+  sets=()
+  if grep -q ': auto$' "$cfg"; then
+    "$train" --config "$cfg" --dry-run --json --world 64 > "$tmp/train.json" 2> "$tmp/train.err"
+    a=$?
+    [ "$a" -eq 0 ] || fail "$cfg: the layout search at 64 ranks: $(cat "$tmp/train.err")"
+    read -r -a sets < <(/usr/bin/python3 -c '
+import json, sys
+l = json.load(open(sys.argv[1]))["layout"]
+print(" ".join("--set parallel.%s=%s" % (k, str(l[k]).lower())
+               for k in ("dp", "pp", "tp", "schedule", "virtual_stages", "recompute", "zero1")),
+      "--set train.micro_batch=%d" % l["micro_batch"])' "$tmp/train.json")
+  else
+    "$train" --config "$cfg" --dry-run --json > "$tmp/train.json" 2> "$tmp/train.err"; a=$?
+  fi
+  "$partition" --config "$cfg" "${sets[@]}" --json > "$tmp/part.json" 2> "$tmp/part.err"; b=$?
   [ "$a" -eq "$b" ] || fail "$cfg: merak_train --dry-run exit $a, merak_partition $b: $(cat "$tmp/train.err" "$tmp/part.err")"
   if [ "$a" -eq 0 ]; then
-    diff <(strip "$tmp/train.json") <(strip "$tmp/part.json") > "$tmp/diff" ||
-      fail "$cfg: the plans differ: $(head -20 "$tmp/diff")"
+    same_plan "$tmp/train.json" "$tmp/part.json" ||
+      fail "$cfg: the plans differ: $(diff <(strip "$tmp/train.json") <(strip "$tmp/part.json") | head -20)"
     grep -q '"stages"' "$tmp/train.json" || fail "$cfg: no stages in the dry run"
-    echo "same plan: $cfg"
+    echo "same plan: $cfg ${sets[*]}"
   else
     # The same one-line reason, each under its tool's name.
     [ "$(sed 's/^merak_train: //' "$tmp/train.err")" = "$(sed 's/^merak_partition: //' "$tmp/part.err")" ] ||
@@ -98,7 +123,7 @@ for cfg in "$configs"/*.yaml; do
     echo "same refusal: $cfg: $(cat "$tmp/train.err")"
   fi
 done
-# Flags stand for config keys: the same plan as the keys set directly.
+
 "$partition" --config "$configs/gpt-tiny-3d.yaml" --pp 4 --tp 1 --dp 1 --schedule gpipe --json \
   > "$tmp/flags.json" || fail "merak_partition with flags"
 "$train" --config "$configs/gpt-tiny-3d.yaml" --set parallel.pp=4 --set parallel.tp=1 \
