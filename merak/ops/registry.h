@@ -1,6 +1,6 @@
 // The op registry: every op is defined here once (schema, Meta inference, cost, kernels per
-// device, backward formula) and everything else (eager autograd, tracer, graph executor, ONNX
-// importer, cost model, TP pass) reads that one definition.
+// device, backward formula, sharding rule) and everything else (eager autograd, tracer, graph
+// executor, ONNX importer, cost model, TP pass) reads that one definition.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +64,54 @@ using ViewFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& inpu
 // with registry ops so it runs on any device and can itself be traced.
 using BackwardFn = std::function<std::vector<Tensor>(const BackwardCtx& ctx)>;
 
+// --- how an op shards over a tensor-parallel group (read by the tensor-parallel pass) ---
+
+// The layout of one value over the group, as in OneFlow's SBP: split along a dim (each rank holds
+// a contiguous part), broadcast (each holds all of it) or a partial sum (each holds a summand).
+struct Sbp {
+  enum class Kind : uint8_t { Split, Broadcast, PartialSum };
+  Kind kind = Kind::Broadcast;
+  int64_t dim = 0;  // Split only; negative counts from the end
+
+  static Sbp split(int64_t dim) { return {Kind::Split, dim}; }
+  static Sbp broadcast() { return {Kind::Broadcast, 0}; }
+  static Sbp partial_sum() { return {Kind::PartialSum, 0}; }
+  bool is_split() const { return kind == Kind::Split; }
+  bool is_partial_sum() const { return kind == Kind::PartialSum; }
+};
+
+// One way for every rank to run the op on its pieces: a layout per input (absent optional ones
+// included) and per output. A PartialSum input is a bias: the pass adds it once, after the
+// outputs' partial sums are reduced, so the op must add it to its result unchanged.
+struct SbpSignature {
+  std::vector<Sbp> inputs;
+  std::vector<Sbp> outputs;
+  // The input whose stored values this layout splits (a weight), or -1. Such a layout holds
+  // only where that input is a trainable parameter: computed values are never cut in storage.
+  int weight = -1;
+  // The op each rank runs in this layout when this op cannot run on a piece as it is (a lookup
+  // or loss over split classes must know which classes it holds): it gets attribute `start`,
+  // the rank's first index along the split dim, and `group`, `size` when it declares them.
+  std::string local_op;
+};
+
+using SbpFn = std::function<std::vector<SbpSignature>(
+    const std::vector<TensorMeta>& inputs, const std::vector<TensorMeta>& outputs,
+    const Attrs& attrs)>;
+// The op's attributes on one rank when output dim `dim` holds only `local` of its entries.
+using LocalizeFn = std::function<Attrs(const Attrs& attrs, int64_t dim, int64_t local)>;
+
+struct ShardingRule {
+  SbpFn signatures;  // for these shapes and attributes; unset: no value of the op is ever split
+  // The split moves onto whichever dim of the other side holds the same elements in row-major
+  // order (reshape): no fixed dim to list, and heads or fused QKV parts may regroup.
+  bool follows_elements = false;
+  LocalizeFn localize;  // set when an attribute states a size along a dim (reshape's shape)
+  // The dims it carries a split on are attention heads: the pass calls such a region attention
+  // and names heads as the unit tp must divide.
+  bool heads = false;
+};
+
 struct OpDef {
   std::string name;
   std::string doc;                       // one line: what it computes
@@ -85,6 +133,7 @@ struct OpDef {
   // and dW are separate products): a zero-bubble pipeline may then ask for the activation
   // gradients first and the parameters' later, at no extra cost.
   bool separable_grads = false;
+  ShardingRule sharding;                 // how it splits over a tensor-parallel group
 
   int min_inputs() const;
   bool input_optional(size_t i) const;

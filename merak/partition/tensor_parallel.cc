@@ -20,28 +20,51 @@ namespace {
 // types, classifier heads) stay whole.
 constexpr int64_t kVocabRows = 1024;
 
-bool is_unary_elementwise(const std::string& op) {
-  static const std::set<std::string> ops = {"gelu", "relu", "tanh", "exp", "log", "neg",
-                                            "sqrt", "rsqrt", "erf", "pow", "add_scalar",
-                                            "mul_scalar", "dropout", "cast", "contiguous"};
-  return ops.count(op) > 0;
-}
-
-bool is_broadcasting(const std::string& op) {
-  static const std::set<std::string> ops = {"add", "sub", "mul", "div", "masked_fill", "where"};
-  return ops.count(op) > 0;
-}
+using ops::Sbp;
+using ops::SbpSignature;
 
 std::string shape_text(const Shape& s) { return shape_str(s); }
 
-// A product with a weight: linear (weight [out, in], optional bias) or matmul(x, W) with W a
-// 2-D parameter ([in, out], or [out, in] with trans_b), as ONNX exports with folded transposes;
-// or linear_gelu, which applies GELU to the whole product and so can only be column-parallel
-// (row-parallel partial products must be summed before any GELU).
+// Port i of a signature's inputs or outputs; ports it does not list are whole.
+Sbp port(const std::vector<Sbp>& ports, size_t i) { return i < ports.size() ? ports[i] : Sbp(); }
+
+// A signature that passes a split from value to value: it splits no weight, needs no other op,
+// and every output is split (a partial sum would need a reduction inside the region).
+bool carries(const SbpSignature& s) {
+  if (s.weight >= 0 || !s.local_op.empty()) return false;
+  for (const Sbp& o : s.outputs)
+    if (!o.is_split()) return false;
+  for (const Sbp& i : s.inputs)
+    if (i.is_partial_sum()) return false;
+  return true;
+}
+
+// Each node's signatures for its inferred shapes and attributes (empty: its op has no rule).
+std::vector<std::vector<SbpSignature>> signatures_of(const GraphFacts& f) {
+  std::vector<std::vector<SbpSignature>> out(f.nodes.size());
+  auto metas = [&](const std::vector<int>& ids) {
+    std::vector<ops::TensorMeta> m;
+    for (int id : ids)
+      m.push_back(id >= 0 ? f.values[size_t(id)].meta : ops::TensorMeta{{}, DType::F32, false});
+    return m;
+  };
+  for (size_t n = 0; n < f.nodes.size(); ++n) {
+    const NodeFacts& nf = f.nodes[n];
+    if (nf.op->sharding.signatures)
+      out[n] = nf.op->sharding.signatures(metas(nf.inputs), metas(nf.outputs), nf.attrs);
+  }
+  return out;
+}
+
+// A product with a weight (linear, linear_gelu, matmul by a 2-D parameter), read from the
+// signatures that split its weight: column-parallel when one splits output 0 (the activation
+// whole), row-parallel when one makes output 0 a partial sum (the activation split).
 struct Dense {
-  int x = -1, w = -1, bias = -1;
-  int64_t out_dim = 0, in_dim = 1;  // of the weight
-  bool column_only = false;
+  const SbpSignature* column = nullptr;
+  const SbpSignature* row = nullptr;
+  int x_port = -1, w_port = -1, bias_port = -1;  // inputs (bias: -1 when the op has none)
+  int x = -1, w = -1, bias = -1;                 // their values (-1: absent)
+  int64_t out_dim = 0, in_dim = 0;               // weight dims split column- and row-parallel
 };
 
 // A group of nodes between column-parallel and row-parallel linears whose values are split.
@@ -52,9 +75,16 @@ struct Region {
   std::string failure;  // why it is not a region ("" when it is)
 };
 
+// A vocabulary-parallel node run on each rank by its signature's local op.
+struct LocalCall {
+  const SbpSignature* signature = nullptr;
+  int64_t rows = 0;  // extent of the split dim (vocabulary rows or classes) before the split
+};
+
 class Pass {
  public:
-  Pass(const graph::Model& model, int64_t tp) : model_(model), tp_(tp), f_(analyze(model.graph())) {}
+  Pass(const graph::Model& model, int64_t tp)
+      : model_(model), tp_(tp), f_(analyze(model.graph())), signatures_(signatures_of(f_)) {}
 
   TpPass run();
 
@@ -64,14 +94,22 @@ class Pass {
   const ValueFacts& value(int v) const { return f_.values[size_t(v)]; }
   const Shape& shape(int v) const { return value(v).meta.shape; }
   bool trainable_param(int v) const { return v >= 0 && value(v).kind == ValueFacts::Kind::Param; }
+  // The dim of value v that a Split layout names (negative dims counted from v's end).
+  int64_t dim_of(int v, const Sbp& s) const {
+    return normalize_dim(s.dim, int64_t(shape(v).size()));
+  }
+  // Whether every port of node n holding v is split along `dim` (and there is one).
+  bool splits_at(int n, const SbpSignature& s, int v, int64_t dim) const;
   std::optional<Dense> dense(int n) const;
+  const SbpSignature* lookup(int n, int table) const;
+  const SbpSignature* class_loss(int n, int logits, int64_t dim) const;
 
   void find_vocab();
   Region grow(int row_linear) const;
   // States of every port of node n implied by `known` on value v (nullopt entries: replicated
   // inputs). False when the op cannot carry the split.
-  bool rule(int n, int v, const Split& known, std::vector<std::pair<int, std::optional<Split>>>* out,
-            std::string* why) const;
+  bool rule(int n, int v, const Split& known,
+            std::vector<std::pair<int, std::optional<Split>>>* out, std::string* why) const;
   void check_divisible(const Region& r) const;
   void commit(const Region& r);
   TpRank build(int64_t rank) const;
@@ -79,175 +117,141 @@ class Pass {
   const graph::Model& model_;
   int64_t tp_;
   GraphFacts f_;
+  std::vector<std::vector<SbpSignature>> signatures_;  // per node, from the op registry
   // Decisions.
   std::map<int, Split> states_;                 // split values of committed regions
   std::map<int, std::string> column_, row_;     // linear node -> its region's kind
   std::set<int> interior_;
   std::set<int> claimed_;                       // nodes in some region
   std::map<int, int64_t> vocab_params_;         // vocabulary-parallel tables -> their vocab dim
-  std::set<int> vocab_embeddings_, vocab_heads_, vocab_losses_;
+  std::set<int> vocab_heads_;
+  std::map<int, LocalCall> local_calls_;        // vocabulary-parallel lookups and losses
   std::map<int, int> region_of_;                // node -> region index (for tp_copy sharing)
   int regions_ = 0, attention_regions_ = 0;
   std::vector<std::string> notes_;
 };
 
+bool Pass::splits_at(int n, const SbpSignature& s, int v, int64_t dim) const {
+  const NodeFacts& nf = node(n);
+  bool found = false;
+  auto check = [&](const std::vector<int>& ids, const std::vector<Sbp>& ports) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] != v) continue;
+      const Sbp p = port(ports, i);
+      if (!p.is_split() || dim_of(v, p) != dim) return false;
+      found = true;
+    }
+    return true;
+  };
+  return check(nf.inputs, s.inputs) && check(nf.outputs, s.outputs) && found;
+}
+
 std::optional<Dense> Pass::dense(int n) const {
   const NodeFacts& nf = node(n);
   Dense d;
-  if (nf.op->name == "linear" || nf.op->name == "linear_gelu") {
-    d.x = nf.inputs[0];
-    d.w = nf.inputs[1];
-    d.bias = nf.inputs.size() > 2 ? nf.inputs[2] : -1;
-    d.column_only = nf.op->name == "linear_gelu";
-  } else if (nf.op->name == "matmul" && !nf.attrs.b("trans_a") && nf.inputs[1] >= 0 &&
-             shape(nf.inputs[1]).size() == 2) {
-    d.x = nf.inputs[0];
-    d.w = nf.inputs[1];
-    const bool t = nf.attrs.b("trans_b");
-    d.out_dim = t ? 0 : 1;
-    d.in_dim = t ? 1 : 0;
-  } else {
-    return std::nullopt;
+  for (const SbpSignature& s : signatures_[size_t(n)]) {
+    if (s.weight < 0 || !s.local_op.empty() || size_t(s.weight) >= nf.inputs.size() ||
+        !trainable_param(nf.inputs[size_t(s.weight)]) || s.outputs.empty())
+      continue;
+    if (s.outputs[0].is_split() && !d.column) d.column = &s;
+    if (s.outputs[0].is_partial_sum() && !d.row) d.row = &s;
   }
-  if (!trainable_param(d.w)) return std::nullopt;
+  if (!d.column && !d.row) return std::nullopt;
+  d.w_port = (d.column ? d.column : d.row)->weight;
+  d.w = nf.inputs[size_t(d.w_port)];
+  if (d.column) d.out_dim = dim_of(d.w, port(d.column->inputs, size_t(d.w_port)));
+  if (d.row) d.in_dim = dim_of(d.w, port(d.row->inputs, size_t(d.w_port)));
+  // The activation is whole in the column layout and split in the row one; the bias is split
+  // with the outputs in the column layout and a partial sum in the row one.
+  for (size_t i = 0; i < nf.inputs.size(); ++i) {
+    if (int(i) == d.w_port) continue;
+    const Sbp c = d.column ? port(d.column->inputs, i) : Sbp();
+    const Sbp r = d.row ? port(d.row->inputs, i) : Sbp();
+    const bool activation = d.column ? c.kind == Sbp::Kind::Broadcast : r.is_split();
+    if (activation && d.x_port < 0) {
+      d.x_port = int(i);
+    } else if (c.is_split() || r.is_partial_sum()) {
+      d.bias_port = int(i);
+    }
+  }
+  if (d.x_port < 0) return std::nullopt;
+  d.x = nf.inputs[size_t(d.x_port)];
+  d.bias = d.bias_port >= 0 ? nf.inputs[size_t(d.bias_port)] : -1;
   return d;
+}
+
+// A lookup in `table` (embedding): a layout that splits the table, run by a local op, whose
+// other inputs are graph inputs (token ids, known to every rank).
+const SbpSignature* Pass::lookup(int n, int table) const {
+  const NodeFacts& nf = node(n);
+  for (const SbpSignature& s : signatures_[size_t(n)]) {
+    if (s.weight < 0 || s.local_op.empty() || size_t(s.weight) >= nf.inputs.size() ||
+        nf.inputs[size_t(s.weight)] != table)
+      continue;
+    bool ids = true;
+    for (size_t i = 0; i < nf.inputs.size(); ++i)
+      if (int(i) != s.weight)
+        ids = ids && nf.inputs[i] >= 0 && value(nf.inputs[i]).kind == ValueFacts::Kind::Input;
+    if (ids) return &s;
+  }
+  return nullptr;
+}
+
+// A loss over `logits` split along `dim` (cross_entropy over classes), run by a local op.
+const SbpSignature* Pass::class_loss(int n, int logits, int64_t dim) const {
+  for (const SbpSignature& s : signatures_[size_t(n)])
+    if (s.weight < 0 && !s.local_op.empty() && splits_at(n, s, logits, dim) &&
+        std::find(node(n).outputs.begin(), node(n).outputs.end(), logits) ==
+            node(n).outputs.end())
+      return &s;
+  return nullptr;
 }
 
 bool Pass::rule(int n, int v, const Split& known,
                 std::vector<std::pair<int, std::optional<Split>>>* out, std::string* why) const {
   const NodeFacts& nf = node(n);
-  const std::string& op = nf.op->name;
   auto fail = [&](const std::string& reason) {
-    *why = "'" + nf.node->name() + "' (" + op + "): " + reason;
+    *why = "'" + nf.node->name() + "' (" + nf.op->name + "): " + reason;
     return false;
   };
-  const int64_t rank_of_v = int64_t(shape(v).size());
-  if (is_unary_elementwise(op)) {
-    for (int id : nf.inputs)
-      if (id >= 0) out->push_back({id, known});
-    for (int id : nf.outputs) out->push_back({id, known});
-    return true;
-  }
-  if (is_broadcasting(op)) {
-    // The output's split, then each input's: split where it spans the dim, whole where it is
-    // broadcast along it.
-    const int y = nf.outputs[0];
-    const int64_t ry = int64_t(shape(y).size());
-    Split sy = known;
-    sy.axis = known.axis + (ry - rank_of_v);
-    if (shape(v)[size_t(known.axis)] != shape(y)[size_t(sy.axis)])
-      return fail("a broadcast operand cannot carry the split");
-    out->push_back({y, sy});
-    for (int id : nf.inputs) {
-      if (id < 0) continue;
-      const int64_t ri = int64_t(shape(id).size());
-      const int64_t a = sy.axis - (ry - ri);
-      if (a < 0 || shape(id)[size_t(a)] == 1) {
-        out->push_back({id, std::nullopt});
-      } else if (shape(id)[size_t(a)] == shape(y)[size_t(sy.axis)]) {
-        Split si = sy;
-        si.axis = a;
-        out->push_back({id, si});
-      } else {
-        return fail("operand sizes disagree along the split dim");
-      }
-    }
-    return true;
-  }
-  if (op == "reshape") {
+  if (nf.op->sharding.follows_elements) {
     const int x = nf.inputs[0], y = nf.outputs[0];
     const bool from_input = v == x;
     const auto other = reshape_split(shape(v), known, shape(from_input ? y : x));
-    if (!other) return fail("the split of " + shape_text(shape(v)) + " does not fall on one dim of " +
-                            shape_text(shape(from_input ? y : x)));
+    if (!other)
+      return fail("the split of " + shape_text(shape(v)) + " does not fall on one dim of " +
+                  shape_text(shape(from_input ? y : x)));
     out->push_back({x, from_input ? known : *other});
     out->push_back({y, from_input ? *other : known});
     return true;
   }
-  if (op == "permute" || op == "transpose") {
-    const int x = nf.inputs[0], y = nf.outputs[0];
-    const int64_t r = int64_t(shape(x).size());
-    std::vector<int64_t> order;
-    if (op == "permute") {
-      order = nf.attrs.ints("order");
-      for (int64_t& d : order) d = d < 0 ? d + r : d;
-    } else {
-      for (int64_t d = 0; d < r; ++d) order.push_back(d);
-      int64_t a = nf.attrs.i("dim0"), b = nf.attrs.i("dim1");
-      std::swap(order[size_t(a < 0 ? a + r : a)], order[size_t(b < 0 ? b + r : b)]);
-    }
-    Split sx = known, sy = known;
-    if (v == x) {
-      sy.axis = int64_t(std::find(order.begin(), order.end(), known.axis) - order.begin());
-    } else {
-      sx.axis = order[size_t(known.axis)];
-    }
-    out->push_back({x, sx});
-    out->push_back({y, sy});
-    return true;
-  }
-  if (op == "split") {
-    const int64_t dim = normalize_dim(nf.attrs.i("dim"), rank_of_v);
-    if (dim == known.axis) return fail("it splits along the split dim");
-    out->push_back({nf.inputs[0], known});
-    for (int id : nf.outputs) out->push_back({id, known});
-    return true;
-  }
-  if (op == "softmax" || op == "log_softmax") {
-    if (normalize_dim(nf.attrs.i("dim"), rank_of_v) == known.axis)
-      return fail("it normalises along the split dim");
-    out->push_back({nf.inputs[0], known});
-    out->push_back({nf.outputs[0], known});
-    return true;
-  }
-  if (op == "sdpa") {
-    // Heads are independent: q, k, v, out and lse split along dim 1 alike; the mask is whole.
-    if (known.axis != 1) return fail("attention can only be split over heads (dim 1)");
+  // The split keeps its units (heads, features) on whichever dim the signature names per port.
+  auto carried = [&](int id, const Sbp& p) -> std::optional<Split> {
+    if (!p.is_split()) return std::nullopt;
+    Split s = known;
+    s.axis = dim_of(id, p);
+    return s;
+  };
+  for (const SbpSignature& s : signatures_[size_t(n)]) {
+    if (!carries(s) || !splits_at(n, s, v, known.axis)) continue;
     for (size_t i = 0; i < nf.inputs.size(); ++i) {
       const int id = nf.inputs[i];
-      if (id < 0) continue;
-      if (i == 3) {
-        out->push_back({id, std::nullopt});
-      } else if (shape(id)[1] != shape(v)[1]) {
-        return fail("q, k and v have different head counts");
-      } else {
-        out->push_back({id, known});
-      }
+      if (id >= 0) out->push_back({id, carried(id, port(s.inputs, i))});
     }
-    for (int id : nf.outputs) out->push_back({id, known});
+    for (size_t i = 0; i < nf.outputs.size(); ++i)
+      out->push_back({nf.outputs[i], carried(nf.outputs[i], port(s.outputs, i))});
     return true;
   }
-  if (op == "matmul") {
-    // Batch dims (not the last two) split alike on both operands, whole where broadcast.
-    const int y = nf.outputs[0];
-    const int64_t ry = int64_t(shape(y).size());
-    Split sy = known;
-    sy.axis = known.axis + (ry - rank_of_v);
-    if (sy.axis >= ry - 2 || known.axis >= rank_of_v - 2)
-      return fail("only batch dims of a matmul can carry the split");
-    out->push_back({y, sy});
-    for (int id : nf.inputs) {
-      const int64_t ri = int64_t(shape(id).size());
-      const int64_t a = sy.axis - (ry - ri);
-      if (a < 0 || shape(id)[size_t(a)] == 1) {
-        out->push_back({id, std::nullopt});
-      } else {
-        Split si = sy;
-        si.axis = a;
-        out->push_back({id, si});
-      }
-    }
-    return true;
-  }
-  return fail("no rule carries a split through this op");
+  return fail("no signature carries a split along dim " + std::to_string(known.axis));
 }
 
 Region Pass::grow(int row_linear) const {
   Region r;
-  const int x0 = dense(row_linear)->x;
+  const Dense d0 = *dense(row_linear);
+  const int x0 = d0.x;
   Split start;
-  start.axis = int64_t(shape(x0).size()) - 1;
-  start.parts = shape(x0).back();
+  start.axis = dim_of(x0, port(d0.row->inputs, size_t(d0.x_port)));
+  start.parts = shape(x0)[size_t(start.axis)];
   r.states[x0] = start;
   r.row.insert(row_linear);
   std::deque<int> queue = {x0};
@@ -281,21 +285,17 @@ Region Pass::grow(int row_linear) const {
     const NodeFacts& nf = node(n);
     const Split& s = r.states.at(v);
     if (const auto d = dense(n)) {
-      const bool last = s.axis == int64_t(shape(v).size()) - 1;
-      if (last && v == nf.outputs[0]) {
+      // A product ends the region: it starts the split (column) or ends it (row).
+      if (d->column && v == nf.outputs[0] && s.axis == dim_of(v, d->column->outputs[0])) {
         r.column.insert(n);
         return true;
       }
-      if (last && v == d->x && !d->column_only) {
+      if (d->row && v == d->x && s.axis == dim_of(v, port(d->row->inputs, size_t(d->x_port)))) {
         r.row.insert(n);
         return true;
       }
-      if (last && v == d->x) {
-        r.failure = "'" + nf.node->name() + "' (" + nf.op->name +
-                    ") applies GELU to its whole product, so it cannot be row-parallel";
-        return false;
-      }
-      r.failure = "'" + nf.node->name() + "' meets the split on a dim it cannot split";
+      r.failure = "'" + nf.node->name() + "' (" + nf.op->name +
+                  ") has no column- or row-parallel layout with the split where it meets it";
       return false;
     }
     std::vector<std::pair<int, std::optional<Split>>> ports;
@@ -305,7 +305,7 @@ Region Pass::grow(int row_linear) const {
       return false;
     }
     r.interior.insert(n);
-    if (nf.op->name == "sdpa" || nf.op->name == "matmul") r.attention = true;
+    if (nf.op->sharding.heads) r.attention = true;
     for (const auto& [id, st] : ports)
       if (st && !assign(id, *st)) return false;
     return true;
@@ -341,7 +341,7 @@ void Pass::check_divisible(const Region& r) const {
     std::vector<int> nodes = value(v).readers;
     if (value(v).producer >= 0) nodes.push_back(value(v).producer);
     for (int n : nodes)
-      if (node(n).op->name == "sdpa" || node(n).op->name == "matmul") return true;
+      if (node(n).op->sharding.heads) return true;
     return false;
   };
   int site = -1;
@@ -356,25 +356,24 @@ void Pass::check_divisible(const Region& r) const {
 }
 
 void Pass::find_vocab() {
-  // Tables indexed by a graph input (token ids), and LM heads: products whose logits feed only
-  // cross_entropy or leave the graph. A table is vocabulary-parallel when all its uses are.
+  // Lookups in tables by graph inputs (token ids), and LM heads: products whose logits feed only
+  // losses over split classes or leave the graph. A table is vocabulary-parallel when all its
+  // uses are.
   std::map<int, std::vector<int>> uses;  // param -> nodes using it
   for (size_t n = 0; n < f_.nodes.size(); ++n)
     for (int id : f_.nodes[n].inputs)
       if (trainable_param(id)) uses[id].push_back(int(n));
   auto head_ok = [&](int n) {
-    if (!dense(n) || dense(n)->column_only) return false;
+    // Logits are a plain product: one that could also be row-parallel (no GELU fused in).
+    const auto d = dense(n);
+    if (!d || !d->column || !d->row) return false;
     const int y = node(n).outputs[0];
+    const int64_t classes = dim_of(y, d->column->outputs[0]);
     const bool is_output = std::find(f_.outputs.begin(), f_.outputs.end(), y) != f_.outputs.end();
     for (int q : value(y).readers)
-      if (node(q).op->name != "cross_entropy" || node(q).inputs[0] != y) return false;
+      if (!class_loss(q, y, classes)) return false;
     // Logits either leave the graph (gathered) or feed the loss (kept split), not both.
     return is_output != !value(y).readers.empty();
-  };
-  auto embedding_ok = [&](int n) {
-    const NodeFacts& nf = node(n);
-    return nf.op->name == "embedding" && nf.inputs[1] >= 0 &&
-           value(nf.inputs[1]).kind == ValueFacts::Kind::Input;
   };
   for (const auto& [param, nodes] : uses) {
     bool all = true, head = false, embedding = false, loss = false;
@@ -383,11 +382,13 @@ void Pass::find_vocab() {
       if (dim >= 0 && dim != d) all = false;
       dim = d;
     };
+    std::map<int, const SbpSignature*> lookups;
     for (int n : nodes) {
       const NodeFacts& nf = node(n);
-      if (nf.inputs[0] == param && embedding_ok(n)) {
+      if (const SbpSignature* s = lookup(n, param)) {
         embedding = true;
-        agree(0);
+        lookups[n] = s;
+        agree(dim_of(param, s->inputs[size_t(s->weight)]));
       } else if (dense(n) && dense(n)->w == param && head_ok(n)) {
         head = true;
         agree(dense(n)->out_dim);
@@ -404,13 +405,17 @@ void Pass::find_vocab() {
     vocab_params_[param] = dim;
     for (int n : nodes) {
       claimed_.insert(n);
-      if (node(n).op->name == "embedding") {
-        vocab_embeddings_.insert(n);
+      if (lookups.count(n)) {
+        local_calls_[n] = LocalCall{lookups.at(n), rows};
       } else {
         vocab_heads_.insert(n);
         const Dense d = *dense(n);
-        if (d.bias >= 0) vocab_params_[d.bias] = 0;
-        for (int q : value(node(n).outputs[0]).readers) vocab_losses_.insert(q);
+        if (d.bias >= 0)
+          vocab_params_[d.bias] = dim_of(d.bias, d.column->inputs[size_t(d.bias_port)]);
+        const int y = node(n).outputs[0];
+        const int64_t classes = dim_of(y, d.column->outputs[0]);
+        for (int q : value(y).readers)
+          local_calls_[q] = LocalCall{class_loss(q, y, classes), shape(y)[size_t(classes)]};
       }
     }
     const int64_t c0 = vocab_range(rows, tp_, 0).second;
@@ -525,7 +530,10 @@ TpRank Pass::build(int64_t rank) const {
     const Split& s = states_.at(node(n).outputs[0]);
     const auto ranges = split_ranges(s, tp_, rank);
     specs[d.w] = box_spec(shape(d.w), "column", d.out_dim, ranges);
-    if (d.bias >= 0) specs[d.bias] = box_spec(shape(d.bias), "column", 0, ranges);
+    if (d.bias >= 0) {
+      const int64_t dim = dim_of(d.bias, d.column->inputs[size_t(d.bias_port)]);
+      specs[d.bias] = box_spec(shape(d.bias), "column", dim, ranges);
+    }
   }
   for (const auto& [n, kind] : row_) {
     const Dense d = *dense(n);
@@ -547,11 +555,13 @@ TpRank Pass::build(int64_t rank) const {
     Shape local_shape = spec.full_shape;
     if (!spec.boxes.empty() && !local_shape.empty()) {
       local_shape[size_t(spec.concat_dim)] = 0;
-      for (const BoxSpec& b : spec.boxes) local_shape[size_t(spec.concat_dim)] += b.sizes[size_t(spec.concat_dim)];
+      const size_t cd = size_t(spec.concat_dim);
+      for (const BoxSpec& b : spec.boxes) local_shape[cd] += b.sizes[cd];
     }
     *local.mutable_type() = graph::tensor_type(local_shape, value(id).meta.dtype);
     if (!init.data().empty() && spec.split != "replicated")
-      local.set_data(slice_bytes(init.data(), spec.full_shape, dtype_size(value(id).meta.dtype), spec));
+      local.set_data(
+          slice_bytes(init.data(), spec.full_shape, dtype_size(value(id).meta.dtype), spec));
     out.shards[init.name()] = spec;
   }
 
@@ -562,7 +572,8 @@ TpRank Pass::build(int64_t rank) const {
     graph::set_attrs(n, a);
   };
   auto add_node = [&](const std::string& name, const std::string& op,
-                      const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
+                      const std::vector<std::string>& inputs,
+                      const std::vector<std::string>& outputs,
                       const std::string& module) -> graph::Node& {
     graph::Node& n = *dst.add_nodes();
     n.set_name(name);
@@ -577,23 +588,46 @@ TpRank Pass::build(int64_t rank) const {
     const graph::Node& orig = src.nodes(n);
     const NodeFacts& nf = node(n);
     const std::string& mod = orig.module_path();
-    if (vocab_embeddings_.count(n)) {
-      const int64_t start = vocab_range(shape(nf.inputs[0])[0], tp_, rank).first;
-      graph::Node& e = add_node(orig.name(), "tp_embedding", {orig.inputs(0), orig.inputs(1)},
-                                {orig.outputs(0) + "/tp_partial"}, mod);
-      graph::set_attrs(e, ops::Attrs().set("start", start));
-      graph::Node& r = add_node(orig.name() + "/tp_all_reduce", "tp_all_reduce",
-                                {orig.outputs(0) + "/tp_partial"}, {orig.outputs(0)}, mod);
-      group_attrs(r);
+    if (const auto call = local_calls_.find(n); call != local_calls_.end()) {
+      // Each rank runs the signature's local op on its rows or classes, with the attributes
+      // that op declares; outputs left as partial sums are all-reduced.
+      const SbpSignature& sig = *call->second.signature;
+      const ops::OpDef& local_op = ops::Registry::get().at(sig.local_op);
+      auto declares = [&](const std::string& attr) {
+        return std::any_of(local_op.attrs.begin(), local_op.attrs.end(),
+                           [&](const ops::AttrSpec& a) { return a.name == attr; });
+      };
+      const ops::Attrs given = graph::attrs_of(orig);
+      ops::Attrs a;
+      for (const auto& [name, v] : given.values())
+        if (declares(name)) a.set_value(name, v);
+      a.set("start", vocab_range(call->second.rows, tp_, rank).first);
+      if (declares("group")) a.set("group", kTpGroupPlaceholder).set("size", tp_);
+      graph::Node& local = *dst.add_nodes();
+      local = orig;
+      local.set_op(sig.local_op);
+      local.clear_attrs();
+      graph::set_attrs(local, a);
+      std::vector<std::string> partial;
+      for (size_t o = 0; o < nf.outputs.size(); ++o)
+        if (port(sig.outputs, o).is_partial_sum()) {
+          partial.push_back(orig.outputs(int(o)));
+          local.set_outputs(int(o), partial.back() + "/tp_partial");
+        }
+      for (const std::string& y : partial)
+        group_attrs(add_node(orig.name() + "/tp_all_reduce", "tp_all_reduce", {y + "/tp_partial"},
+                             {y}, mod));
     } else if (vocab_heads_.count(n)) {
-      const int64_t rows = shape(nf.inputs[1])[size_t(dense(n)->out_dim)];
-      const std::string copy = orig.inputs(0) + "/tp_copy." + orig.name();
-      group_attrs(add_node(orig.name() + "/tp_copy", "tp_copy", {orig.inputs(0)}, {copy}, mod));
+      const Dense d = *dense(n);
+      const int64_t rows = shape(d.w)[size_t(d.out_dim)];
+      const std::string copy = orig.inputs(d.x_port) + "/tp_copy." + orig.name();
+      group_attrs(add_node(orig.name() + "/tp_copy", "tp_copy", {orig.inputs(d.x_port)}, {copy},
+                           mod));
       const int y = nf.outputs[0];
       const bool is_output = std::find(f_.outputs.begin(), f_.outputs.end(), y) != f_.outputs.end();
       graph::Node& lin = *dst.add_nodes();
       lin = orig;
-      lin.set_inputs(0, copy);
+      lin.set_inputs(d.x_port, copy);
       if (is_output) {
         lin.set_outputs(0, orig.outputs(0) + "/tp_local");
         std::vector<int64_t> sizes;
@@ -605,48 +639,45 @@ TpRank Pass::build(int64_t rank) const {
                                      .set("size", tp_)
                                      .set("index", rank)
                                      .set("sizes", sizes)
-                                     .set("dim", int64_t(-1)));
+                                     .set("dim", d.column->outputs[0].dim));
       }
-    } else if (vocab_losses_.count(n)) {
-      const int logits = nf.inputs[0];
-      const int64_t rows = shape(logits).back();  // the whole vocabulary: logits before the split
-      graph::Node& ce = *dst.add_nodes();
-      ce = orig;
-      ce.set_op("tp_cross_entropy");
-      ops::Attrs a = graph::attrs_of(orig);
-      a.set("start", vocab_range(rows, tp_, rank).first).set("group", kTpGroupPlaceholder).set("size", tp_);
-      graph::set_attrs(ce, a);
     } else if (column_.count(n)) {
       const int region = region_of_.at(n);
-      const auto key = std::make_pair(region, nf.inputs[0]);
+      const int x_port = dense(n)->x_port;
+      const auto key = std::make_pair(region, nf.inputs[size_t(x_port)]);
       if (!copies.count(key)) {
-        const std::string copy = orig.inputs(0) + "/tp_copy." + orig.name();
-        group_attrs(add_node(orig.name() + "/tp_copy", "tp_copy", {orig.inputs(0)}, {copy}, mod));
+        const std::string copy = orig.inputs(x_port) + "/tp_copy." + orig.name();
+        group_attrs(add_node(orig.name() + "/tp_copy", "tp_copy", {orig.inputs(x_port)}, {copy},
+                             mod));
         copies[key] = copy;
       }
       graph::Node& lin = *dst.add_nodes();
       lin = orig;
-      lin.set_inputs(0, copies[key]);
+      lin.set_inputs(x_port, copies[key]);
     } else if (row_.count(n)) {
-      const bool bias = dense(n)->bias >= 0;
+      // The bias (a partial-sum input) leaves the product and is added once, after the sum.
+      const Dense d = *dense(n);
+      const bool bias = d.bias >= 0;
       const std::string y = orig.outputs(0);
       graph::Node& product = *dst.add_nodes();
       product = orig;
-      if (bias) product.mutable_inputs()->RemoveLast();
+      if (bias) {
+        product.set_inputs(d.bias_port, "");
+        while (product.inputs_size() > 0 && product.inputs(product.inputs_size() - 1).empty())
+          product.mutable_inputs()->RemoveLast();
+      }
       product.set_outputs(0, y + "/tp_partial");
       group_attrs(add_node(orig.name() + "/tp_all_reduce", "tp_all_reduce", {y + "/tp_partial"},
                            {bias ? y + "/tp_reduced" : y}, mod));
-      if (bias) add_node(orig.name() + "/tp_bias", "add", {y + "/tp_reduced", orig.inputs(2)}, {y}, mod);
-    } else if (interior_.count(n) && orig.op() == "reshape") {
+      if (bias)
+        add_node(orig.name() + "/tp_bias", "add", {y + "/tp_reduced", orig.inputs(d.bias_port)},
+                 {y}, mod);
+    } else if (interior_.count(n) && nf.op->sharding.localize) {
+      // An attribute states a size along the split dim (reshape's target): make it local.
       graph::Node& r = *dst.add_nodes();
       r = orig;
-      const int y = nf.outputs[0];
-      const Split& s = states_.at(y);
-      std::vector<int64_t> target = nf.attrs.ints("shape");
-      if (target[size_t(s.axis)] != -1) target[size_t(s.axis)] = s.local(tp_);
-      ops::Attrs a = graph::attrs_of(orig);
-      a.set("shape", target);
-      graph::set_attrs(r, a);
+      const Split& s = states_.at(nf.outputs[0]);
+      graph::set_attrs(r, nf.op->sharding.localize(graph::attrs_of(orig), s.axis, s.local(tp_)));
     } else {
       *dst.add_nodes() = orig;
     }
@@ -672,9 +703,9 @@ TpRank Pass::build(int64_t rank) const {
 TpPass Pass::run() {
   find_vocab();
   for (size_t n = 0; n < f_.nodes.size(); ++n) {
-    // Each candidate is a region's row-parallel end, which linear_gelu cannot be.
+    // Each candidate is a region's row-parallel end: a product with a row-parallel layout.
     const std::optional<Dense> d = dense(int(n));
-    if (!d || d->column_only || claimed_.count(int(n))) continue;
+    if (!d || !d->row || claimed_.count(int(n))) continue;
     const Region r = grow(int(n));
     if (!r.failure.empty()) continue;  // not the end of a region: left whole, or a column end
     check_divisible(r);

@@ -1,7 +1,9 @@
 // The tensor-parallel pass (Megatron-style), recognised from the graph's structure, not from
-// module names, so it works on imported ONNX graphs too. "Linear" below is a linear node or a
-// matmul by a 2-D parameter (what exports with folded transposes contain), its bias either an
-// input or an add after it.
+// module names, so it works on imported ONNX graphs too. What each op allows comes from the
+// sharding rule in its registry entry (SBP signatures, registry.h), never from its name.
+// "Linear" below is any op whose signatures split a weight parameter (linear, a matmul by a 2-D
+// parameter as exports with folded transposes contain), its bias either an input or an add
+// after it.
 //   - a column-parallel linear feeding a region of ops that keep its output's feature split
 //     (elementwise chains such as GELU; reshapes, permutes, splits, attention over heads) that
 //     ends in a row-parallel linear: the MLP (fc column-split, proj row-split) and attention

@@ -105,6 +105,16 @@ MERAK_REGISTER_OP(sdpa) {
   d.saves_inputs = 0b1111;
   d.saves_outputs = 0b11;
   d.grad_outputs = 1;
+  // Heads are independent: q, k, v, out and lse split along dim 1 alike, the mask whole (it is
+  // per batch and key, not per head). Differing head counts (grouped k and v) do not split.
+  d.sharding.signatures = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>&,
+                             const Attrs&) {
+    const int64_t heads = in[0].shape[1];
+    if (in[1].shape[1] != heads || in[2].shape[1] != heads) return std::vector<SbpSignature>{};
+    const Sbp h = Sbp::split(1);
+    return std::vector<SbpSignature>{{{h, h, h, Sbp::broadcast()}, {h, h}}};
+  };
+  d.sharding.heads = true;
   return d;
 }
 

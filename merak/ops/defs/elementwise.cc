@@ -5,6 +5,7 @@
 
 #include "merak/ops/functional.h"
 #include "merak/ops/op_util.h"
+#include "merak/ops/sharding.h"
 
 namespace merak::ops {
 namespace {
@@ -86,6 +87,7 @@ OpDef binary_def(const char* name, const char* doc, double bwd_flops) {
   d.outputs = {"y"};
   d.infer = infer_binary;
   d.cost = cost_per_element(1, bwd_flops);
+  d.sharding = broadcasting_sharding();
   return d;
 }
 
@@ -98,6 +100,7 @@ OpDef unary_def(const char* name, const char* doc, double fwd_flops, double bwd_
   d.outputs = {"y"};
   d.infer = infer_unary;
   d.cost = cost_per_element(fwd_flops, bwd_flops);
+  d.sharding = elementwise_sharding();
   return d;
 }
 
@@ -367,6 +370,7 @@ MERAK_REGISTER_OP(where) {
     return std::vector<TensorMeta>{TensorMeta{broadcast_shapes(in[0].shape, ab.shape), ab.dtype}};
   };
   d.cost = cost_per_element(1, 2);
+  d.sharding = broadcasting_sharding();
   d.saves_inputs = 1;  // cond
   d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
     const Tensor& g = c.grad_outputs[0];
@@ -403,6 +407,7 @@ MERAK_REGISTER_OP(masked_fill) {
     return std::vector<TensorMeta>{in[0]};
   };
   d.cost = cost_per_element(1, 1);
+  d.sharding = broadcasting_sharding();
   d.saves_inputs = 0b10;  // mask
   d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
     const Tensor& g = c.grad_outputs[0];
@@ -425,6 +430,7 @@ MERAK_REGISTER_OP(cast) {
     return std::vector<TensorMeta>{TensorMeta{in[0].shape, dtype_from_name(a.s("dtype"))}};
   };
   d.cost = cost_per_element(1, 1);
+  d.sharding = elementwise_sharding();
   d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
     const Tensor& g = c.grad_outputs[0];
     const DType in_dtype = c.inputs[0].dtype();

@@ -2,6 +2,7 @@
 // (GELU applied in the same op).
 #include "merak/ops/functional.h"
 #include "merak/ops/op_util.h"
+#include "merak/ops/sharding.h"
 
 namespace merak::ops {
 namespace {
@@ -94,6 +95,25 @@ MERAK_REGISTER_OP(matmul) {
   };
   d.saves_inputs = 0b11;
   d.separable_grads = true;
+  // Batch dims split alike on both operands (whole where broadcast). A product by a 2-D weight
+  // b (as ONNX exports write linears, transposes folded) is also column-parallel (b split by
+  // output features) or row-parallel (a and b split along the contraction, partial products).
+  d.sharding.signatures = [](const std::vector<TensorMeta>& in,
+                             const std::vector<TensorMeta>& out, const Attrs& at) {
+    const Shape& y = out[0].shape;
+    std::vector<SbpSignature> sigs = broadcast_splits(in, y, int64_t(y.size()) - 2);
+    if (at.b("trans_a") || in[1].shape.size() != 2) return sigs;
+    const bool tb = at.b("trans_b");  // b is [out, in] rather than [in, out]
+    SbpSignature column{{Sbp::broadcast(), Sbp::split(tb ? 0 : 1)}, {Sbp::split(-1)}};
+    SbpSignature row{{Sbp::split(-1), Sbp::split(tb ? 1 : 0)}, {Sbp::partial_sum()}};
+    column.weight = row.weight = 1;
+    sigs.push_back(column);
+    sigs.push_back(row);
+    return sigs;
+  };
+  // Inside a split region a batched matmul is attention written out (q k^T, then p v), its
+  // split dim the heads.
+  d.sharding.heads = true;
   return d;
 }
 
@@ -175,6 +195,15 @@ MERAK_REGISTER_OP(linear) {
   };
   d.saves_inputs = 0b011;
   d.separable_grads = true;
+  // Column-parallel: each rank computes some output features. Row-parallel: each multiplies
+  // some input features, the bias added once after the partial products are summed.
+  d.sharding.signatures = [](const std::vector<TensorMeta>&, const std::vector<TensorMeta>&,
+                             const Attrs&) {
+    SbpSignature column{{Sbp::broadcast(), Sbp::split(0), Sbp::split(0)}, {Sbp::split(-1)}};
+    SbpSignature row{{Sbp::split(-1), Sbp::split(1), Sbp::partial_sum()}, {Sbp::partial_sum()}};
+    column.weight = row.weight = 1;
+    return std::vector<SbpSignature>{column, row};
+  };
   return d;
 }
 
@@ -185,8 +214,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 // gelu(x W^T + b) as one op, so that a backend applies GELU in the GEMM's output pass (the CPU
 // GEMM's epilogue, cuBLASLt's GELU epilogue) instead of another trip through memory. The
-// product before GELU is a second output that backward reads (gelu would have saved it too);
-// the tensor-parallel pass treats the op as a column-parallel linear only.
+// product before GELU is a second output that backward reads (gelu would have saved it too).
 MERAK_REGISTER_OP(linear_gelu) {
   OpDef d;
   d.name = "linear_gelu";
@@ -221,6 +249,14 @@ MERAK_REGISTER_OP(linear_gelu) {
   d.saves_outputs = 0b10;
   d.grad_outputs = 1;
   d.separable_grads = true;  // the GELU gradient goes from one half to the other in ctx.carry
+  // Column-parallel only: GELU of partial products is not the GELU of their sum.
+  d.sharding.signatures = [](const std::vector<TensorMeta>&, const std::vector<TensorMeta>&,
+                             const Attrs&) {
+    SbpSignature column{{Sbp::broadcast(), Sbp::split(0), Sbp::split(0)},
+                        {Sbp::split(-1), Sbp::split(-1)}};
+    column.weight = 1;
+    return std::vector<SbpSignature>{column};
+  };
   return d;
 }
 

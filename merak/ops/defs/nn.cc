@@ -5,6 +5,7 @@
 
 #include "merak/ops/functional.h"
 #include "merak/ops/op_util.h"
+#include "merak/ops/sharding.h"
 
 namespace merak::ops {
 namespace {
@@ -92,6 +93,11 @@ OpDef softmax_def(const std::string& name, bool is_log) {
     // max, subtract, exp (~10 flops), sum, scale; backward: a dot or sum and a multiply-subtract
     // (log_softmax's also takes an exp).
     return OpCost{14 * n, (is_log ? 13 : 4) * n, io_bytes(in, out)};
+  };
+  // Rows along any other dim are independent; along `dim` every entry needs the others.
+  d.sharding.signatures = [](const std::vector<TensorMeta>& in,
+                             const std::vector<TensorMeta>& out, const Attrs& a) {
+    return alike_splits(in, out.size(), normalize_dim(a.i("dim"), int64_t(in[0].shape.size())));
   };
   d.saves_outputs = 1;
   d.backward = [is_log](const BackwardCtx& c) -> std::vector<Tensor> {
@@ -248,6 +254,15 @@ MERAK_REGISTER_OP(embedding) {
     const double n = double(out[0].numel());
     return OpCost{0, n, double(in[1].nbytes()) + 2 * double(out[0].nbytes())};
   };
+  // Vocabulary-parallel: each rank looks up the ids among its rows (tp_embedding; zeros for the
+  // others), so the ranks' results sum to the output.
+  d.sharding.signatures = [](const std::vector<TensorMeta>&, const std::vector<TensorMeta>&,
+                             const Attrs&) {
+    SbpSignature vocab{{Sbp::split(0), Sbp::broadcast()}, {Sbp::partial_sum()}};
+    vocab.weight = 0;
+    vocab.local_op = "tp_embedding";
+    return std::vector<SbpSignature>{vocab};
+  };
   d.saves_inputs = 0b10;  // ids; weight's shape alone gives V
   d.separable_grads = true;  // only the weight has a gradient
   d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
@@ -311,6 +326,14 @@ MERAK_REGISTER_OP(cross_entropy) {
     const double n = double(in[0].numel());
     // max, subtract, exp (~10 flops), sum; backward: exp, scale, subtract.
     return OpCost{13 * n, 13 * n, io_bytes(in, out)};
+  };
+  // Logits split over the classes: tp_cross_entropy combines the ranks' parts over the group
+  // itself, so every rank ends with the whole loss and lse.
+  d.sharding.signatures = [](const std::vector<TensorMeta>&, const std::vector<TensorMeta>&,
+                             const Attrs&) {
+    SbpSignature classes{{Sbp::split(-1), Sbp::broadcast()}, {Sbp::broadcast(), Sbp::broadcast()}};
+    classes.local_op = "tp_cross_entropy";
+    return std::vector<SbpSignature>{classes};
   };
   d.saves_inputs = 0b11;   // logits, targets
   d.saves_outputs = 0b10;  // lse
@@ -378,6 +401,9 @@ MERAK_REGISTER_OP(dropout) {
     const double n = double(in[0].numel());
     return OpCost{40 * n, 40 * n, io_bytes(in, out)};
   };
+  // Masks are drawn by local element index, so a split run's masks differ from an unsplit one's
+  // (still a valid dropout).
+  d.sharding = elementwise_sharding();
   d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
     const Tensor& dy = c.grad_outputs[0];
     if (!dy.defined() || !c.needs_input_grad[0]) return {Tensor()};

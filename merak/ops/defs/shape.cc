@@ -6,6 +6,7 @@
 
 #include "merak/ops/functional.h"
 #include "merak/ops/op_util.h"
+#include "merak/ops/sharding.h"
 
 namespace merak::ops {
 namespace {
@@ -86,6 +87,13 @@ MERAK_REGISTER_OP(reshape) {
     return std::vector<TensorMeta>{{infer_reshape(a.ints("shape"), in[0].numel()), in[0].dtype}};
   };
   d.cost = free_cost;
+  // A rank's piece of y is its piece of x reshaped: the target shape names the local size.
+  d.sharding.follows_elements = true;
+  d.sharding.localize = [](const Attrs& a, int64_t dim, int64_t local) {
+    std::vector<int64_t> target = a.ints("shape");
+    if (target[size_t(dim)] != -1) target[size_t(dim)] = local;  // -1 infers it anyway
+    return Attrs(a).set("shape", target);
+  };
   d.view = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<Tensor> {
     const Tensor& x = in[0];
     if (!x.is_contiguous()) {
@@ -121,6 +129,14 @@ MERAK_REGISTER_OP(permute) {
     return std::vector<TensorMeta>{{out, in[0].dtype}};
   };
   d.cost = free_cost;
+  d.sharding.signatures = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>&,
+                             const Attrs& a) {
+    const auto order = check_permutation(a.ints("order"), int64_t(in[0].shape.size()));
+    std::vector<SbpSignature> out;
+    for (size_t i = 0; i < order.size(); ++i)
+      out.push_back({{Sbp::split(order[i])}, {Sbp::split(int64_t(i))}});
+    return out;
+  };
   d.view = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<Tensor> {
     return {in[0].permute(a.ints("order"))};
   };
@@ -150,6 +166,17 @@ MERAK_REGISTER_OP(transpose) {
     return std::vector<TensorMeta>{{s, in[0].dtype}};
   };
   d.cost = free_cost;
+  d.sharding.signatures = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>&,
+                             const Attrs& a) {
+    const int64_t r = int64_t(in[0].shape.size());
+    const int64_t d0 = normalize_dim(a.i("dim0"), r), d1 = normalize_dim(a.i("dim1"), r);
+    std::vector<SbpSignature> out;
+    for (int64_t x = 0; x < r; ++x) {
+      const int64_t y = x == d0 ? d1 : x == d1 ? d0 : x;
+      out.push_back({{Sbp::split(x)}, {Sbp::split(y)}});
+    }
+    return out;
+  };
   d.view = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<Tensor> {
     return {in[0].transpose(a.i("dim0"), a.i("dim1"))};
   };
@@ -312,6 +339,11 @@ MERAK_REGISTER_OP(split) {
     return out;
   };
   d.cost = free_cost;
+  // Every piece keeps the other dims whole, so they split as x does; along `dim` they do not.
+  d.sharding.signatures = [](const std::vector<TensorMeta>& in,
+                             const std::vector<TensorMeta>& out, const Attrs& a) {
+    return alike_splits(in, out.size(), normalize_dim(a.i("dim"), int64_t(in[0].shape.size())));
+  };
   d.view = [](const std::vector<Tensor>& in, const Attrs& a) {
     const Tensor& x = in[0];
     const int64_t dim = normalize_dim(a.i("dim"), x.dim());
@@ -362,6 +394,7 @@ MERAK_REGISTER_OP(contiguous) {
     return std::vector<TensorMeta>{in[0]};
   };
   d.cost = copy_cost;
+  d.sharding = elementwise_sharding();
   // Returns a new view (never the input tensor itself) so autograd can record it.
   d.view = [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
     return {in[0].is_contiguous() ? in[0].detach() : in[0].clone()};
