@@ -64,196 +64,55 @@ struct Entry {
   int64_t begin = 0, end = 0;
 };
 
-// A JSON reader for exactly the shape of a safetensors header: an object whose values are
-// tensor descriptions or, under "__metadata__", an object of strings.
-class HeaderParser {
- public:
-  HeaderParser(const std::string& text, const std::string& path) : s_(text), path_(path) {}
+// A non-negative integer list (a shape, byte offsets).
+Shape sizes(const JsonValue& v, const std::string& what, const std::string& path) {
+  Shape out;
+  for (const JsonValue& x : v.array(what)) {
+    const int64_t n = x.int64(what);
+    if (n < 0) SAFETENSORS_FAIL(path, what, ": expected a non-negative integer, got ", n);
+    out.push_back(n);
+  }
+  return out;
+}
 
-  void parse(std::vector<Entry>* entries, std::map<std::string, std::string>* metadata) {
+// The header: an object of tensor descriptions ({dtype, shape, data_offsets}) in file order,
+// and under "__metadata__" an object of strings.
+void read_header(const std::string& text, const std::string& path, std::vector<Entry>* entries,
+                 std::map<std::string, std::string>* metadata) {
+  try {
+    const JsonValue root = parse_json(text);
     std::set<std::string> seen;
-    parse_object([&](const std::string& key) {
-      if (!seen.insert(key).second) fail("duplicate key '" + key + "'");
-      if (key == "__metadata__") {
-        parse_object([&](const std::string& k) { (*metadata)[k] = parse_string(); });
-      } else {
-        entries->push_back(parse_entry(key));
-      }
-    });
-    skip_space();
-    if (pos_ != s_.size()) fail("unexpected text after the header object");
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& what) const {
-    SAFETENSORS_FAIL(path_, "bad header JSON at byte ", pos_, ": ", what);
-  }
-
-  void skip_space() {
-    while (pos_ < s_.size() &&
-           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
-      ++pos_;
-  }
-
-  // Skips space and consumes `c` if it comes next.
-  bool accept(char c) {
-    skip_space();
-    if (pos_ < s_.size() && s_[pos_] == c) {
-      ++pos_;
-      return true;
-    }
-    return false;
-  }
-
-  void expect(char c) {
-    if (!accept(c)) fail(std::string("expected '") + c + "'");
-  }
-
-  // '{' ("key" ':' value (',' "key" ':' value)*)? '}', the value read by on_member(key).
-  template <typename OnMember>
-  void parse_object(OnMember on_member) {
-    expect('{');
-    if (accept('}')) return;
-    do {
-      const std::string key = parse_string();
-      expect(':');
-      on_member(key);
-    } while (accept(','));
-    expect('}');
-  }
-
-  Entry parse_entry(const std::string& name) {
-    Entry e;
-    e.name = name;
-    bool has_dtype = false, has_shape = false, has_offsets = false;
-    parse_object([&](const std::string& field) {
-      if (field == "dtype") {
-        const std::string dt = parse_string();
-        if (!dtype_from_format(dt, &e.dtype))
-          SAFETENSORS_FAIL(path_, "unknown dtype '", dt, "' of tensor '", name,
-                           "' (supported: F32, F64, BF16, F16, I32, I64, BOOL)");
-        has_dtype = true;
-      } else if (field == "shape") {
-        e.shape = parse_int_list();
-        has_shape = true;
-      } else if (field == "data_offsets") {
-        const Shape offsets = parse_int_list();
-        if (offsets.size() != 2) fail("data_offsets of '" + name + "' must be [begin, end]");
-        e.begin = offsets[0];
-        e.end = offsets[1];
-        has_offsets = true;
-      } else {
-        fail("unexpected field '" + field + "' in tensor '" + name + "'");
-      }
-    });
-    if (!has_dtype || !has_shape || !has_offsets)
-      fail("tensor '" + name + "' lacks " +
-           (!has_dtype ? "dtype" : !has_shape ? "shape" : "data_offsets"));
-    return e;
-  }
-
-  Shape parse_int_list() {
-    Shape out;
-    expect('[');
-    if (accept(']')) return out;
-    do out.push_back(parse_int()); while (accept(','));
-    expect(']');
-    return out;
-  }
-
-  // A non-negative integer that fits in int64 (sizes and byte offsets).
-  int64_t parse_int() {
-    skip_space();
-    const size_t start = pos_;
-    uint64_t v = 0;
-    while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
-      const uint64_t digit = uint64_t(s_[pos_] - '0');
-      if (v > (uint64_t(INT64_MAX) - digit) / 10) fail("integer too large");
-      v = v * 10 + digit;
-      ++pos_;
-    }
-    if (pos_ == start) fail("expected a non-negative integer");
-    return int64_t(v);
-  }
-
-  unsigned parse_hex4() {
-    if (pos_ + 4 > s_.size()) fail("truncated \\u escape");
-    unsigned v = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = s_[pos_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9') v |= unsigned(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= unsigned(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= unsigned(c - 'A' + 10);
-      else fail("bad hex digit in \\u escape");
-    }
-    return v;
-  }
-
-  static void append_utf8(std::string& out, unsigned cp) {
-    if (cp < 0x80) {
-      out += char(cp);
-    } else if (cp < 0x800) {
-      out += char(0xc0 | (cp >> 6));
-      out += char(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-      out += char(0xe0 | (cp >> 12));
-      out += char(0x80 | ((cp >> 6) & 0x3f));
-      out += char(0x80 | (cp & 0x3f));
-    } else {
-      out += char(0xf0 | (cp >> 18));
-      out += char(0x80 | ((cp >> 12) & 0x3f));
-      out += char(0x80 | ((cp >> 6) & 0x3f));
-      out += char(0x80 | (cp & 0x3f));
-    }
-  }
-
-  std::string parse_string() {
-    expect('"');
-    std::string out;
-    for (;;) {
-      if (pos_ >= s_.size()) fail("unterminated string");
-      const char c = s_[pos_++];
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
-      if (c != '\\') {
-        out += c;
+    for (const auto& [name, value] : root.members("the header")) {
+      if (!seen.insert(name).second) SAFETENSORS_FAIL(path, "duplicate key '", name, "'");
+      if (name == "__metadata__") {
+        for (const auto& [k, v] : value.members("__metadata__"))
+          (*metadata)[k] = v.string("__metadata__ '" + k + "'");
         continue;
       }
-      if (pos_ >= s_.size()) fail("unterminated string");
-      switch (s_[pos_++]) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          unsigned cp = parse_hex4();
-          if (cp >= 0xd800 && cp < 0xdc00) {  // a high surrogate needs its low half
-            if (pos_ + 2 > s_.size() || s_[pos_] != '\\' || s_[pos_ + 1] != 'u')
-              fail("unpaired surrogate in \\u escape");
-            pos_ += 2;
-            const unsigned low = parse_hex4();
-            if (low < 0xdc00 || low >= 0xe000) fail("unpaired surrogate in \\u escape");
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
-          } else if (cp >= 0xdc00 && cp < 0xe000) {
-            fail("unpaired surrogate in \\u escape");
-          }
-          append_utf8(out, cp);
-          break;
-        }
-        default: fail("unknown escape in a string");
-      }
+      const std::string what = "tensor '" + name + "'";
+      Entry e;
+      e.name = name;
+      for (const auto& [field, v] : value.members(what))
+        if (field != "dtype" && field != "shape" && field != "data_offsets")
+          SAFETENSORS_FAIL(path, "unexpected field '", field, "' in ", what);
+      for (const char* field : {"dtype", "shape", "data_offsets"})
+        if (!value.find(field)) SAFETENSORS_FAIL(path, what, " lacks ", field);
+      const std::string& dt = value.find("dtype")->string(what + " dtype");
+      if (!dtype_from_format(dt, &e.dtype))
+        SAFETENSORS_FAIL(path, "unknown dtype '", dt, "' of ", what,
+                         " (supported: F32, F64, BF16, F16, I32, I64, BOOL)");
+      e.shape = sizes(*value.find("shape"), what + " shape", path);
+      const Shape offsets = sizes(*value.find("data_offsets"), what + " data_offsets", path);
+      if (offsets.size() != 2)
+        SAFETENSORS_FAIL(path, "data_offsets of ", what, " must be [begin, end]");
+      e.begin = offsets[0];
+      e.end = offsets[1];
+      entries->push_back(e);
     }
+  } catch (const JsonError& e) {
+    SAFETENSORS_FAIL(path, "bad header JSON: ", e.what());
   }
-
-  const std::string& s_;
-  const std::string& path_;
-  size_t pos_ = 0;
-};
+}
 
 // Bytes a tensor of this shape and dtype needs, or -1 when that overflows int64.
 int64_t byte_size(const Shape& shape, DType dtype) {
@@ -408,7 +267,7 @@ std::vector<std::pair<std::string, Tensor>> load_safetensors(
 
   std::vector<Entry> entries;
   std::map<std::string, std::string> meta;
-  HeaderParser(header, path).parse(&entries, &meta);
+  read_header(header, path, &entries, &meta);
   check_layout(entries, int64_t(file_bytes - 8 - header_bytes), path);
 
   // The tensors lie back to back in offset order, so one sequential read fills them all.

@@ -116,7 +116,7 @@ class JsonParser {
   static constexpr int kMaxDepth = 512;  // deeper is not a file of ours; refuse, don't overflow
 
   [[noreturn]] void error(const std::string& expected) const {
-    throw JsonError("JSON: at byte " + std::to_string(at_) + ": expected " + expected);
+    throw JsonError("at byte " + std::to_string(at_) + ": expected " + expected);
   }
   void space() {
     while (at_ < s_.size() &&
