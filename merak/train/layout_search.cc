@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 #include "merak/config/validate.h"
 #include "merak/graph/tracer.h"
@@ -276,50 +279,90 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
   std::map<int64_t, graph::Model> traces;
   std::map<std::pair<int64_t, int64_t>, partition::PreparedGraph> prepared;
   std::map<std::pair<int64_t, int64_t>, std::string> unshardable;
-  for (const Group& g : groups) {
-    if (s.ranked.size() >= kShown && g.bound >= s.ranked[kShown - 1].predicted.step_seconds)
-      break;  // nothing left can make the top five
+  auto graph_key = [&](const Layout& l) {
+    return std::make_pair(config::model_micro_batch_size(with_layout(c, l)), l.tp);
+  };
+  // Traces and prepares what a group needs (not thread-safe: done before a wave starts).
+  auto get_ready = [&](const Group& g) {
     for (const Layout& l : g.variants) {
-      const config::Config lc = with_layout(c, l);
-      const int64_t mb = config::model_micro_batch_size(lc);
-      auto trace = traces.find(mb);
+      const auto key = graph_key(l);
+      if (prepared.count(key) || unshardable.count(key)) continue;
+      auto trace = traces.find(key.first);
       if (trace == traces.end()) {
-        auto model = models::make_model(lc.model);
-        trace = traces.emplace(mb, graph::trace_model(*model, mb, lc.train.seq_len,
-                                                      lc.train.seed)).first;
+        auto model = models::make_model(c.model);
+        trace = traces.emplace(key.first, graph::trace_model(*model, key.first, c.train.seq_len,
+                                                             c.train.seed)).first;
       }
-      const std::pair<int64_t, int64_t> key{mb, l.tp};
+      try {
+        prepared.emplace(key, partition::prepare_graph(trace->second, l.tp));
+      } catch (const Error& e) {
+        unshardable[key] = e.what();  // this tp cannot split the graph: no variant can
+      }
+    }
+  };
+  // A group's first variant that fits, partitioned and simulated (read-only on shared state).
+  struct Outcome {
+    std::optional<Ranked> ranked;
+    int64_t costed = 0;
+    std::vector<std::pair<double, Layout>> needs;  // memory the refused variants asked for
+  };
+  auto evaluate = [&](const Group& g) {
+    Outcome out;
+    for (const Layout& l : g.variants) {
+      const auto key = graph_key(l);
       if (unshardable.count(key)) break;
-      auto graph = prepared.find(key);
-      if (graph == prepared.end()) {
-        try {
-          graph = prepared.emplace(key, partition::prepare_graph(trace->second, l.tp)).first;
-        } catch (const Error& e) {
-          unshardable[key] = e.what();  // this tp cannot split the graph: no variant can
-          break;
-        }
-      }
-      ++s.costed;
-      PartitionInput in = partition_input(lc, &trace->second);
+      const config::Config lc = with_layout(c, l);
+      ++out.costed;
+      PartitionInput in = partition_input(lc, &traces.at(key.first));
       in.request.hardware.devices_per_node = s.devices_per_node;
       in.request.estimates_only = true;
       partition::Result r;
       try {
-        r = partition::run_partition(graph->second, in.request);
+        r = partition::run_partition(prepared.at(key), in.request);
       } catch (const partition::NoFit& e) {
-        note_need(e.needed, l);
+        out.needs.emplace_back(e.needed, l);
         continue;  // the next technique may make room
       } catch (const Error&) {
         break;  // a split this graph cannot take (fewer blocks than stages): no variant can
       }
-      Ranked ranked{l, predict(lc, l, in.request, r, facts)};
-      auto at = std::upper_bound(s.ranked.begin(), s.ranked.end(), ranked,
-                                 [](const Ranked& a, const Ranked& b) {
-                                   return a.predicted.step_seconds < b.predicted.step_seconds;
-                                 });
-      s.ranked.insert(at, ranked);
+      out.ranked = Ranked{l, predict(lc, l, in.request, r, facts)};
       break;
     }
+    return out;
+  };
+  // Waves of groups, one a thread, in bound order; their outcomes merged in that order, so the
+  // ranking does not depend on the thread count or timing.
+  const size_t threads = std::max(1u, std::thread::hardware_concurrency());
+  auto pruned = [&](const Group& g) {
+    return s.ranked.size() >= kShown && g.bound >= s.ranked[kShown - 1].predicted.step_seconds;
+  };
+  for (size_t at = 0; at < groups.size() && !pruned(groups[at]);) {
+    const size_t end = std::min(groups.size(), at + threads);
+    for (size_t k = at; k < end; ++k) get_ready(groups[k]);
+    std::vector<Outcome> outcomes(end - at);
+    std::vector<std::thread> pool;
+    std::vector<std::exception_ptr> errors(end - at);
+    for (size_t k = at; k < end; ++k)
+      pool.emplace_back([&, k] {
+        try {
+          outcomes[k - at] = evaluate(groups[k]);
+        } catch (...) {
+          errors[k - at] = std::current_exception();
+        }
+      });
+    for (std::thread& t : pool) t.join();
+    for (size_t k = 0; k < outcomes.size(); ++k) {
+      if (errors[k]) std::rethrow_exception(errors[k]);
+      s.costed += outcomes[k].costed;
+      for (const auto& [need, l] : outcomes[k].needs) note_need(need, l);
+      if (!outcomes[k].ranked) continue;
+      auto pos = std::upper_bound(s.ranked.begin(), s.ranked.end(), *outcomes[k].ranked,
+                                  [](const Ranked& x, const Ranked& y) {
+                                    return x.predicted.step_seconds < y.predicted.step_seconds;
+                                  });
+      s.ranked.insert(pos, *outcomes[k].ranked);
+    }
+    at = end;
   }
   if (s.ranked.empty()) {
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
