@@ -5,6 +5,7 @@
 #include "kernels/cpu/vec_math.h"
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -210,15 +211,6 @@ void unary_kernel(const Tensor& x, const Tensor& y, int64_t grain, const F& f) {
              [&](int64_t lo, int64_t hi) { unary_row(px + lo, py + lo, hi - lo, f); });
 }
 
-// Registers a floating binary op from a generic functor.
-#define MERAK_BINARY_KERNEL(name, grain, ...)                                          \
-  MERAK_REGISTER_KERNEL(name, CPU, [](const std::vector<Tensor>& in,                   \
-                                      const std::vector<Tensor>& out, const Attrs&) { \
-    MERAK_DISPATCH_FLOAT(out[0].dtype(), #name, [&] {                                  \
-      binary_kernel<scalar_t, scalar_t>(in[0], in[1], out[0], grain, __VA_ARGS__);     \
-    });                                                                                \
-  })
-
 // Registers a floating unary op; the functor may read the attributes `a` and use `scalar_t`.
 #define MERAK_UNARY_KERNEL(name, grain, ...)                                           \
   MERAK_REGISTER_KERNEL(name, CPU, [](const std::vector<Tensor>& in,                   \
@@ -233,16 +225,112 @@ void unary_kernel(const Tensor& x, const Tensor& y, int64_t grain, const F& f) {
 
 // --- arithmetic ---
 
-MERAK_BINARY_KERNEL(add, kGrain, [](auto x, auto y) { return x + y; });
-MERAK_BINARY_KERNEL(sub, kGrain, [](auto x, auto y) { return x - y; });
-MERAK_BINARY_KERNEL(mul, kGrain, [](auto x, auto y) { return x * y; });
-MERAK_BINARY_KERNEL(div, kGrain, [](auto x, auto y) { return x / y; });
+namespace {
+
+// i32/i64 arithmetic (the shape arithmetic ONNX import folds) wraps around like two's
+// complement rather than reaching C++'s undefined signed overflow: a hostile file must not.
+template <typename T>
+T wrap_add(T x, T y) {
+  return T(std::make_unsigned_t<T>(x) + std::make_unsigned_t<T>(y));
+}
+template <typename T>
+T wrap_sub(T x, T y) {
+  return T(std::make_unsigned_t<T>(x) - std::make_unsigned_t<T>(y));
+}
+template <typename T>
+T wrap_mul(T x, T y) {
+  return T(std::make_unsigned_t<T>(x) * std::make_unsigned_t<T>(y));
+}
+
+// A broadcasting arithmetic op: floating dtypes through `ff` (the path every float model takes,
+// unchanged), i32 and i64 through `fi`.
+template <typename FF, typename FI>
+void arith_kernel(const std::vector<Tensor>& in, const std::vector<Tensor>& out, const char* name,
+                  const FF& ff, const FI& fi) {
+  switch (out[0].dtype()) {
+    case DType::I32: return binary_kernel<int32_t, int32_t>(in[0], in[1], out[0], kGrain, fi);
+    case DType::I64: return binary_kernel<int64_t, int64_t>(in[0], in[1], out[0], kGrain, fi);
+    default:
+      MERAK_DISPATCH_FLOAT(out[0].dtype(), name, [&] {
+        binary_kernel<scalar_t, scalar_t>(in[0], in[1], out[0], kGrain, ff);
+      });
+  }
+}
+
+// Integer a / b truncates toward zero (C++'s and ONNX's rule). A zero divisor and MIN / -1
+// trap in hardware, so they are flagged inside the loop (threads may share the flag) and
+// reported after it.
+template <typename T>
+void int_div(const Tensor& a, const Tensor& b, const Tensor& out) {
+  std::atomic<bool> bad{false};
+  binary_kernel<T, T>(a, b, out, kGrain, [&bad](T x, T y) {
+    if (y == 0 || (y == -1 && x == std::numeric_limits<T>::min())) {
+      bad.store(true, std::memory_order_relaxed);
+      return T(0);
+    }
+    return T(x / y);
+  });
+  MERAK_CHECK(!bad.load(), "div: integer division by zero or of the minimum ",
+              dtype_name(out.dtype()), " by -1");
+}
+
+}  // namespace
+
+MERAK_REGISTER_KERNEL(add, CPU, [](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                                   const Attrs&) {
+  arith_kernel(in, out, "add", [](auto x, auto y) { return x + y; },
+               [](auto x, auto y) { return wrap_add(x, y); });
+});
+MERAK_REGISTER_KERNEL(sub, CPU, [](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                                   const Attrs&) {
+  arith_kernel(in, out, "sub", [](auto x, auto y) { return x - y; },
+               [](auto x, auto y) { return wrap_sub(x, y); });
+});
+MERAK_REGISTER_KERNEL(mul, CPU, [](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                                   const Attrs&) {
+  arith_kernel(in, out, "mul", [](auto x, auto y) { return x * y; },
+               [](auto x, auto y) { return wrap_mul(x, y); });
+});
+MERAK_REGISTER_KERNEL(div, CPU, [](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                                   const Attrs&) {
+  switch (out[0].dtype()) {
+    case DType::I32: return int_div<int32_t>(in[0], in[1], out[0]);
+    case DType::I64: return int_div<int64_t>(in[0], in[1], out[0]);
+    default:
+      MERAK_DISPATCH_FLOAT(out[0].dtype(), "div", [&] {
+        binary_kernel<scalar_t, scalar_t>(in[0], in[1], out[0], kGrain,
+                                          [](auto x, auto y) { return x / y; });
+      });
+  }
+});
 
 MERAK_UNARY_KERNEL(add_scalar, kGrain,
                    [v = scalar_t(a.f("value"))](scalar_t x) { return x + v; });
 MERAK_UNARY_KERNEL(mul_scalar, kGrain,
                    [v = scalar_t(a.f("value"))](scalar_t x) { return x * v; });
-MERAK_UNARY_KERNEL(neg, kGrain, [](scalar_t x) { return -x; });
+
+namespace {
+
+// A unary op on floating dtypes through `ff` (unchanged for float models) and on i32/i64
+// through `fi` (neg and relu of folded shape values).
+template <typename FF, typename FI>
+void signed_unary_kernel(const Tensor& x, const Tensor& y, const char* name, const FF& ff,
+                         const FI& fi) {
+  switch (y.dtype()) {
+    case DType::I32: return unary_kernel<int32_t>(x, y, kGrain, fi);
+    case DType::I64: return unary_kernel<int64_t>(x, y, kGrain, fi);
+    default:
+      MERAK_DISPATCH_FLOAT(y.dtype(), name, [&] { unary_kernel<scalar_t>(x, y, kGrain, ff); });
+  }
+}
+
+}  // namespace
+
+MERAK_REGISTER_KERNEL(neg, CPU, [](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                                   const Attrs&) {
+  signed_unary_kernel(in[0], out[0], "neg", [](auto x) { return -x; },
+                      [](auto x) { return wrap_sub(decltype(x)(0), x); });  // -MIN wraps to MIN
+});
 
 // --- unary math ---
 
@@ -276,7 +364,11 @@ MERAK_REGISTER_KERNEL(pow, CPU, [](const std::vector<Tensor>& in, const std::vec
 // --- activations and their gradients ---
 
 // NaN stays NaN (only x < 0 is replaced).
-MERAK_UNARY_KERNEL(relu, kGrain, [](scalar_t x) { return x < 0 ? scalar_t(0) : x; });
+MERAK_REGISTER_KERNEL(relu, CPU, [](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                                    const Attrs&) {
+  const auto f = [](auto x) { return x < 0 ? decltype(x)(0) : x; };
+  signed_unary_kernel(in[0], out[0], "relu", f, f);
+});
 
 MERAK_REGISTER_KERNEL(relu_grad, CPU, [](const std::vector<Tensor>& in,
                                          const std::vector<Tensor>& out, const Attrs&) {
@@ -327,32 +419,47 @@ MERAK_REGISTER_KERNEL(eq, CPU, [](const std::vector<Tensor>& in, const std::vect
   }
 });
 
+namespace {
+
+template <typename T>
+void where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
+  const bool* pc = in_ptr<bool>(cond);
+  const T* pa = in_ptr<T>(a);
+  const T* pb = in_ptr<T>(b);
+  T* po = out_ptr<T>(out);
+  const int64_t n = out.numel();
+  if (cond.numel() == n && a.numel() == n && b.numel() == n) {
+    run_chunks(n, kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) po[i] = pc[i] ? pa[i] : pb[i];
+    });
+    return;
+  }
+  for_each_row<3>(out.shape(), {cond.shape(), a.shape(), b.shape()}, kGrain,
+                  [&](int64_t o, const std::array<int64_t, 3>& off, int64_t len,
+                      const std::array<int64_t, 3>& st) {
+                    const bool* c = pc + off[0];
+                    const T* x = pa + off[1];
+                    const T* y = pb + off[2];
+                    T* __restrict dst = po + o;
+                    for (int64_t j = 0; j < len; ++j)
+                      dst[j] = c[j * st[0]] ? x[j * st[1]] : y[j * st[2]];
+                  });
+}
+
+}  // namespace
+
+// Selection moves values without arithmetic, so besides the floating dtypes it takes the
+// integer and bool ones (masks and shape values that ONNX import folds).
 MERAK_REGISTER_KERNEL(where, CPU, [](const std::vector<Tensor>& in,
                                      const std::vector<Tensor>& out, const Attrs&) {
-  MERAK_DISPATCH_FLOAT(out[0].dtype(), "where", [&] {
-    using T = scalar_t;
-    const bool* pc = in_ptr<bool>(in[0]);
-    const T* pa = in_ptr<T>(in[1]);
-    const T* pb = in_ptr<T>(in[2]);
-    T* po = out_ptr<T>(out[0]);
-    const int64_t n = out[0].numel();
-    if (in[0].numel() == n && in[1].numel() == n && in[2].numel() == n) {
-      run_chunks(n, kGrain, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) po[i] = pc[i] ? pa[i] : pb[i];
-      });
-      return;
-    }
-    for_each_row<3>(out[0].shape(), {in[0].shape(), in[1].shape(), in[2].shape()}, kGrain,
-                    [&](int64_t o, const std::array<int64_t, 3>& off, int64_t len,
-                        const std::array<int64_t, 3>& st) {
-                      const bool* c = pc + off[0];
-                      const T* x = pa + off[1];
-                      const T* y = pb + off[2];
-                      T* __restrict dst = po + o;
-                      for (int64_t j = 0; j < len; ++j)
-                        dst[j] = c[j * st[0]] ? x[j * st[1]] : y[j * st[2]];
-                    });
-  });
+  switch (out[0].dtype()) {
+    case DType::I32: return where_kernel<int32_t>(in[0], in[1], in[2], out[0]);
+    case DType::I64: return where_kernel<int64_t>(in[0], in[1], in[2], out[0]);
+    case DType::Bool: return where_kernel<bool>(in[0], in[1], in[2], out[0]);
+    default:
+      MERAK_DISPATCH_FLOAT(out[0].dtype(), "where",
+                           [&] { where_kernel<scalar_t>(in[0], in[1], in[2], out[0]); });
+  }
 });
 
 MERAK_REGISTER_KERNEL(masked_fill, CPU, [](const std::vector<Tensor>& in,

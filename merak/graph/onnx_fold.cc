@@ -1,6 +1,15 @@
-// Constants are small (shape vectors, masks), so the folder favours plain loops over speed:
-// every result is a fresh contiguous tensor, elements read and written through double (floating
-// dtypes) or int64 (integer and bool dtypes) so one loop serves every dtype.
+// Constant folding runs the registry's ops on the constant CPU tensors: the op registry_op()
+// names for the ONNX op (the one conversion emits), or the shape op the conversion's shape
+// rules lead to. A folded constant is then what the graph would have computed, by the same
+// kernels. ONNX's own conventions (negative indices, Slice's clamping, axes as inputs, opset
+// forms of attributes) are put into the registry op's form here.
+//
+// What stays ONNX-side, and why:
+// - values no op computes: Constant, Shape, Size, ConstantOfShape, and the positions that
+//   Range's length and Trilu's mask depend on (the values then go through arange and where);
+// - the ONNX ops the registry has no op for (fold_unregistered: comparisons other than Equal,
+//   And/Or/Xor, Max/Min, Abs/Sign/Floor/Ceil, Pow with a tensor exponent, ReduceProd and
+//   ReduceMin). They read and write elements through double (floating dtypes) or int64.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,16 +18,253 @@
 #include <numeric>
 
 #include "merak/graph/onnx_fold_internal.h"
+#include "merak/graph/onnx_ops_internal.h"
 #include "merak/graph/onnx_proto_internal.h"
 #include "merak/graph/onnx_shapes_internal.h"
+#include "merak/ops/dispatch.h"
 
 namespace merak::graph::onnx_detail {
 namespace {
 
 using Inputs = std::vector<Tensor>;
+using ops::Attrs;
+
+const Tensor& need(const Inputs& in, size_t i, const char* what) {
+  MERAK_CHECK(i < in.size() && in[i].defined(), "input ", i, " (", what, ") is missing");
+  return in[i];
+}
+
+void check_size(const Shape& shape, DType dtype) {
+  checked_numel(shape, kMaxConstantBytes / int64_t(dtype_size(dtype)), "folded constant");
+}
+
+// --- running registry ops ---
+
+// Registry op `name` on constant CPU tensors. The outputs' size is checked against the constant
+// limit before the kernel allocates them: a hostile file must not exhaust memory.
+std::vector<Tensor> run_all(const std::string& name, const Inputs& in, const Attrs& attrs = {}) {
+  const ops::OpDef& op = ops::Registry::get().at(name);
+  std::vector<ops::TensorMeta> metas;
+  for (const Tensor& t : in) metas.push_back(ops::TensorMeta::of(t));
+  for (const ops::TensorMeta& m : ops::infer(op, metas, ops::complete_attrs(op, attrs)))
+    check_size(m.shape, m.dtype);
+  return ops::call(op, in, attrs);
+}
+
+Tensor run(const std::string& name, const Inputs& in, const Attrs& attrs = {}) {
+  return run_all(name, in, attrs)[0];
+}
+
+Tensor cast(const Tensor& x, DType to) {
+  return x.dtype() == to ? x : run("cast", {x}, Attrs().set("dtype", dtype_name(to)));
+}
+
+bool is_half(DType t) { return t == DType::BF16 || t == DType::F16; }
+
+// The CPU kernels compute in f32 and f64: bf16 and f16 constants compute in f32 (exactly
+// widened) and round back once, as the old double evaluation rounded once.
+Tensor compute(const std::string& op, const Inputs& in, const Attrs& attrs = {}) {
+  Inputs wide;
+  for (const Tensor& t : in)
+    wide.push_back(t.defined() && is_half(t.dtype()) ? cast(t, DType::F32) : t);
+  const Tensor y = run(op, wide, attrs);
+  const DType src = in.back().dtype();  // the data input (Where's cond comes first)
+  return is_half(src) && y.dtype() == DType::F32 ? cast(y, src) : y;
+}
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  return run("reshape", {x}, Attrs().set("shape", shape));
+}
+
+Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t end) {
+  return run("slice", {x}, Attrs().set("dim", axis).set("start", start).set("end", end));
+}
+
+// x's entries at `indices` (non-negative, in range) along `axis`, in order: registry slices of
+// the runs of consecutive indices, joined by concat. No registry op gathers along any axis of
+// any dtype (embedding reads rows of a floating table).
+Tensor take(const Tensor& x, int64_t axis, const std::vector<int64_t>& indices) {
+  if (indices.empty()) return slice(x, axis, 0, 0);
+  Inputs pieces;
+  for (size_t j = 0; j < indices.size();) {
+    size_t k = j + 1;
+    while (k < indices.size() && indices[k] == indices[k - 1] + 1) ++k;
+    pieces.push_back(slice(x, axis, indices[j], indices[k - 1] + 1));
+    j = k;
+  }
+  return run("concat", pieces, Attrs().set("dim", axis));
+}
+
+// --- ONNX ops as registry ops ---
+
+// Axes from the input at `index` when present (opset 13+), else from the attribute.
+std::vector<int64_t> axes_of(const onnx::NodeProto& node, const Inputs& in, size_t index) {
+  if (index < in.size() && in[index].defined()) return int_values(in[index], "axes");
+  return attr_ints(node, "axes", {});
+}
+
+// Add, Sub, Mul, Div, Sqrt, Exp, ..., Equal, Where: their registry op as it is. Integers take
+// the kernels' i32/i64 paths (Div truncates toward zero and fails on a zero divisor).
+Tensor elementwise(const std::string& op, const Inputs& in) {
+  const Tensor& x = need(in, 0, "input");
+  if (op == "Sqrt" || op == "Exp" || op == "Log" || op == "Erf" || op == "Tanh")
+    MERAK_CHECK(is_floating(x.dtype()), op, " needs a floating input");
+  return compute(registry_op(op), in);
+}
+
+// Pow with a one-element exponent is the registry's pow; integers compute in f64 and convert
+// back (truncating, saturating) as ONNX's reference does. false: a tensor exponent.
+bool pow(const Inputs& in, Tensor& out) {
+  const Tensor &x = need(in, 0, "X"), &y = need(in, 1, "Y");
+  if (y.numel() != 1) return false;
+  const Attrs exponent = Attrs().set("exponent", element_as_double(y, 0));
+  out = is_floating(x.dtype()) ? compute("pow", {x}, exponent)
+                               : cast(run("pow", {cast(x, DType::F64)}, exponent), x.dtype());
+  // A one-element exponent of higher rank adds leading 1s to the shape.
+  const Shape shape = broadcast_shapes(x.shape(), y.shape());
+  if (shape != out.shape()) out = reshape(out, shape);
+  return true;
+}
+
+// not x is x == false, as conversion maps it.
+Tensor logical_not(const Tensor& x) {
+  MERAK_CHECK(x.dtype() == DType::Bool, "Not needs a bool input");
+  return run(registry_op("Equal"), {x, Tensor::zeros({}, DType::Bool)});
+}
+
+// 1 / x, as conversion maps it.
+Tensor reciprocal(const Tensor& x) {
+  MERAK_CHECK(is_floating(x.dtype()), "Reciprocal needs a floating input");
+  return compute(registry_op("Div"), {Tensor::scalar(1.0, x.dtype()), x});
+}
+
+Tensor gather(const Tensor& data, const Tensor& indices, int64_t axis_attr) {
+  MERAK_CHECK(data.dim() >= 1, "Gather needs data of rank >= 1");
+  const int64_t axis = onnx_axis(axis_attr, data.dim(), "axis");
+  const int64_t n = data.size(axis);
+  std::vector<int64_t> idx = int_values(indices, "indices");
+  for (int64_t& i : idx) {  // ONNX counts negative indices from the end
+    const int64_t k = i < 0 ? i + n : i;
+    MERAK_CHECK(k >= 0 && k < n, "index ", i, " is out of range for a dim of ", n);
+    i = k;
+  }
+  Shape shape(data.shape().begin(), data.shape().begin() + axis);
+  shape.insert(shape.end(), indices.shape().begin(), indices.shape().end());
+  shape.insert(shape.end(), data.shape().begin() + axis + 1, data.shape().end());
+  return reshape(take(data, axis, idx), shape);
+}
+
+Tensor concat(const Inputs& in, int64_t axis_attr) {
+  const Tensor& first = need(in, 0, "inputs");
+  MERAK_CHECK(first.dim() >= 1, "Concat of scalars");
+  return run("concat", in, Attrs().set("dim", onnx_axis(axis_attr, first.dim(), "axis")));
+}
+
+// One registry slice per cut axis after ONNX's clamping; a step > 1 takes the entries one
+// by one.
+Tensor slice(const onnx::NodeProto& node, const Inputs& in) {
+  Tensor x = need(in, 0, "data");
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (in.size() > 1) {  // opset 10+: bounds are inputs
+    starts = int_values(need(in, 1, "starts"), "starts");
+    ends = int_values(need(in, 2, "ends"), "ends");
+    if (in.size() > 3 && in[3].defined()) axes = int_values(in[3], "axes");
+    if (in.size() > 4 && in[4].defined()) steps = int_values(in[4], "steps");
+  } else {
+    starts = attr_ints(node, "starts", {});
+    ends = attr_ints(node, "ends", {});
+    axes = attr_ints(node, "axes", {});
+  }
+  for (const SliceAxis& s : slice_axes(x.shape(), starts, ends, axes, steps)) {
+    MERAK_CHECK(s.step > 0, "negative slice steps are not supported");
+    if (s.step == 1) {
+      x = slice(x, s.axis, s.start, s.start + s.count);
+      continue;
+    }
+    std::vector<int64_t> picked;
+    for (int64_t i = 0; i < s.count; ++i) picked.push_back(s.start + i * s.step);
+    x = take(x, s.axis, picked);
+  }
+  return x;
+}
+
+// Reduce{Sum,Mean,Max}: the registry's sum, mean, max over the axes. Integers reduce in f64
+// and convert back, failing where f64 no longer holds every integer.
+bool reduce(const onnx::NodeProto& node, const Inputs& in, Tensor& out) {
+  const std::string& op = node.op_type();
+  if (op.rfind("Reduce", 0) != 0 || !registry_op(op)) return false;
+  const Tensor& x = need(in, 0, "data");
+  const std::vector<int64_t> axes = onnx_axes(axes_of(node, in, 1), x.dim(), "axes");
+  if (axes.empty() && attr_int(node, "noop_with_empty_axes", 0)) {
+    out = x;
+    return true;
+  }
+  // Empty dims reduce every dim, as ONNX's empty axes do.
+  const Attrs attrs =
+      Attrs().set("dims", axes).set("keepdim", attr_int(node, "keepdims", 1) != 0);
+  if (is_floating(x.dtype())) {
+    out = compute(registry_op(op), {x}, attrs);
+    return true;
+  }
+  const Tensor y = run(registry_op(op), {cast(x, DType::F64)}, attrs);
+  for (int64_t i = 0; i < y.numel(); ++i)
+    MERAK_CHECK(std::fabs(y.data<double>()[i]) < 9e15, op, " of integers leaves double precision");
+  out = cast(y, x.dtype());
+  return true;
+}
+
+// Range: ceil((limit - start) / delta) entries start + i * delta. The length is ONNX's rule;
+// arange numbers the entries, in i64 for integers (wrapping) and f64 for floating dtypes,
+// rounded once to the dtype.
+Tensor range(const Inputs& in) {
+  const Tensor &start = need(in, 0, "start"), &limit = need(in, 1, "limit"),
+               &delta = need(in, 2, "delta");
+  MERAK_CHECK(start.numel() == 1 && limit.numel() == 1 && delta.numel() == 1,
+              "start, limit and delta must be scalars");
+  const DType dtype = start.dtype();
+  const double s = element_as_double(start, 0), l = element_as_double(limit, 0),
+               d = element_as_double(delta, 0);
+  MERAK_CHECK(d != 0 && d == d && s == s && l == l, "delta must be non-zero and finite bounds");
+  const double count = std::max(std::ceil((l - s) / d), 0.0);
+  MERAK_CHECK(count * double(dtype_size(dtype)) <= double(kMaxConstantBytes), "Range would hold ",
+              count, " elements");
+  // arange reads only its input's shape: a broadcast scalar holds no memory.
+  const Tensor i = run("arange", {Tensor::scalar(0.0).expand({int64_t(count)})});
+  if (is_floating(dtype)) {
+    const Tensor y = run("add", {run("mul", {cast(i, DType::F64), Tensor::scalar(d, DType::F64)}),
+                                 Tensor::scalar(s, DType::F64)});
+    return cast(y, dtype);
+  }
+  auto int_scalar = [](int64_t v) { return Tensor::from_vector(std::vector<int64_t>{v}, {}); };
+  const Tensor y = run("add", {run("mul", {i, int_scalar(element_as_int(delta, 0))}),
+                               int_scalar(element_as_int(start, 0))});
+  return cast(y, dtype);
+}
+
+// Trilu: which entries it keeps depends on positions only (column - row against k), a mask
+// built here; the registry's where selects x's values or zeros.
+Tensor trilu(const onnx::NodeProto& node, const Inputs& in) {
+  const Tensor& x = need(in, 0, "input");
+  MERAK_CHECK(x.dim() >= 2, "Trilu needs rank >= 2");
+  int64_t k = 0;
+  if (in.size() > 1 && in[1].defined()) {
+    const auto ks = int_values(in[1], "k");
+    MERAK_CHECK(ks.size() == 1, "k must hold one value");
+    k = ks[0];
+  }
+  const bool upper = attr_int(node, "upper", 1) != 0;
+  const int64_t rows = x.size(-2), cols = x.size(-1);
+  Tensor keep = Tensor::empty({rows, cols}, DType::Bool);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      keep.data<bool>()[r * cols + c] = upper ? c - r >= k : c - r <= k;
+  return compute(registry_op("Where"), {keep, x, Tensor::zeros({}, x.dtype())});
+}
+
+// --- ONNX ops without a registry op ---
 
 Tensor fresh(const Shape& shape, DType dtype) {
-  checked_numel(shape, kMaxConstantBytes / int64_t(dtype_size(dtype)), "folded constant");
+  check_size(shape, dtype);
   return Tensor::empty(shape, dtype);
 }
 
@@ -47,31 +293,14 @@ void put_int(const Tensor& t, int64_t i, int64_t v) {
   }
 }
 
-const Tensor& need(const Inputs& in, size_t i, const char* what) {
-  MERAK_CHECK(i < in.size() && in[i].defined(), "input ", i, " (", what, ") is missing");
-  return in[i];
-}
-
 // `x` broadcast to `shape` as a contiguous tensor.
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
-  checked_numel(shape, kMaxConstantBytes / int64_t(dtype_size(x.dtype())), "folded constant");
+  check_size(shape, x.dtype());
   return x.expand(shape).contiguous();
 }
 
-// --- elementwise ---
-
 using IntFn = std::function<int64_t(int64_t, int64_t)>;
 using FloatFn = std::function<double(double, double)>;
-
-// Wrapping integer arithmetic: a hostile file must not reach signed overflow.
-int64_t wrap_add(int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); }
-int64_t wrap_sub(int64_t a, int64_t b) { return int64_t(uint64_t(a) - uint64_t(b)); }
-int64_t wrap_mul(int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)); }
-int64_t checked_div(int64_t a, int64_t b) {
-  MERAK_CHECK(b != 0, "integer division by zero");
-  MERAK_CHECK(!(a == INT64_MIN && b == -1), "integer division overflows");
-  return a / b;
-}
 
 // a (op) b with broadcasting; the result has `out_dtype`. Integer and bool inputs compute with
 // `fi` when given, else everything goes through `ff` in double.
@@ -91,25 +320,8 @@ Tensor binary(const Tensor& a, const Tensor& b, DType out_dtype, const IntFn& fi
   return out;
 }
 
-Tensor unary(const Tensor& a, const std::function<double(double)>& ff,
-             const std::function<int64_t(int64_t)>& fi = nullptr) {
-  Tensor out = fresh(a.shape(), a.dtype());
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    if (fi && !is_floating(a.dtype())) {
-      put_int(out, i, fi(element_as_int(a, i)));
-    } else {
-      put_double(out, i, ff(element_as_double(a, i)));
-    }
-  }
-  return out;
-}
-
 bool fold_binary(const std::string& op, const Inputs& in, Tensor& out) {
   static const std::map<std::string, std::pair<IntFn, FloatFn>> arith = {
-      {"Add", {wrap_add, [](double a, double b) { return a + b; }}},
-      {"Sub", {wrap_sub, [](double a, double b) { return a - b; }}},
-      {"Mul", {wrap_mul, [](double a, double b) { return a * b; }}},
-      {"Div", {checked_div, [](double a, double b) { return a / b; }}},
       {"Max",
        {[](int64_t a, int64_t b) { return std::max(a, b); },
         [](double a, double b) { return a != a || b != b ? NAN : std::max(a, b); }}},
@@ -119,7 +331,6 @@ bool fold_binary(const std::string& op, const Inputs& in, Tensor& out) {
       {"Pow", {nullptr, [](double a, double b) { return std::pow(a, b); }}},
   };
   static const std::map<std::string, std::function<bool(double, double)>> compare = {
-      {"Equal", std::equal_to<double>()},
       {"Less", std::less<double>()},
       {"Greater", std::greater<double>()},
       {"LessOrEqual", std::less_equal<double>()},
@@ -170,152 +381,77 @@ bool fold_binary(const std::string& op, const Inputs& in, Tensor& out) {
 
 bool fold_unary(const std::string& op, const Inputs& in, Tensor& out) {
   static const std::map<std::string, std::function<double(double)>> floating = {
-      {"Neg", [](double x) { return -x; }},
       {"Abs", [](double x) { return std::fabs(x); }},
-      {"Sqrt", [](double x) { return std::sqrt(x); }},
       {"Floor", [](double x) { return std::floor(x); }},
       {"Ceil", [](double x) { return std::ceil(x); }},
-      {"Reciprocal", [](double x) { return 1.0 / x; }},
-      {"Exp", [](double x) { return std::exp(x); }},
-      {"Log", [](double x) { return std::log(x); }},
-      {"Erf", [](double x) { return std::erf(x); }},
-      {"Tanh", [](double x) { return std::tanh(x); }},
-      {"Relu", [](double x) { return x > 0 ? x : 0.0; }},
       {"Sign", [](double x) { return double((x > 0) - (x < 0)); }},
   };
-  if (op == "Not") {
-    const Tensor& x = need(in, 0, "X");
-    MERAK_CHECK(x.dtype() == DType::Bool, "Not needs a bool input");
-    out = unary(x, nullptr, [](int64_t v) { return int64_t(v == 0); });
-    return true;
-  }
   auto it = floating.find(op);
   if (it == floating.end()) return false;
   const Tensor& x = need(in, 0, "X");
   std::function<int64_t(int64_t)> fi;
-  if (op == "Neg") fi = [](int64_t v) { return wrap_sub(0, v); };
-  if (op == "Abs") fi = [](int64_t v) { return v < 0 ? wrap_sub(0, v) : v; };
-  if (op == "Relu") fi = [](int64_t v) { return std::max<int64_t>(v, 0); };
+  if (op == "Abs") fi = [](int64_t v) { return v < 0 ? int64_t(0 - uint64_t(v)) : v; };
   if (op == "Sign") fi = [](int64_t v) { return int64_t((v > 0) - (v < 0)); };
   if (!fi) MERAK_CHECK(is_floating(x.dtype()), op, " needs a floating input");
-  out = unary(x, it->second, fi);
+  out = fresh(x.shape(), x.dtype());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (fi && !is_floating(x.dtype())) {
+      put_int(out, i, fi(element_as_int(x, i)));
+    } else {
+      put_double(out, i, it->second(element_as_double(x, i)));
+    }
+  }
   return true;
 }
 
-Tensor cast(const Tensor& x, DType to) {
-  Tensor out = fresh(x.shape(), to);
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    if (is_floating(to)) {
-      put_double(out, i, element_as_double(x, i));
-    } else if (to == DType::Bool) {
-      put_int(out, i, element_as_double(x, i) != 0);
-    } else {
-      put_int(out, i, element_as_int(x, i));
+// ReduceProd and ReduceMin of a constant: reduced axes moved last, then row by row.
+bool fold_reduce(const onnx::NodeProto& node, const Inputs& in, Tensor& out) {
+  const std::string& op = node.op_type();
+  if (op != "ReduceProd" && op != "ReduceMin") return false;
+  const Tensor& x = need(in, 0, "data");
+  std::vector<int64_t> axes = onnx_axes(axes_of(node, in, 1), x.dim(), "axes");
+  if (axes.empty()) {
+    if (attr_int(node, "noop_with_empty_axes", 0)) {
+      out = x;
+      return true;
     }
+    axes.resize(size_t(x.dim()));
+    std::iota(axes.begin(), axes.end(), 0);
   }
-  return out;
+  const bool keepdims = attr_int(node, "keepdims", 1) != 0;
+  std::vector<int64_t> order;
+  Shape out_shape;
+  int64_t row = 1;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    const bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
+    if (!reduced) order.push_back(d);
+    if (!reduced || keepdims) out_shape.push_back(reduced ? 1 : x.size(d));
+  }
+  for (int64_t a : axes) {
+    order.push_back(a);
+    row *= x.size(a);
+  }
+  const Tensor moved = x.permute(order).contiguous();
+  out = fresh(out_shape, x.dtype());
+  const bool integral = !is_floating(x.dtype());
+  for (int64_t r = 0; r < out.numel(); ++r) {
+    double acc = op == "ReduceProd" ? 1 : INFINITY;
+    for (int64_t j = 0; j < row; ++j) {
+      const double v = element_as_double(moved, r * row + j);
+      acc = op == "ReduceProd" ? acc * v : std::min(acc, v);
+    }
+    MERAK_CHECK(!integral || std::fabs(acc) < 9e15, op, " of integers leaves double precision");
+    put_double(out, r, acc);
+  }
+  return true;
 }
 
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  MERAK_CHECK(cond.dtype() == DType::Bool, "condition must be bool");
-  MERAK_CHECK(a.dtype() == b.dtype(), "X and Y are ", dtype_name(a.dtype()), " and ",
-              dtype_name(b.dtype()));
-  const Shape shape = broadcast_shapes(cond.shape(), broadcast_shapes(a.shape(), b.shape()));
-  const Tensor c = broadcast_to(cond, shape), x = broadcast_to(a, shape),
-               y = broadcast_to(b, shape);
-  Tensor out = fresh(shape, a.dtype());
-  const size_t bytes = dtype_size(a.dtype());
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    const Tensor& src = element_as_int(c, i) ? x : y;
-    std::memcpy(static_cast<char*>(out.raw_data()) + size_t(i) * bytes,
-                static_cast<const char*>(src.raw_data()) + size_t(i) * bytes, bytes);
-  }
-  return out;
+bool fold_unregistered(const onnx::NodeProto& node, const Inputs& in, Tensor& out) {
+  return fold_binary(node.op_type(), in, out) || fold_unary(node.op_type(), in, out) ||
+         fold_reduce(node, in, out);
 }
 
-// --- shape ops, through views of the input ---
-
-// Axes from the input at `index` when present (opset 13+), else from the attribute.
-std::vector<int64_t> axes_of(const onnx::NodeProto& node, const Inputs& in, size_t index) {
-  if (index < in.size() && in[index].defined()) return int_values(in[index], "axes");
-  return attr_ints(node, "axes", {});
-}
-
-Tensor gather(const Tensor& data, const Tensor& indices, int64_t axis_attr) {
-  MERAK_CHECK(data.dim() >= 1, "Gather needs data of rank >= 1");
-  const int64_t axis = onnx_axis(axis_attr, data.dim(), "axis");
-  const int64_t n = data.size(axis);
-  const std::vector<int64_t> idx = [&] {
-    MERAK_CHECK(indices.dtype() == DType::I64 || indices.dtype() == DType::I32,
-                "indices must be int32 or int64");
-    std::vector<int64_t> v(size_t(indices.numel()));
-    for (int64_t i = 0; i < indices.numel(); ++i) v[size_t(i)] = element_as_int(indices, i);
-    return v;
-  }();
-  Shape shape(data.shape().begin(), data.shape().begin() + axis);
-  shape.insert(shape.end(), indices.shape().begin(), indices.shape().end());
-  shape.insert(shape.end(), data.shape().begin() + axis + 1, data.shape().end());
-  Tensor out = fresh(shape, data.dtype());
-  // The output viewed with the index dims flattened into one.
-  Shape flat = data.shape();
-  flat[size_t(axis)] = int64_t(idx.size());
-  const Tensor out_flat = out.view(flat);
-  for (size_t j = 0; j < idx.size(); ++j) {
-    const int64_t k = idx[j] < 0 ? idx[j] + n : idx[j];
-    MERAK_CHECK(k >= 0 && k < n, "index ", idx[j], " is out of range for a dim of ", n);
-    out_flat.narrow(axis, int64_t(j), 1).copy_(data.narrow(axis, k, 1));
-  }
-  return out;
-}
-
-Tensor concat(const Inputs& in, int64_t axis_attr) {
-  MERAK_CHECK(!in.empty() && in[0].defined(), "Concat has no inputs");
-  const Tensor& first = in[0];
-  MERAK_CHECK(first.dim() >= 1, "Concat of scalars");
-  const int64_t axis = onnx_axis(axis_attr, first.dim(), "axis");
-  Shape shape = first.shape();
-  shape[size_t(axis)] = 0;
-  for (const Tensor& x : in) {
-    MERAK_CHECK(x.defined() && x.dtype() == first.dtype() && x.dim() == first.dim(),
-                "Concat inputs differ in dtype or rank");
-    for (int64_t d = 0; d < x.dim(); ++d)
-      MERAK_CHECK(d == axis || x.size(d) == first.size(d), "Concat input ", shape_str(x.shape()),
-                  " does not match ", shape_str(first.shape()));
-    shape[size_t(axis)] += x.size(axis);
-  }
-  Tensor out = fresh(shape, first.dtype());
-  int64_t at = 0;
-  for (const Tensor& x : in) {
-    out.narrow(axis, at, x.size(axis)).copy_(x);
-    at += x.size(axis);
-  }
-  return out;
-}
-
-Tensor slice(const onnx::NodeProto& node, const Inputs& in) {
-  const Tensor& data = need(in, 0, "data");
-  std::vector<int64_t> starts, ends, axes, steps;
-  if (in.size() > 1) {  // opset 10+: bounds are inputs
-    starts = int_values(need(in, 1, "starts"), "starts");
-    ends = int_values(need(in, 2, "ends"), "ends");
-    if (in.size() > 3 && in[3].defined()) axes = int_values(in[3], "axes");
-    if (in.size() > 4 && in[4].defined()) steps = int_values(in[4], "steps");
-  } else {
-    starts = attr_ints(node, "starts", {});
-    ends = attr_ints(node, "ends", {});
-    axes = attr_ints(node, "axes", {});
-  }
-  Shape shape = data.shape(), strides = data.strides();
-  int64_t offset = 0;
-  for (const SliceAxis& s : slice_axes(data.shape(), starts, ends, axes, steps)) {
-    MERAK_CHECK(s.step > 0, "negative slice steps are not supported");
-    const size_t a = size_t(s.axis);
-    offset += s.start * strides[a];
-    shape[a] = s.count;
-    strides[a] *= s.step;
-  }
-  return data.as_strided(shape, strides, data.impl().offset + offset).clone();
-}
+// --- values no op computes ---
 
 Tensor constant_of_shape(const onnx::NodeProto& node, const Inputs& in) {
   const Shape shape = int_values(need(in, 0, "shape"), "shape");
@@ -331,109 +467,6 @@ Tensor constant_of_shape(const onnx::NodeProto& node, const Inputs& in) {
   for (int64_t i = 0; i < out.numel(); ++i)
     std::memcpy(static_cast<char*>(out.raw_data()) + size_t(i) * bytes, fill.raw_data(), bytes);
   return out;
-}
-
-Tensor range(const Inputs& in) {
-  const Tensor &start = need(in, 0, "start"), &limit = need(in, 1, "limit"),
-               &delta = need(in, 2, "delta");
-  MERAK_CHECK(start.numel() == 1 && limit.numel() == 1 && delta.numel() == 1,
-              "start, limit and delta must be scalars");
-  const DType dtype = start.dtype();
-  const double s = element_as_double(start, 0), l = element_as_double(limit, 0),
-               d = element_as_double(delta, 0);
-  MERAK_CHECK(d != 0 && d == d && s == s && l == l, "delta must be non-zero and finite bounds");
-  const double count = std::max(std::ceil((l - s) / d), 0.0);
-  MERAK_CHECK(count * double(dtype_size(dtype)) <= double(kMaxConstantBytes), "Range would hold ",
-              count, " elements");
-  Tensor out = fresh({int64_t(count)}, dtype);
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    if (is_floating(dtype)) {
-      put_double(out, i, s + double(i) * d);
-    } else {
-      put_int(out, i, wrap_add(element_as_int(start, 0), wrap_mul(i, element_as_int(delta, 0))));
-    }
-  }
-  return out;
-}
-
-Tensor trilu(const onnx::NodeProto& node, const Inputs& in) {
-  const Tensor& x = need(in, 0, "input");
-  MERAK_CHECK(x.dim() >= 2, "Trilu needs rank >= 2");
-  int64_t k = 0;
-  if (in.size() > 1 && in[1].defined()) {
-    const auto ks = int_values(in[1], "k");
-    MERAK_CHECK(ks.size() == 1, "k must hold one value");
-    k = ks[0];
-  }
-  const bool upper = attr_int(node, "upper", 1) != 0;
-  const int64_t rows = x.size(-2), cols = x.size(-1);
-  Tensor out = x.clone();
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    const int64_t c = i % cols, r = (i / cols) % rows;
-    // j - i compared with k, without overflowing for extreme k.
-    const int64_t diff = c - r;
-    const bool keep = upper ? diff >= k : diff <= k;
-    if (!keep) put_int(out, i, 0);
-  }
-  return out;
-}
-
-// Reduce{Sum,Prod,Max,Min,Mean} of a constant: reduced axes moved last, then row by row.
-bool fold_reduce(const onnx::NodeProto& node, const Inputs& in, Tensor& out) {
-  static const std::vector<std::string> ops = {"ReduceSum", "ReduceProd", "ReduceMax", "ReduceMin",
-                                               "ReduceMean"};
-  const std::string& op = node.op_type();
-  if (std::find(ops.begin(), ops.end(), op) == ops.end()) return false;
-  const Tensor& x = need(in, 0, "data");
-  std::vector<int64_t> axes = onnx_axes(axes_of(node, in, 1), x.dim(), "axes");
-  if (axes.empty()) {
-    if (attr_int(node, "noop_with_empty_axes", 0)) {
-      out = x;
-      return true;
-    }
-    axes.resize(size_t(x.dim()));
-    std::iota(axes.begin(), axes.end(), 0);
-  }
-  const bool keepdims = attr_int(node, "keepdims", 1) != 0;
-  std::vector<int64_t> order;
-  Shape kept_shape, out_shape;
-  int64_t row = 1;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    const bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
-    if (!reduced) {
-      order.push_back(d);
-      kept_shape.push_back(x.size(d));
-    }
-    if (!reduced || keepdims) out_shape.push_back(reduced ? 1 : x.size(d));
-  }
-  for (int64_t a : axes) {
-    order.push_back(a);
-    row *= x.size(a);
-  }
-  const Tensor moved = x.permute(order).contiguous();
-  out = fresh(out_shape, x.dtype());
-  const bool integral = !is_floating(x.dtype());
-  for (int64_t r = 0; r < out.numel(); ++r) {
-    double acc = op == "ReduceProd"  ? 1
-                 : op == "ReduceMax" ? -INFINITY
-                 : op == "ReduceMin" ? INFINITY
-                                     : 0;
-    for (int64_t j = 0; j < row; ++j) {
-      const double v = element_as_double(moved, r * row + j);
-      if (op == "ReduceProd")
-        acc *= v;
-      else if (op == "ReduceMax")
-        acc = std::max(acc, v);
-      else if (op == "ReduceMin")
-        acc = std::min(acc, v);
-      else
-        acc += v;
-    }
-    if (op == "ReduceMean") acc = row ? acc / double(row) : NAN;
-    MERAK_CHECK(!integral || std::fabs(acc) < 9e15, op, " of integers leaves double precision");
-    put_double(out, r, acc);
-  }
-  return true;
 }
 
 // Constant's value, from whichever attribute holds it.
@@ -485,34 +518,32 @@ bool fold_node(const onnx::NodeProto& node, const Inputs& in, std::vector<Tensor
     out = shape_value(node, need(in, 0, "data").shape());
   } else if (op == "Size") {
     out = size_value(need(in, 0, "data").shape());
+  } else if (op == "ConstantOfShape") {
+    out = constant_of_shape(node, in);
   } else if (op == "Cast") {
     out = cast(need(in, 0, "input"), dtype_from_onnx(int32_t(attr_int(node, "to", 0)), "to"));
-  } else if (op == "Where") {
-    out = where(need(in, 0, "condition"), need(in, 1, "X"), need(in, 2, "Y"));
   } else if (op == "Reshape") {
     const Tensor& x = need(in, 0, "data");
-    out = x.view(reshape_target(x.shape(), int_values(need(in, 1, "shape"), "shape"),
-                                attr_int(node, "allowzero", 0) != 0));
+    out = reshape(x, reshape_target(x.shape(), int_values(need(in, 1, "shape"), "shape"),
+                                    attr_int(node, "allowzero", 0) != 0));
   } else if (op == "Unsqueeze") {
     const Tensor& x = need(in, 0, "data");
-    out = x.view(unsqueeze_shape(x.shape(), axes_of(node, in, 1)));
+    out = reshape(x, unsqueeze_shape(x.shape(), axes_of(node, in, 1)));
   } else if (op == "Squeeze") {
     const Tensor& x = need(in, 0, "data");
-    out = x.view(squeeze_shape(x.shape(), axes_of(node, in, 1)));
+    out = reshape(x, squeeze_shape(x.shape(), axes_of(node, in, 1)));
   } else if (op == "Flatten") {
     const Tensor& x = need(in, 0, "input");
-    out = x.view(flatten_shape(x.shape(), attr_int(node, "axis", 1)));
+    out = reshape(x, flatten_shape(x.shape(), attr_int(node, "axis", 1)));
   } else if (op == "Transpose") {
     const Tensor& x = need(in, 0, "data");
     std::vector<int64_t> perm(size_t(x.dim()));
     std::iota(perm.rbegin(), perm.rend(), 0);
-    perm = attr_ints(node, "perm", perm);
-    MERAK_CHECK(int64_t(perm.size()) == x.dim(), "perm has ", perm.size(), " entries for rank ",
-                x.dim());
-    out = x.permute(onnx_axes(perm, x.dim(), "perm entry")).clone();
+    out = run("permute", {x}, Attrs().set("order", attr_ints(node, "perm", perm)));
   } else if (op == "Expand") {
     const Tensor& x = need(in, 0, "input");
-    out = broadcast_to(x, expand_shape(x.shape(), int_values(need(in, 1, "shape"), "shape")));
+    const Shape shape = expand_shape(x.shape(), int_values(need(in, 1, "shape"), "shape"));
+    out = run("expand", {x}, Attrs().set("shape", shape));
   } else if (op == "Gather") {
     out = gather(need(in, 0, "data"), need(in, 1, "indices"), attr_int(node, "axis", 0));
   } else if (op == "Concat") {
@@ -530,19 +561,22 @@ bool fold_node(const onnx::NodeProto& node, const Inputs& in, std::vector<Tensor
       given = attr_ints(node, "split", {});
     const auto sizes =
         split_sizes(x.shape(), axis, given.empty() ? nullptr : &given, node.output_size());
-    int64_t at = 0;
-    for (int64_t n : sizes) {
-      outputs.push_back(x.narrow(axis, at, n).clone());
-      at += n;
-    }
+    for (const Tensor& piece : run_all("split", {x}, Attrs().set("sizes", sizes).set("dim", axis)))
+      outputs.push_back(piece.contiguous());
     return true;
-  } else if (op == "ConstantOfShape") {
-    out = constant_of_shape(node, in);
   } else if (op == "Range") {
     out = range(in);
   } else if (op == "Trilu") {
     out = trilu(node, in);
-  } else if (fold_binary(op, in, out) || fold_unary(op, in, out) || fold_reduce(node, in, out)) {
+  } else if (op == "Not") {
+    out = logical_not(need(in, 0, "X"));
+  } else if (op == "Reciprocal") {
+    out = reciprocal(need(in, 0, "X"));
+  } else if (op == "Pow" && pow(in, out)) {
+    // a one-element exponent
+  } else if (registry_op(op) && op.rfind("Reduce", 0) != 0) {
+    out = elementwise(op, in);
+  } else if (reduce(node, in, out) || fold_unregistered(node, in, out)) {
     // computed above
   } else {
     return false;

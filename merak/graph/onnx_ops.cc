@@ -242,7 +242,7 @@ void arithmetic(Builder& b, const NodeProto& n, const std::string& op) {
   const TensorMeta &ma = meta(b, n, 0), &mc = meta(b, n, 1);
   if (!is_floating(ma.dtype))
     throw Unsupported(detail::concat("arithmetic on run-time ", dtype_name(ma.dtype),
-                                     " values (the registry's arithmetic is floating-point)"));
+                                     " values (only floating-point arithmetic is mapped)"));
   const Shape shape = broadcast_shapes(ma.shape, mc.shape);
   const auto sa = scalar_constant(b, a), sc = scalar_constant(b, c);
   const std::string& out = output(n, 0);
@@ -349,7 +349,7 @@ void layer_norm(Builder& b, const NodeProto& n) {
          {output(n, 0), b.temp(), b.temp()});
 }
 
-void reduce(Builder& b, const NodeProto& n, const std::string& op, int64_t opset) {
+void reduce(Builder& b, const NodeProto& n, int64_t opset) {
   const int64_t rank = int64_t(meta(b, n, 0).shape.size());
   // ReduceSum takes its axes as an input from opset 13, the others from opset 18.
   const bool axes_input = n.op_type() == "ReduceSum" ? opset >= 13 : opset >= 18;
@@ -360,7 +360,7 @@ void reduce(Builder& b, const NodeProto& n, const std::string& op, int64_t opset
     b.set_alias(output(n, 0), input(n, 0));
     return;
   }
-  b.emit(op, {b.use(input(n, 0))},
+  b.emit(registry_op(n.op_type()), {b.use(input(n, 0))},
          Attrs()
              .set("dims", onnx_axes(axes, rank, "axis"))
              .set("keepdim", attr_int(n, "keepdims", 1) != 0),
@@ -402,17 +402,18 @@ void where(Builder& b, const NodeProto& n) {
     b.emit("masked_fill", {b.use(x), logical_not(b, cond)}, Attrs().set("value", *sy),
            {output(n, 0)});
   } else {
-    b.emit("where", {b.use(cond), b.use(x), b.use(y)}, {}, {output(n, 0)});
+    b.emit(registry_op("Where"), {b.use(cond), b.use(x), b.use(y)}, {}, {output(n, 0)});
   }
 }
 
 using Converter = std::function<void(Builder&, const NodeProto&, int64_t opset)>;
 
-Converter unary(const char* op) {
-  return [op](Builder& b, const NodeProto& n, int64_t) {
-    b.emit(op, {b.use(input(n, 0))}, {}, {output(n, 0)});
-  };
+// An ONNX op that is its registry_op() on the one input.
+void unary(Builder& b, const NodeProto& n) {
+  b.emit(registry_op(n.op_type()), {b.use(input(n, 0))}, {}, {output(n, 0)});
 }
+
+void arithmetic_op(Builder& b, const NodeProto& n) { arithmetic(b, n, registry_op(n.op_type())); }
 
 Converter plain(void (*f)(Builder&, const NodeProto&)) {
   return [f](Builder& b, const NodeProto& n, int64_t) { f(b, n); };
@@ -433,31 +434,32 @@ const std::map<std::string, Converter>& converters() {
       {"Split", plain(split)},
       {"Slice", plain(slice)},
       {"Gather", plain(gather)},
-      {"Add", [](Builder& b, const NodeProto& n, int64_t) { arithmetic(b, n, "add"); }},
-      {"Sub", [](Builder& b, const NodeProto& n, int64_t) { arithmetic(b, n, "sub"); }},
-      {"Mul", [](Builder& b, const NodeProto& n, int64_t) { arithmetic(b, n, "mul"); }},
-      {"Div", [](Builder& b, const NodeProto& n, int64_t) { arithmetic(b, n, "div"); }},
+      {"Add", plain(arithmetic_op)},
+      {"Sub", plain(arithmetic_op)},
+      {"Mul", plain(arithmetic_op)},
+      {"Div", plain(arithmetic_op)},
       {"Pow", plain(pow)},
       {"Reciprocal", plain(reciprocal)},
-      {"Sqrt", unary("sqrt")},
-      {"Erf", unary("erf")},
-      {"Tanh", unary("tanh")},
-      {"Exp", unary("exp")},
-      {"Log", unary("log")},
-      {"Neg", unary("neg")},
-      {"Relu", unary("relu")},
+      {"Sqrt", plain(unary)},
+      {"Erf", plain(unary)},
+      {"Tanh", plain(unary)},
+      {"Exp", plain(unary)},
+      {"Log", plain(unary)},
+      {"Neg", plain(unary)},
+      {"Relu", plain(unary)},
       {"MatMul", plain(matmul)},
       {"Gemm", plain(gemm)},
       {"Softmax", [](Builder& b, const NodeProto& n, int64_t o) { softmax(b, n, "softmax", o); }},
       {"LogSoftmax",
        [](Builder& b, const NodeProto& n, int64_t o) { softmax(b, n, "log_softmax", o); }},
       {"LayerNormalization", plain(layer_norm)},
-      {"ReduceMean", [](Builder& b, const NodeProto& n, int64_t o) { reduce(b, n, "mean", o); }},
-      {"ReduceSum", [](Builder& b, const NodeProto& n, int64_t o) { reduce(b, n, "sum", o); }},
-      {"ReduceMax", [](Builder& b, const NodeProto& n, int64_t o) { reduce(b, n, "max", o); }},
+      {"ReduceMean", reduce},
+      {"ReduceSum", reduce},
+      {"ReduceMax", reduce},
       {"Equal",
        [](Builder& b, const NodeProto& n, int64_t) {
-         b.emit("eq", {b.use(input(n, 0)), b.use(input(n, 1))}, {}, {output(n, 0)});
+         b.emit(registry_op("Equal"), {b.use(input(n, 0)), b.use(input(n, 1))}, {},
+                {output(n, 0)});
        }},
       {"Not", plain(not_op)},
       {"Where", plain(where)},
@@ -466,6 +468,17 @@ const std::map<std::string, Converter>& converters() {
 }
 
 }  // namespace
+
+const char* registry_op(const std::string& onnx_op) {
+  static const std::map<std::string, const char*> table = {
+      {"Add", "add"},   {"Sub", "sub"},   {"Mul", "mul"},     {"Div", "div"},
+      {"Sqrt", "sqrt"}, {"Erf", "erf"},   {"Tanh", "tanh"},   {"Exp", "exp"},
+      {"Log", "log"},   {"Neg", "neg"},   {"Relu", "relu"},   {"Equal", "eq"},
+      {"Where", "where"}, {"ReduceMean", "mean"}, {"ReduceSum", "sum"}, {"ReduceMax", "max"},
+  };
+  auto it = table.find(onnx_op);
+  return it == table.end() ? nullptr : it->second;
+}
 
 void convert_node(Builder& b, const onnx::NodeProto& node, int64_t opset) {
   auto it = converters().find(node.op_type());

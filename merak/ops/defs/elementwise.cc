@@ -56,15 +56,28 @@ CostFn cost_per_element(double fwd, double bwd) {
   };
 }
 
+// Floating dtypes, or i32/i64 for the ops that also do integer arithmetic (add, sub, mul, div,
+// neg, relu: shape values, which ONNX import folds through these ops).
+void expect_arithmetic(const TensorMeta& m, const char* what) {
+  if (m.dtype == DType::I32 || m.dtype == DType::I64) return;
+  MERAK_CHECK(is_floating(m.dtype), what, " must be a floating dtype (f32, f64, bf16, f16) or ",
+              "i32 or i64, got ", dtype_name(m.dtype));
+}
+
 std::vector<TensorMeta> infer_binary(const std::vector<TensorMeta>& in, const Attrs&) {
-  expect_floating(in[0], "a");
-  expect_floating(in[1], "b");
+  expect_arithmetic(in[0], "a");
+  expect_arithmetic(in[1], "b");
   expect_same_dtype(in[0], "a", in[1], "b");
   return {TensorMeta{broadcast_pair(in[0], "a", in[1], "b"), in[0].dtype}};
 }
 
 std::vector<TensorMeta> infer_unary(const std::vector<TensorMeta>& in, const Attrs&) {
   expect_floating(in[0], "x");
+  return {in[0]};
+}
+
+std::vector<TensorMeta> infer_signed_unary(const std::vector<TensorMeta>& in, const Attrs&) {
+  expect_arithmetic(in[0], "x");
   return {in[0]};
 }
 
@@ -148,7 +161,7 @@ MERAK_REGISTER_OP(mul) {
 
 // --- div: y = a / b; da = dy / b, db = -dy * a / b^2 = -(dy / b) * y ---
 MERAK_REGISTER_OP(div) {
-  OpDef d = binary_def("div", "a / b with NumPy broadcasting", 3);
+  OpDef d = binary_def("div", "a / b with NumPy broadcasting (integers truncate toward zero)", 3);
   d.saves_inputs = 0b10;  // b
   d.saves_outputs = 1;    // y: db reuses dy / b instead of keeping a
   d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
@@ -185,6 +198,7 @@ MERAK_REGISTER_OP(mul_scalar) {
 // --- neg: y = -x; dx = -dy ---
 MERAK_REGISTER_OP(neg) {
   OpDef d = unary_def("neg", "-x", 1, 1);
+  d.infer = infer_signed_unary;  // integers wrap: -MIN is MIN
   d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
     const Tensor& g = c.grad_outputs[0];
     return {g.defined() ? neg(g) : Tensor()};
@@ -282,6 +296,7 @@ MERAK_REGISTER_OP(erf) {
 // --- relu: y = max(x, 0); dx = relu_grad(dy, y) ---
 MERAK_REGISTER_OP(relu) {
   OpDef d = unary_def("relu", "max(x, 0)", 1, 1);
+  d.infer = infer_signed_unary;
   d.saves_outputs = 1;  // y > 0 exactly where x > 0
   d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
     const Tensor& g = c.grad_outputs[0];
@@ -361,8 +376,7 @@ MERAK_REGISTER_OP(where) {
   d.outputs = {"y"};
   d.infer = [](const auto& in, const Attrs&) {
     MERAK_CHECK(in[0].dtype == DType::Bool, "cond must be bool, got ", dtype_name(in[0].dtype));
-    expect_floating(in[1], "a");
-    expect_floating(in[2], "b");
+    // Any dtype: selection does no arithmetic (integer and bool values are masks and shapes).
     expect_same_dtype(in[1], "a", in[2], "b");
     const TensorMeta ab{broadcast_pair(in[1], "a", in[2], "b"), in[1].dtype};
     MERAK_CHECK(broadcastable(in[0].shape, ab.shape), "cond ", shape_str(in[0].shape),
