@@ -28,11 +28,22 @@ struct TensorMeta {
   int64_t nbytes() const { return numel() * int64_t(dtype_size(dtype)); }
 };
 
+// A matrix product inside an op: `batch` independent products C[m, n] = A[m, k] B[k, n]. The
+// cost model prices these by the hardware's GEMM efficiency curve (shape matters: a thin or
+// shallow product runs far below peak) and the rest of the op's FLOPs as other kernels.
+struct Gemm {
+  double batch = 1, m = 0, n = 0, k = 0;
+  double flops() const { return 2 * batch * m * n * k; }
+};
+
 // Predicted work of one call, for the partitioner's cost model.
 struct OpCost {
-  double fwd_flops = 0;  // forward floating-point operations
+  double fwd_flops = 0;  // forward floating-point operations (GEMMs included)
   double bwd_flops = 0;  // backward (all input gradients)
   double bytes = 0;      // forward bytes read + written
+  // The forward's matrix products. Backward runs, for each, the products of dC with the other
+  // operand: dA [m, k] = dC B^T (depth n) and dB [k, n] = A^T dC (depth m).
+  std::vector<Gemm> gemms;
 };
 
 // What a backward formula sees. Inputs/outputs the op saves hold data; the others are Meta tensors

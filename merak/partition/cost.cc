@@ -12,7 +12,9 @@ double precision_bytes(Precision p) {
 }  // namespace
 
 CostModel::CostModel(const Hardware& hw, Precision precision, const Placement& placement)
-    : hw_(hw), precision_(precision), placement_(placement) {
+    : hw_(hw.for_world(placement.dp * placement.pp * placement.tp)),
+      precision_(precision),
+      placement_(placement) {
   MERAK_CHECK(hw.peak(precision) > 0, "hardware '", hw.name, "' gives no ",
               precision_name(precision), " peak");
   float_scale_ = precision_bytes(precision) / 4.0;
@@ -26,10 +28,23 @@ double CostModel::value_bytes(const ops::TensorMeta& meta) const {
   return is_floating(meta.dtype) && meta.dtype == DType::F32 ? b * float_scale_ : b;
 }
 
-double CostModel::compute_seconds(double flops, double bytes_f32) const {
-  const double c = flops / (hw_.peak(precision_) * hw_.compute_efficiency);
-  const double m = bytes_f32 * float_scale_ / (hw_.memory_bandwidth * hw_.memory_efficiency);
-  return std::max(c, m);
+double CostModel::optimizer_seconds(double params) const {
+  const bool half = precision_ == Precision::BF16 || precision_ == Precision::F16;
+  const double bytes = 4 /* norm */ + 16 + 12 /* AdamW */ + 4 /* zeroing */ + (half ? 2 : 0);
+  return params * bytes / (hw_.memory_bandwidth * hw_.memory_efficiency);
+}
+
+double CostModel::gemm_seconds(const ops::Gemm& g) const {
+  return g.flops() / (hw_.peak(precision_) * hw_.gemm.at(g.batch, g.m, g.n, g.k));
+}
+
+double CostModel::kernels_seconds(const std::vector<ops::Gemm>& gemms, double other_flops,
+                                  double bytes_f32, int64_t kernels) const {
+  double compute = std::max(0.0, other_flops) / (hw_.peak(precision_) * hw_.compute_efficiency);
+  for (const ops::Gemm& g : gemms) compute += gemm_seconds(g);
+  const double memory =
+      bytes_f32 * float_scale_ / (hw_.memory_bandwidth * hw_.memory_efficiency);
+  return std::max(compute, memory) + double(kernels) * hw_.kernel_overhead;
 }
 
 double CostModel::all_reduce_seconds(double bytes, int64_t n, const Link& link) const {
@@ -93,8 +108,20 @@ Link CostModel::find_pp_link(int64_t stage) const {
 NodeTime CostModel::node_time(const GraphFacts& g, int node) const {
   const NodeFacts& n = g.nodes[size_t(node)];
   NodeTime t;
-  t.fwd = compute_seconds(n.cost.fwd_flops, n.cost.bytes);
-  t.bwd = n.recorded ? compute_seconds(n.cost.bwd_flops, 2 * n.cost.bytes) : 0;
+  if (n.op->view) return t;  // a view moves no data and runs no kernel
+  const std::vector<ops::Gemm>& fwd = n.cost.gemms;
+  double fwd_gemm_flops = 0;
+  std::vector<ops::Gemm> bwd;
+  for (const ops::Gemm& g : fwd) {
+    fwd_gemm_flops += g.flops();
+    bwd.push_back({g.batch, g.m, g.k, g.n});  // dA = dC B^T
+    bwd.push_back({g.batch, g.k, g.n, g.m});  // dB = A^T dC
+  }
+  const int64_t fwd_kernels = std::max<int64_t>(1, int64_t(fwd.size()));
+  t.fwd = kernels_seconds(fwd, n.cost.fwd_flops - fwd_gemm_flops, n.cost.bytes, fwd_kernels);
+  if (n.recorded)
+    t.bwd = kernels_seconds(bwd, n.cost.bwd_flops - 2 * fwd_gemm_flops, 2 * n.cost.bytes,
+                            std::max<int64_t>(1, int64_t(bwd.size())));
   // Tensor-parallel collectives: what each moves, in which direction.
   const std::string& op = n.op->name;
   if (op.compare(0, 3, "tp_") == 0 && n.attrs.has("size")) {

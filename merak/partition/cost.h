@@ -1,10 +1,17 @@
 // The cost model: seconds for each node's forward and backward, for collectives and for
-// pipeline transfers, from the op registry's FLOPs and bytes and a hardware profile.
+// pipeline transfers, from the op registry's FLOPs, bytes and matrix products and a hardware
+// profile.
 //
-//   node time       = max(flops / (peak(precision) * compute_efficiency),
-//                         bytes / (memory_bandwidth * memory_efficiency))
-//   backward bytes  = 2 x forward bytes (it reads the saved values and the output gradients and
-//                     writes the input gradients), backward FLOPs from the registry
+//   node time       = max(compute, bytes / (memory_bandwidth * memory_efficiency))
+//                     + kernels x kernel_overhead
+//   compute         = sum over its matrix products of flops / (peak * gemm curve at the shape)
+//                     + the other flops / (peak * compute_efficiency)
+//   backward        = for each forward product [m, k] x [k, n]: dA [m, n] x [n, k] and
+//                     dB [k, m] x [m, n]; the rest of the registry's backward FLOPs as other
+//                     kernels; 2 x forward bytes (it reads the saved values and the output
+//                     gradients and writes the input gradients)
+//   kernels         = forward: one per product (at least one); backward: one per gradient
+//                     product (at least one); view ops run none
 //   all-reduce      = 2 (n-1)/n bytes / bandwidth + 2 (n-1) latency        (ring)
 //   all-gather      = (n-1)/n bytes / bandwidth + (n-1) latency            (bytes: the result)
 //   point-to-point  = bytes / bandwidth + latency
@@ -35,6 +42,7 @@ struct NodeTime {
 
 class CostModel {
  public:
+  // Profiles whose node is shared (CPUs) are cut to one rank's share of the placement's node.
   CostModel(const Hardware& hw, Precision precision, const Placement& placement);
 
   const Hardware& hardware() const { return hw_; }
@@ -43,7 +51,13 @@ class CostModel {
 
   // Bytes a value of `meta` occupies under the precision (floating values rescaled from f32).
   double value_bytes(const ops::TensorMeta& meta) const;
-  double compute_seconds(double flops, double bytes_f32) const;
+  // Seconds of one optimizer step over `params` parameter elements a rank updates: memory-bound
+  // everywhere. The gradients are read for the global norm and zeroed after; AdamW reads the
+  // weights, gradients and both moments and writes the weights and moments (the f32 masters
+  // under 16-bit training, whose 16-bit weights are written too).
+  double optimizer_seconds(double params) const;
+  // Seconds of `g` alone at the curve's efficiency for its shape (compute only).
+  double gemm_seconds(const ops::Gemm& g) const;
   double all_reduce_seconds(double bytes, int64_t members, const Link& link) const;
   double all_gather_seconds(double bytes, int64_t members, const Link& link) const;
   double p2p_seconds(double bytes, int64_t messages, const Link& link) const;
@@ -57,6 +71,9 @@ class CostModel {
   NodeTime node_time(const GraphFacts& g, int node) const;
 
  private:
+  // One pass of a kernel group: `gemms`, `other_flops` and `bytes_f32` moved, `kernels` calls.
+  double kernels_seconds(const std::vector<ops::Gemm>& gemms, double other_flops,
+                         double bytes_f32, int64_t kernels) const;
   bool same_node(const std::vector<int64_t>& ranks) const;
   Link find_tp_link() const;
   Link find_dp_link() const;

@@ -2,11 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <yaml-cpp/yaml.h>
 
@@ -71,6 +74,57 @@ class Reader {
     return v;
   }
 
+  // A whole number >= 1.
+  int64_t count(const std::string& key) {
+    const double v = number(key);
+    if (v != double(int64_t(v))) fail(key, "must be an integer");
+    return int64_t(v);
+  }
+
+  // Two whole numbers >= 1: [a, b].
+  std::pair<int64_t, int64_t> pair_of_counts(const std::string& key) {
+    YAML::Node n = node(key, true);
+    if (!n.IsSequence() || n.size() != 2) fail(key, "expected two integers [m, n]");
+    int64_t v[2];
+    for (size_t i = 0; i < 2; ++i) {
+      double d = 0;
+      try {
+        d = n[i].as<double>();
+      } catch (const YAML::Exception&) {
+        fail(key, "expected two integers [m, n]");
+      }
+      if (!(d >= 1) || d != double(int64_t(d))) fail(key, "entries must be integers >= 1");
+      v[i] = int64_t(d);
+    }
+    return {v[0], v[1]};
+  }
+
+  bool flag(const std::string& key) {
+    bool found = false;
+    YAML::Node n = node(key, false, &found);
+    if (!found) return false;
+    try {
+      if (!n.IsScalar()) throw YAML::Exception(YAML::Mark::null_mark(), "");
+      return n.as<bool>();
+    } catch (const YAML::Exception&) {
+      fail(key, "expected true or false");
+    }
+  }
+
+  // A map of text values; every key under it counts as read.
+  std::map<std::string, std::string> texts(const std::string& key) {
+    YAML::Node n = node(key, true);
+    if (!n.IsMap()) fail(key, "expected a map of key: text");
+    std::map<std::string, std::string> out;
+    for (const auto& entry : n) {
+      const std::string k = entry.first.as<std::string>();
+      seen_.insert(key + "." + k);
+      if (!entry.second.IsScalar()) fail(key + "." + k, "expected a string");
+      out[k] = entry.second.as<std::string>();
+    }
+    return out;
+  }
+
   // Every key of the document must have been read.
   void check_unknown(const YAML::Node& n, const std::string& prefix) const {
     for (const auto& entry : n) {
@@ -92,6 +146,12 @@ class Reader {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+// What every profile says the source of, and the kinds of source there are.
+const char* const kSourced[] = {"peak_tflops",      "memory_bandwidth_gbs", "gemm",
+                                "compute_efficiency", "memory_efficiency",  "kernel_overhead_us",
+                                "intra_node",       "inter_node"};
+const char* const kSourceKinds[] = {"datasheet", "published", "measured", "estimate"};
+
 bool readable(const std::string& path) { return std::ifstream(path).good(); }
 
 }  // namespace
@@ -112,6 +172,30 @@ Precision parse_precision(const std::string& name) {
   if (name == "bf16") return Precision::BF16;
   if (name == "f16") return Precision::F16;
   throw std::invalid_argument("precision '" + name + "' is not one of f32, tf32, bf16, f16");
+}
+
+double GemmCurve::at(double batch, double m, double n, double k) const {
+  if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) return efficiency;
+  // The units the product is dealt to, and the share of their time its tiles fill.
+  double used = double(units);
+  if (min_macs_per_unit > 0)
+    used = std::clamp(std::floor(batch * m * n * k / min_macs_per_unit), 1.0, used);
+  const double tiles = batch * std::ceil(m / double(tile_m)) * std::ceil(n / double(tile_n));
+  const double waves = std::ceil(tiles / used);
+  const double fill = batch * m * n / (waves * double(units) * double(tile_m * tile_n));
+  return efficiency * fill * k / (k + k_half);
+}
+
+Hardware Hardware::per_rank(int64_t ranks_on_node) const {
+  if (!shared_node || ranks_on_node <= 1) return *this;
+  const double share = 1.0 / double(ranks_on_node);
+  Hardware h = *this;
+  h.peak_f32 *= share, h.peak_tf32 *= share, h.peak_bf16 *= share, h.peak_f16 *= share;
+  h.memory_bandwidth *= share;
+  h.memory_bytes = int64_t(double(memory_bytes) * share);
+  // Each rank runs cores / ranks threads, at least one (more ranks than cores take turns).
+  h.gemm.units = std::max<int64_t>(1, gemm.units / ranks_on_node);
+  return h;
 }
 
 double Hardware::peak(Precision p) const {
@@ -143,10 +227,18 @@ Hardware parse_hardware(const std::string& yaml_text, const std::string& name) {
   hw.peak_bf16 = r.number("peak_tflops.bf16", false, true) * 1e12;
   hw.peak_f16 = r.number("peak_tflops.f16", false, true) * 1e12;
   hw.memory_bandwidth = r.number("memory_bandwidth_gbs") * 1e9;
+  hw.gemm.efficiency = r.number("gemm.efficiency");
+  if (hw.gemm.efficiency > 1) r.fail("gemm.efficiency", "must be <= 1");
+  std::tie(hw.gemm.tile_m, hw.gemm.tile_n) = r.pair_of_counts("gemm.tile");
+  hw.gemm.units = r.count("gemm.units");
+  hw.gemm.k_half = r.number("gemm.k_half", true, true);
+  hw.gemm.min_macs_per_unit = r.number("gemm.min_macs_per_unit", false, true);
   hw.compute_efficiency = r.number("compute_efficiency");
   hw.memory_efficiency = r.number("memory_efficiency");
   if (hw.compute_efficiency > 1) r.fail("compute_efficiency", "must be <= 1");
   if (hw.memory_efficiency > 1) r.fail("memory_efficiency", "must be <= 1");
+  hw.kernel_overhead = r.number("kernel_overhead_us", true, true) * 1e-6;
+  hw.shared_node = r.flag("shared_node");
   try {
     hw.precision = parse_precision(r.text("precision"));
   } catch (const std::invalid_argument& e) {
@@ -162,6 +254,17 @@ Hardware parse_hardware(const std::string& yaml_text, const std::string& name) {
   hw.intra_node.latency = r.number("intra_node.latency_us", true, true) * 1e-6;
   hw.inter_node.bandwidth = r.number("inter_node.bandwidth_gbs") * 1e9;
   hw.inter_node.latency = r.number("inter_node.latency_us", true, true) * 1e-6;
+  hw.sources = r.texts("sources");
+  for (const char* key : kSourced)
+    if (!hw.sources.count(key))
+      r.fail(std::string("sources.") + key, "missing: say where the number comes from");
+  for (const auto& [key, text] : hw.sources) {
+    bool kind = false;
+    for (const char* k : kSourceKinds) kind = kind || text.rfind(k, 0) == 0;
+    if (!kind)
+      r.fail("sources." + key, "must start with datasheet, published, measured or estimate, got '" +
+                                    text + "'");
+  }
   r.check_unknown();
   return hw;
 }
@@ -192,14 +295,23 @@ std::string hardware_yaml(const Hardware& hw, const std::vector<std::string>& co
   if (hw.peak_bf16 > 0) os << "  bf16: " << hw.peak_bf16 / 1e12 << "\n";
   if (hw.peak_f16 > 0) os << "  f16: " << hw.peak_f16 / 1e12 << "\n";
   os << "memory_bandwidth_gbs: " << hw.memory_bandwidth / 1e9 << "\n";
+  os << "gemm:\n  efficiency: " << hw.gemm.efficiency << "\n  tile: [" << hw.gemm.tile_m << ", "
+     << hw.gemm.tile_n << "]\n  units: " << hw.gemm.units << "\n  k_half: " << hw.gemm.k_half
+     << "\n";
+  if (hw.gemm.min_macs_per_unit > 0)
+    os << "  min_macs_per_unit: " << hw.gemm.min_macs_per_unit << "\n";
   os << "compute_efficiency: " << hw.compute_efficiency << "\n";
   os << "memory_efficiency: " << hw.memory_efficiency << "\n";
+  os << "kernel_overhead_us: " << hw.kernel_overhead * 1e6 << "\n";
+  if (hw.shared_node) os << "shared_node: true\n";
   os << "precision: " << precision_name(hw.precision) << "\n";
   os << "devices_per_node: " << hw.devices_per_node << "\n";
   os << "intra_node:\n  bandwidth_gbs: " << hw.intra_node.bandwidth / 1e9
      << "\n  latency_us: " << hw.intra_node.latency * 1e6 << "\n";
   os << "inter_node:\n  bandwidth_gbs: " << hw.inter_node.bandwidth / 1e9
      << "\n  latency_us: " << hw.inter_node.latency * 1e6 << "\n";
+  os << "sources:\n";
+  for (const auto& [key, text] : hw.sources) os << "  " << key << ": " << quoted(text) << "\n";
   return os.str();
 }
 

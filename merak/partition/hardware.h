@@ -3,7 +3,9 @@
 // on this machine by `merak_partition calibrate`.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -21,6 +23,24 @@ struct Link {
   double latency = 0;    // seconds per message
 };
 
+// How fast a matrix product runs, by its shape. The device deals the output's tile_m x tile_n
+// blocks out to `units` compute units in waves (SMs on a GPU, threads on a CPU); a last wave
+// that leaves units idle, or blocks hanging over the matrix's edge, are lost time. Each
+// block's loop over the depth K reaches K / (K + k_half) of its speed (a fixed start and
+// finish per block). Large, well-shaped products reach `efficiency` of the peak. A product
+// of fewer than units x min_macs_per_unit multiply-adds uses fewer units (a CPU GEMM gives
+// a thread only work worth its hand-off; 0 on GPUs).
+struct GemmCurve {
+  double efficiency = 1;
+  int64_t tile_m = 1, tile_n = 1;
+  int64_t units = 1;
+  double k_half = 0;
+  double min_macs_per_unit = 0;
+
+  // Fraction of peak that `batch` products [m, k] x [k, n] run at.
+  double at(double batch, double m, double n, double k) const;
+};
+
 struct Hardware {
   std::string name;               // "a100-80g"
   std::string device;             // "NVIDIA A100 80GB SXM4"
@@ -28,16 +48,28 @@ struct Hardware {
   int64_t memory_bytes = 0;       // per device
   double peak_f32 = 0, peak_tf32 = 0, peak_bf16 = 0, peak_f16 = 0;  // dense FLOP/s
   double memory_bandwidth = 0;    // bytes/s
-  // Achievable fractions of peak: node time = max(flops / (peak * compute_efficiency),
-  // bytes / (memory_bandwidth * memory_efficiency)).
+  GemmCurve gemm;                 // matrix products
+  // Achievable fractions of peak for the other kernels: their time is
+  // max(flops / (peak * compute_efficiency), bytes / (memory_bandwidth * memory_efficiency)).
   double compute_efficiency = 1;
   double memory_efficiency = 1;
+  double kernel_overhead = 0;     // seconds every kernel (CPU: every op call) costs on top
+  // CPUs: the node's cores, memory and bandwidth are one pool its ranks split between them
+  // (each rank runs cores / ranks threads), so one rank's share shrinks as more share a node.
+  bool shared_node = false;
   Precision precision = Precision::F32;  // what training on it uses by default
   int64_t devices_per_node = 1;
   Link intra_node;                // NVLink / shared memory
   Link inter_node;                // the network
+  // Where each number comes from, by key (peak_tflops, gemm, ...): each starts with its kind,
+  // "datasheet", "published", "measured" or "estimate", then says which.
+  std::map<std::string, std::string> sources;
 
   double peak(Precision p) const;  // 0 when the device has no such arithmetic
+  // What one of `ranks_on_node` ranks on a node gets: the profile itself unless shared_node.
+  Hardware per_rank(int64_t ranks_on_node) const;
+  // What one rank of a job of `world` ranks gets (nodes filled devices_per_node at a time).
+  Hardware for_world(int64_t world) const { return per_rank(std::min(world, devices_per_node)); }
 };
 
 // A bad profile: what() is one line "FILE: key 'a.b': what is wrong".

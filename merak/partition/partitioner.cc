@@ -57,7 +57,9 @@ Result run_partition(const PreparedGraph& g, const Request& req) {
   placement.tp = req.tp;
   const CostModel cost(req.hardware, mem.precision, placement);
   const StageModel stages(facts, cost, mem);
-  const double limit = req.memory_limit > 0 ? req.memory_limit : double(req.hardware.memory_bytes);
+  // A rank's memory (its share of a CPU node's).
+  const double limit =
+      req.memory_limit > 0 ? req.memory_limit : double(cost.hardware().memory_bytes);
   r.ours = partition_pipeline(stages, req.pp, limit);
   if (req.estimates_only) {
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -76,6 +78,7 @@ Result run_partition(const PreparedGraph& g, const Request& req) {
   settings.tp = req.tp;
   settings.hardware = req.hardware.name;
   settings.memory = mem;
+  settings.first_replica_only = req.first_replica_only;
   r.plan = build_plan(ranks, stages, r.ours, settings);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;

@@ -26,6 +26,11 @@ struct Request {
   // Only our split and its stage estimates: no baselines, no per-rank programs (a layout search
   // costs hundreds of layouts and builds the plan of the one it picks).
   bool estimates_only = false;
+  // The programs of data-parallel replica 0 only (its pp x tp ranks; the plan's layout, groups
+  // and predictions as in full): the other replicas' programs are the same graphs with other
+  // rank numbers and group names, and a dry run shows none of them. Copying the graphs into
+  // hundreds of replicas is otherwise most of a large dry run's time.
+  bool first_replica_only = false;
 };
 
 struct Result {

@@ -3,20 +3,24 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <functional>
 
 namespace merak::partition {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Min-max DP over cut points. cost(s, i, j) is stage s's cost over nodes [i, j), or +inf when
-// the stage is not allowed; lower(s, i, j), when given, is a bound on cost that only grows as i
-// falls (lets the scan over i stop early). Returns the cuts, empty when nothing is finite.
-std::vector<int64_t> min_max_cuts(int64_t n, int64_t p,
-                                  const std::function<double(int64_t, int64_t, int64_t)>& cost,
-                                  const std::function<double(int64_t, int64_t, int64_t)>& lower,
-                                  double* best) {
+// Min-max DP over cut points: the split of n nodes into p contiguous stages whose costliest
+// stage costs least. `walk` prices stage s ending at j as it grows leftwards, one node a step:
+//   start(s, j)   the stage is [j, j), empty
+//   grow()        it takes the node before it, becoming [i, j) for i = j-1, j-2, ... in turn
+//   floor()       no stage [i', j), i' <= i, costs less (so the scan stops once it reaches the
+//                 best found); growing with the stage, as a compute time or a memory does
+//   cost(best)    the cost of [i, j), +inf when the stage is not allowed; any value >= best when
+//                 the cost is (a walk may skip what cannot win)
+// Growing instead of pricing each [i, j) from scratch keeps what a stage holds a running sum:
+// O(n) memory and O(1) a step. Returns the cuts, empty when nothing is finite.
+template <class Walk>
+std::vector<int64_t> min_max_cuts(int64_t n, int64_t p, Walk& walk, double* best) {
   std::vector<double> prev(size_t(n + 1), kInf), next(size_t(n + 1), kInf);
   std::vector<std::vector<int64_t>> arg(size_t(p + 1), std::vector<int64_t>(size_t(n + 1), -1));
   prev[0] = 0;
@@ -26,11 +30,12 @@ std::vector<int64_t> min_max_cuts(int64_t n, int64_t p,
     for (int64_t j = s + 1; j <= n - (p - s - 1); ++j) {
       if (s + 1 == p && j != n) continue;
       double& out = next[size_t(j)];
+      walk.start(s, j);
       for (int64_t i = j - 1; i >= s; --i) {
-        if (lower && lower(s, i, j) >= out) break;
+        walk.grow();
+        if (walk.floor() >= out) break;
         if (prev[size_t(i)] >= out) continue;
-        const double c = cost(s, i, j);
-        const double v = std::max(prev[size_t(i)], c);
+        const double v = std::max(prev[size_t(i)], walk.cost(out));
         if (v < out) {
           out = v;
           arg[size_t(s + 1)][size_t(j)] = i;
@@ -46,6 +51,85 @@ std::vector<int64_t> min_max_cuts(int64_t n, int64_t p,
   for (int64_t s = p; s > 0; --s) cuts[size_t(s - 1)] = arg[size_t(s)][size_t(cuts[size_t(s)])];
   return cuts;
 }
+
+// Our split's walk: a stage costs its time, and is not allowed beyond the memory limit.
+class TimeWalk {
+ public:
+  TimeWalk(const StageModel& model, int64_t stages, double limit)
+      : model_(model), stages_(stages), limit_(limit) {
+    // Prefix sums of the nodes' compute, for the floor.
+    const std::vector<NodeTime>& t = model.node_times();
+    fwd_.assign(size_t(model.nodes() + 1), 0);
+    bwd_.assign(size_t(model.nodes() + 1), 0);
+    for (size_t k = 0; k < t.size(); ++k) {
+      fwd_[k + 1] = fwd_[k] + t[k].fwd;
+      bwd_[k + 1] = bwd_[k] + t[k].bwd;
+    }
+  }
+  void start(int64_t s, int64_t j) {
+    s_ = s;
+    c_ = model_.empty(j);
+    recompute_ = recomputes(model_.memory_options(), s, stages_);
+    closed_ = false;
+  }
+  void grow() { model_.grow(c_); }
+  // The stage's compute: its time without the transfers, which only grows as it grows.
+  double floor() const {
+    if (closed_) return kInf;
+    const double f = fwd_[size_t(c_.end)] - fwd_[size_t(c_.first)];
+    return f * (recompute_ ? 2 : 1) + bwd_[size_t(c_.end)] - bwd_[size_t(c_.first)];
+  }
+  double cost(double best) {
+    const double t = model_.time(s_, stages_, c_.first, c_.end);
+    if (t >= best || limit_ <= 0) return t;  // the memory is only asked of a stage that may win
+    if (model_.memory(s_, stages_, c_) <= limit_) return t;
+    // Past the limit; once even the memory floor is, every larger stage is too.
+    closed_ = model_.memory_floor(s_, stages_, c_) > limit_;
+    return kInf;
+  }
+
+ private:
+  const StageModel& model_;
+  int64_t stages_;
+  double limit_;
+  std::vector<double> fwd_, bwd_;
+  int64_t s_ = 0;
+  StageContents c_;
+  bool recompute_ = false, closed_ = false;
+};
+
+// The smallest memory's walk: a stage costs its memory.
+class MemoryWalk {
+ public:
+  MemoryWalk(const StageModel& model, int64_t stages) : model_(model), stages_(stages) {}
+  void start(int64_t s, int64_t j) {
+    s_ = s;
+    c_ = model_.empty(j);
+  }
+  void grow() { model_.grow(c_); }
+  double floor() const { return model_.memory_floor(s_, stages_, c_); }
+  double cost(double) const { return model_.memory(s_, stages_, c_); }
+
+ private:
+  const StageModel& model_;
+  int64_t stages_;
+  int64_t s_ = 0;
+  StageContents c_;
+};
+
+// The parameter-balanced walk over units: a stage costs the parameters of its units.
+class PrefixWalk {
+ public:
+  explicit PrefixWalk(const std::vector<double>& prefix) : prefix_(prefix) {}
+  void start(int64_t, int64_t j) { i_ = j_ = j; }
+  void grow() { --i_; }
+  double floor() const { return prefix_[size_t(j_)] - prefix_[size_t(i_)]; }
+  double cost(double) const { return floor(); }
+
+ private:
+  const std::vector<double>& prefix_;
+  int64_t i_ = 0, j_ = 0;
+};
 
 }  // namespace
 
@@ -83,25 +167,9 @@ Partition partition_pipeline(const StageModel& model, int64_t stages, double mem
   MERAK_CHECK(stages >= 1, "pipeline stages must be >= 1, got ", stages);
   MERAK_CHECK(n >= stages, "the graph has ", n, " nodes, too few for ", stages,
               " pipeline stages");
-  const bool limited = memory_limit > 0;
-  const std::vector<NodeTime>& t = model.node_times();
-  std::vector<double> fwd(size_t(n + 1), 0), bwd(size_t(n + 1), 0);  // prefix sums
-  for (int64_t k = 0; k < n; ++k) {
-    fwd[size_t(k + 1)] = fwd[size_t(k)] + t[size_t(k)].fwd;
-    bwd[size_t(k + 1)] = bwd[size_t(k)] + t[size_t(k)].bwd;
-  }
-  auto cost = [&](int64_t s, int64_t i, int64_t j) {
-    if (limited && model.memory(s, stages, i, j) > memory_limit) return kInf;
-    return model.time(s, stages, i, j);
-  };
-  // The stage's compute time: a lower bound of its cost that grows as the stage grows.
-  auto lower = [&](int64_t s, int64_t i, int64_t j) {
-    const double f = fwd[size_t(j)] - fwd[size_t(i)];
-    return f * (recomputes(model.memory_options(), s, stages) ? 2 : 1) + bwd[size_t(j)] -
-           bwd[size_t(i)];
-  };
+  TimeWalk walk(model, stages, memory_limit);
   double best = 0;
-  const std::vector<int64_t> cuts = min_max_cuts(n, stages, cost, lower, &best);
+  const std::vector<int64_t> cuts = min_max_cuts(n, stages, walk, &best);
   if (cuts.empty()) {
     const double need = min_peak_memory(model, stages);
     char limit[32];
@@ -114,9 +182,9 @@ Partition partition_pipeline(const StageModel& model, int64_t stages, double mem
 }
 
 double min_peak_memory(const StageModel& model, int64_t stages) {
-  auto cost = [&](int64_t s, int64_t i, int64_t j) { return model.memory(s, stages, i, j); };
+  MemoryWalk walk(model, stages);
   double best = 0;
-  min_max_cuts(model.nodes(), stages, cost, nullptr, &best);
+  min_max_cuts(model.nodes(), stages, walk, &best);
   return best;
 }
 
@@ -161,10 +229,9 @@ std::optional<Partition> parameter_balanced(const StageModel& model, const Block
   std::vector<double> prefix(size_t(units + 1), 0);
   for (int64_t u = 0; u < units; ++u)
     prefix[size_t(u + 1)] = model.params(0, bounds[size_t(u + 1)]);
-  auto cost = [&](int64_t, int64_t i, int64_t j) { return prefix[size_t(j)] - prefix[size_t(i)]; };
-  auto lower = [&](int64_t, int64_t i, int64_t j) { return prefix[size_t(j)] - prefix[size_t(i)]; };
+  PrefixWalk walk(prefix);
   double best = 0;
-  const std::vector<int64_t> unit_cuts = min_max_cuts(units, stages, cost, lower, &best);
+  const std::vector<int64_t> unit_cuts = min_max_cuts(units, stages, walk, &best);
   std::vector<int64_t> cuts;
   for (int64_t u : unit_cuts) cuts.push_back(bounds[size_t(u)]);
   return evaluate(model, cuts, "parameter-balanced");

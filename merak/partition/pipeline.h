@@ -2,8 +2,10 @@
 //
 // Ours is exact: a dynamic program over every cut point finds the split that minimises the
 // slowest stage's time (forward + backward + recompute + boundary transfers, StageModel) among
-// all splits whose every stage fits in device memory. O(stages * nodes^2) evaluations of O(1)
-// stage costs, pruned where a stage's compute time alone already exceeds the best found.
+// all splits whose every stage fits in device memory. O(stages * nodes^2) steps of O(1) at
+// worst, each stage grown a node at a time from its end; a scan stops where the stage's compute
+// time alone exceeds the best found, or its memory without boundary inputs (which only grows)
+// passes the limit. The memory of a stage is only asked where its time would win.
 //
 // The baselines, on the same cost model: uniform layers per stage (Megatron: the blocks split
 // evenly, embeddings on the first stage, head on the last) and parameter-balanced stages

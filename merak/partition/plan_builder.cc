@@ -170,10 +170,11 @@ Plan build_plan(const std::vector<TpRank>& tp_ranks, const StageModel& model,
     }
 
   // Stage graphs per (pp, tp); dp replicas share them.
+  const int64_t replicas = st.first_replica_only ? 1 : st.dp;
   for (int64_t p = 0; p < st.pp; ++p) {
     const int64_t a = cuts[size_t(p)], b = cuts[size_t(p + 1)];
     const std::vector<int> recv = model.boundary(a), send = model.boundary(b);
-    for (int64_t d = 0; d < st.dp; ++d)
+    for (int64_t d = 0; d < replicas; ++d)
       for (int64_t t = 0; t < st.tp; ++t) {
         const TpRank& tr = tp_ranks[size_t(t)];
         const graph::Graph& full = tr.model.graph();
@@ -302,7 +303,8 @@ Plan build_plan(const std::vector<TpRank>& tp_ranks, const StageModel& model,
         prog.set_recompute(recomputes(st.memory, p, st.pp));
       }
   }
-  // Ranks in rank order (built in pp, dp, tp order, which is rank order).
+  // Ranks in rank order (built in pp, dp, tp order, which is rank order; with one replica, the
+  // ranks of dp 0 in order).
   return plan;
 }
 

@@ -15,6 +15,7 @@ struct PlanSettings {
   int64_t dp = 1, pp = 1, tp = 1;
   std::string hardware;
   MemoryOptions memory;
+  bool first_replica_only = false;  // programs of dp rank 0 only (Request::first_replica_only)
 };
 
 // Group names, as the tp ops' group attribute and Plan.groups spell them.

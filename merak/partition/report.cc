@@ -54,7 +54,10 @@ std::string baseline_line(const std::optional<Partition>& p, double limit) {
 std::string explain(const Result& r, const Request& req, const ReportHeader& h) {
   std::ostringstream os;
   const Plan& plan = r.plan;
-  const double limit = req.memory_limit > 0 ? req.memory_limit : double(req.hardware.memory_bytes);
+  const double limit =
+      req.memory_limit > 0
+          ? req.memory_limit
+          : double(req.hardware.for_world(req.dp * req.pp * req.tp).memory_bytes);
   os << "model '" << plan.model() << "' from " << h.source << ": " << si(double(r.parameters))
      << " parameters, " << r.nodes << " nodes (tp rank 0's graph)\n";
   os << "layout dp " << req.dp << " x pp " << req.pp << " x tp " << req.tp << " = "
@@ -113,7 +116,10 @@ std::string explain(const Result& r, const Request& req, const ReportHeader& h) 
 std::string to_json(const Result& r, const Request& req, const ReportHeader& h) {
   std::ostringstream os;
   const Plan& plan = r.plan;
-  const double limit = req.memory_limit > 0 ? req.memory_limit : double(req.hardware.memory_bytes);
+  const double limit =
+      req.memory_limit > 0
+          ? req.memory_limit
+          : double(req.hardware.for_world(req.dp * req.pp * req.tp).memory_bytes);
   auto imbalance = [](const std::optional<Partition>& p) {
     return p ? json_number(p->imbalance()) : std::string("null");
   };

@@ -76,13 +76,13 @@ StageModel::StageModel(const GraphFacts& g, const CostModel& cost, const MemoryO
       continue;
     saved.push_back({cost.value_bytes(v.meta), savers[r]});
   }
-  presence(params, params_);
-  presence(constants, constants_);
-  presence(saved, activations_);
+  params_ = file_uses(params);
+  constants_ = file_uses(constants);
+  saved_ = file_uses(saved);
 
   // Working set of a node's backward: the gradients of its outputs and of its non-parameter
   // inputs, alive together while it runs.
-  std::vector<double> work(n, 0);
+  work_.assign(n, 0);
   for (size_t k = 0; k < n; ++k) {
     const NodeFacts& nf = g.nodes[k];
     if (!nf.recorded) continue;
@@ -96,35 +96,53 @@ StageModel::StageModel(const GraphFacts& g, const CostModel& cost, const MemoryO
       const ValueFacts& v = g.values[size_t(id)];
       if (v.requires_grad && v.kind != ValueFacts::Kind::Param) w += cost.value_bytes(v.meta);
     }
-    work[k] = w;
-  }
-  working_.assign((n + 1) * (n + 1), 0);
-  for (size_t i = 0; i < n; ++i) {
-    double m = 0;
-    for (size_t j = i + 1; j <= n; ++j) {
-      m = std::max(m, work[j - 1]);
-      working_[idx(int64_t(i), int64_t(j))] = m;
-    }
+    work_[k] = w;
   }
 }
 
-void StageModel::presence(const std::vector<std::pair<double, std::vector<int>>>& items,
-                          std::vector<double>& table) const {
-  const size_t n = size_t(n_);
-  table.assign((n + 1) * (n + 1), 0);
-  std::vector<double> add(n + 1);
-  for (size_t i = 0; i < n; ++i) {
-    std::fill(add.begin(), add.end(), 0.0);
-    for (const auto& [bytes, positions] : items) {
-      auto it = std::lower_bound(positions.begin(), positions.end(), int(i));
-      if (it != positions.end()) add[size_t(*it)] += bytes;
-    }
-    double sum = 0;
-    for (size_t j = i + 1; j <= n; ++j) {
-      sum += add[j - 1];
-      table[idx(int64_t(i), int64_t(j))] = sum;
-    }
-  }
+StageModel::Uses StageModel::file_uses(
+    const std::vector<std::pair<double, std::vector<int>>>& items) const {
+  Uses uses(static_cast<size_t>(n_));
+  for (const auto& [size, nodes] : items)
+    for (size_t k = 0; k < nodes.size(); ++k)
+      uses[size_t(nodes[k])].push_back({size, k + 1 < nodes.size() ? int64_t(nodes[k + 1]) : n_});
+  return uses;
+}
+
+StageContents StageModel::empty(int64_t j) const {
+  StageContents c;
+  c.first = c.end = j;
+  return c;
+}
+
+void StageModel::grow(StageContents& c) const {
+  const size_t i = size_t(--c.first);
+  // An item used at i and again before `end` is counted already (at that later use).
+  for (const Use& u : params_[i])
+    if (u.next >= c.end) c.params += u.size;
+  for (const Use& u : constants_[i])
+    if (u.next >= c.end) c.constants += u.size;
+  for (const Use& u : saved_[i])
+    if (u.next >= c.end) c.activations += u.size;
+  c.working = std::max(c.working, work_[i]);
+}
+
+StageContents StageModel::contents(int64_t i, int64_t j) const {
+  StageContents c = empty(j);
+  while (c.first > i) grow(c);
+  return c;
+}
+
+double StageModel::memory(int64_t stage, int64_t stages, const StageContents& c) const {
+  return stage_memory(mem_, stage, stages, c.params, c.activations, cross_bytes_[size_t(c.first)],
+                      c.working)
+             .total() +
+         c.constants;
+}
+
+double StageModel::memory_floor(int64_t stage, int64_t stages, const StageContents& c) const {
+  return stage_memory(mem_, stage, stages, c.params, c.activations, 0, c.working).total() +
+         c.constants;
 }
 
 double StageModel::p2p(int64_t stage, int64_t stages, int64_t i, int64_t j) const {
@@ -147,10 +165,7 @@ double StageModel::time(int64_t stage, int64_t stages, int64_t i, int64_t j) con
 }
 
 double StageModel::memory(int64_t stage, int64_t stages, int64_t i, int64_t j) const {
-  return stage_memory(mem_, stage, stages, params_[idx(i, j)], activations_[idx(i, j)],
-                      cross_bytes_[size_t(i)], working_[idx(i, j)])
-             .total() +
-         constants_[idx(i, j)];
+  return memory(stage, stages, contents(i, j));
 }
 
 StageEstimate StageModel::estimate(int64_t stage, int64_t stages, int64_t i, int64_t j) const {
@@ -163,10 +178,11 @@ StageEstimate StageModel::estimate(int64_t stage, int64_t stages, int64_t i, int
   e.p2p = p2p(stage, stages, i, j);
   e.fwd_flops = fwd_flops_sum_[size_t(j)] - fwd_flops_sum_[size_t(i)];
   e.bwd_flops = bwd_flops_sum_[size_t(j)] - bwd_flops_sum_[size_t(i)];
-  e.params = params_[idx(i, j)];
-  e.memory = stage_memory(mem_, stage, stages, e.params, activations_[idx(i, j)],
-                          cross_bytes_[size_t(i)], working_[idx(i, j)]);
-  e.memory.weights += constants_[idx(i, j)];
+  const StageContents c = contents(i, j);
+  e.params = c.params;
+  e.memory = stage_memory(mem_, stage, stages, c.params, c.activations, cross_bytes_[size_t(i)],
+                          c.working);
+  e.memory.weights += c.constants;
   return e;
 }
 

@@ -1,6 +1,7 @@
 // The numbers the pipeline partition works on: for a topologically ordered graph of n nodes,
-// the time and memory of any contiguous stage [i, j) in O(1), from prefix sums and presence
-// tables built once.
+// the time of any contiguous stage [i, j) in O(1) from prefix sums, and its memory from what
+// the stage holds (StageContents), grown a node at a time: O(n) memory whatever the split, where
+// tables of every [i, j) would take (n+1)^2 doubles each (330 MB for a 1T-parameter GPT).
 //
 // Cut c sits before node c. The boundary at a cut is every value produced before it and read at
 // or after it (graph inputs and parameters excepted: each stage reads its own data inputs and
@@ -27,6 +28,14 @@ struct StageEstimate {
   double time() const { return fwd + bwd + recompute + p2p; }
 };
 
+// What stage [first, end) holds: parameter elements, constant bytes and saved-activation bytes
+// (each item once, however many of its nodes use it) and its largest backward working set.
+// All sizes are whole or half bytes and elements, far below 2^52, so sums are exact in any order.
+struct StageContents {
+  int64_t first = 0, end = 0;
+  double params = 0, constants = 0, activations = 0, working = 0;
+};
+
 class StageModel {
  public:
   StageModel(const GraphFacts& g, const CostModel& cost, const MemoryOptions& memory);
@@ -41,6 +50,18 @@ class StageModel {
   double memory(int64_t stage, int64_t stages, int64_t i, int64_t j) const;
   StageEstimate estimate(int64_t stage, int64_t stages, int64_t i, int64_t j) const;
 
+  // Nodes [j, j): empty, ready to grow. grow() adds the node before `first`, in O(the items
+  // that node uses): a scan over i = j-1, j-2, ... costs O(j - i) in all. contents() is the
+  // same walk from scratch, O(j - i).
+  StageContents empty(int64_t j) const;
+  void grow(StageContents& c) const;
+  StageContents contents(int64_t i, int64_t j) const;
+  // The memory of stage `stage` of `stages` holding `c`; floor() leaves out the boundary inputs
+  // kept under recomputation, so it only grows as the stage grows leftwards (memory() need not:
+  // the boundary at `first` moves) and no stage [i', end), i' <= first, needs less.
+  double memory(int64_t stage, int64_t stages, const StageContents& c) const;
+  double memory_floor(int64_t stage, int64_t stages, const StageContents& c) const;
+
   // Values crossing cut c (ascending value index), their bytes, and whether each carries a
   // gradient back.
   std::vector<int> boundary(int64_t c) const;
@@ -49,14 +70,20 @@ class StageModel {
   // Per node: seconds forward and backward (compute and tensor-parallel collectives).
   const std::vector<NodeTime>& node_times() const { return times_; }
   // Parameter elements of nodes [i, j) (each parameter once, tied ones on every stage using it).
-  double params(int64_t i, int64_t j) const { return params_[idx(i, j)]; }
+  double params(int64_t i, int64_t j) const { return contents(i, j).params; }
 
  private:
-  size_t idx(int64_t i, int64_t j) const { return size_t(i) * size_t(n_ + 1) + size_t(j); }
   double p2p(int64_t stage, int64_t stages, int64_t i, int64_t j) const;
-  // Fills table[i][j] = sum of bytes of the items with a position in [i, j).
-  void presence(const std::vector<std::pair<double, std::vector<int>>>& items,
-                std::vector<double>& table) const;
+  // An item (parameter, constant, saved activation) used by a node: its size and the item's
+  // next use after this one (n when none). A stage counts an item at its first use in it,
+  // so growing [i + 1, j) to [i, j) adds the items used at i whose next use is at j or later.
+  struct Use {
+    double size;
+    int64_t next;
+  };
+  using Uses = std::vector<std::vector<Use>>;  // per node
+  // The uses of `items` (size, ascending nodes using it), filed by node.
+  Uses file_uses(const std::vector<std::pair<double, std::vector<int>>>& items) const;
 
   const GraphFacts& g_;
   const CostModel& cost_;
@@ -66,7 +93,8 @@ class StageModel {
   std::vector<double> fwd_sum_, bwd_sum_, fwd_flops_sum_, bwd_flops_sum_;  // prefix sums
   std::vector<double> cross_bytes_, cross_grad_bytes_;  // per cut
   std::vector<int64_t> cross_count_, cross_grad_count_;
-  std::vector<double> params_, constants_, activations_, working_;  // (n+1)^2 tables
+  Uses params_, constants_, saved_;  // elements, bytes, bytes
+  std::vector<double> work_;         // per node: its backward's working set
 };
 
 }  // namespace merak::partition

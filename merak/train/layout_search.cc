@@ -152,12 +152,12 @@ Prediction predict(const config::Config& c, const Layout& l, const partition::Re
       costs);
   Prediction p;
   p.bubble = sim.bubble;
+  const partition::Placement place{l.dp, l.pp, l.tp};
+  const partition::CostModel cost(req.hardware, req.memory.precision, place);
   // Gradient reduction: each stage's gradients over its dp replicas (a reduce-scatter and
   // all-gather under ZeRO-1 move the same bytes as one all-reduce), overlapped with the last
   // micro-batch's backward of that stage only (gradients are final then).
   if (l.dp > 1) {
-    partition::Placement place{l.dp, l.pp, l.tp};
-    const partition::CostModel cost(req.hardware, req.memory.precision, place);
     const double grad_bytes = req.memory.precision == partition::Precision::F32 ? 4 : 2;
     for (int s = 0; s < model_stages; ++s) {
       const double reduce =
@@ -165,13 +165,24 @@ Prediction predict(const config::Config& c, const Layout& l, const partition::Re
       p.exposed_dp_seconds = std::max(p.exposed_dp_seconds, reduce - st[size_t(s)].bwd);
     }
   }
-  p.step_seconds = sim.step_time + std::max(0.0, p.exposed_dp_seconds);
+  // The optimizer step after it, on every rank at once: the slowest rank's (a rank holds
+  // virtual_stages model stages; ZeRO-1 updates its 1 / dp share of them).
+  std::vector<double> rank_params(size_t(l.pp), 0.0);
+  for (int s = 0; s < model_stages; ++s) rank_params[size_t(s % l.pp)] += st[size_t(s)].params;
+  for (double params : rank_params)
+    p.optimizer_seconds = std::max(
+        p.optimizer_seconds, cost.optimizer_seconds(params / double(l.zero1 ? l.dp : 1)));
+  p.step_seconds = sim.step_time + std::max(0.0, p.exposed_dp_seconds) + p.optimizer_seconds;
   const double world = double(l.dp * l.pp * l.tp);
   p.tokens_per_s = double(c.train.batch * c.train.seq_len) / p.step_seconds;
   p.tflops_per_device = facts.flops_per_step / p.step_seconds / world / 1e12;
-  const double peak = req.hardware.peak(req.memory.precision);
+  // A rank's own peak: a CPU node's ranks split its cores.
+  const double peak = cost.hardware().peak(req.memory.precision);
   p.mfu = peak > 0 ? p.tflops_per_device * 1e12 / peak : 0;
-  for (const partition::StageEstimate& s : st) p.stage_memory.push_back(s.memory.total());
+  for (const partition::StageEstimate& s : st) {
+    p.stage_memory.push_back(s.memory.total());
+    p.stage_recompute.push_back(s.recompute > 0);
+  }
   return p;
 }
 
@@ -232,8 +243,13 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
   // first of them that fits is the group's best ("none where memory allows, full where it must").
   const ModelFacts facts = model_facts(c);
   const partition::Precision precision = partition::parse_precision(c.train.precision);
-  const double sustained = hw.peak(precision) * hw.compute_efficiency;
-  const double limit = double(hw.memory_bytes);
+  // No rank computes faster than its peak at the best efficiency any of its kernels reaches.
+  partition::Hardware node_hw = hw;
+  node_hw.devices_per_node = s.devices_per_node;
+  const partition::Hardware rank_hw = node_hw.for_world(world);  // a CPU rank's share
+  const double sustained =
+      rank_hw.peak(precision) * std::max(hw.gemm.efficiency, hw.compute_efficiency);
+  const double limit = double(rank_hw.memory_bytes);
   struct Group {
     std::vector<Layout> variants;  // cheapest technique first
     double bound = 0;              // no variant's step can be shorter
@@ -280,6 +296,12 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
   std::map<int64_t, graph::Model> traces;
   std::map<std::pair<int64_t, int64_t>, partition::PreparedGraph> prepared;
   std::set<std::pair<int64_t, int64_t>> unshardable;  // (micro-batch, tp) the tp pass refused
+  // One micro-batch's compute over the whole graph on one rank of the key's tp (collectives
+  // left out): whatever the split, the pipeline's stages share it.
+  struct Work {
+    double busy = 0, forward = 0;  // seconds: forward + backward, and forward alone
+  };
+  std::map<std::pair<int64_t, int64_t>, Work> work_per_micro_batch;
   auto graph_key = [&](const Layout& l) {
     return std::make_pair(config::model_micro_batch_size(with_layout(c, l)), l.tp);
   };
@@ -295,12 +317,42 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
                                                              c.train.seed)).first;
       }
       try {
-        prepared.emplace(key, partition::prepare_graph(trace->second, l.tp));
+        const auto at = prepared.emplace(key, partition::prepare_graph(trace->second, l.tp)).first;
+        const partition::CostModel cost(node_hw, precision, {world / l.tp, 1, l.tp});
+        const partition::GraphFacts& f = at->second.facts;
+        Work w;
+        for (size_t n = 0; n < f.nodes.size(); ++n) {
+          const partition::NodeTime t = cost.node_time(f, int(n));
+          w.forward += t.fwd - t.fwd_comm;
+          w.busy += t.fwd - t.fwd_comm + t.bwd - t.bwd_comm;
+        }
+        work_per_micro_batch[key] = w;
       } catch (const Error&) {
         unshardable.insert(key);  // this tp cannot split the graph: no variant can
       }
     }
   };
+  // A tighter bound than the group's, once its graph is prepared, on the slowest stage's time
+  // T per micro-batch (communication left out), stretched by the pipeline's fill. With B the
+  // graph's work and F its forward: T >= B / pp. When every variant recomputes and the pipeline
+  // holds several micro-batches, all stages but the last add their forward again; the last
+  // stage's forward is at most T, so pp T >= B + F - T, T >= (B + F) / (pp + 1).
+  auto refined_bound = [&](const Group& g) {
+    const Layout& l = g.variants.front();
+    const auto it = work_per_micro_batch.find(graph_key(l));
+    if (it == work_per_micro_batch.end()) return g.bound;
+    const Work& w = it->second;
+    const int64_t m = config::model_micro_batches_per_replica(with_layout(c, l));
+    const double pp = double(l.pp);
+    const double fill = fill_factor(l, m);
+    double bound = w.busy / pp * double(m) * fill;
+    // The shifted schedule moves recomputation into the drain's idle time: no fill on top.
+    if (l.recompute != "none" && m > 1)
+      bound = std::max(bound, (w.busy + w.forward) / (pp + 1) * double(m) *
+                                  (l.schedule == "shifted" ? 1.0 : fill));
+    return std::max(g.bound, bound);
+  };
+  const graph::Model untraced;
   // A group's first variant that fits, partitioned and simulated (read-only on shared state).
   struct Outcome {
     std::optional<Ranked> ranked;
@@ -314,7 +366,9 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
       if (unshardable.count(key)) break;
       const config::Config lc = with_layout(c, l);
       ++out.costed;
-      PartitionInput in = partition_input(lc, &traces.at(key.first));
+      // The request alone: the graph comes prepared (a copy of the trace for each candidate
+      // would cost more than its split).
+      PartitionInput in = partition_input(lc, &untraced);
       in.request.hardware.devices_per_node = s.devices_per_node;
       in.request.estimates_only = true;
       partition::Result r;
@@ -340,13 +394,20 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
   for (size_t at = 0; at < groups.size() && !pruned(groups[at]);) {
     const size_t end = std::min(groups.size(), at + threads);
     for (size_t k = at; k < end; ++k) get_ready(groups[k]);
+    // Groups whose refined bound cannot beat the fifth best so far are not costed: they could
+    // not enter the five shown whatever the rest of this wave gives (the ranking stays the
+    // same for any thread count).
+    std::vector<bool> skip(end - at, false);
+    for (size_t k = at; k < end; ++k)
+      skip[k - at] = s.ranked.size() >= kShown &&
+                     refined_bound(groups[k]) >= s.ranked[kShown - 1].predicted.step_seconds;
     std::vector<Outcome> outcomes(end - at);
     std::vector<std::thread> pool;
     std::vector<std::exception_ptr> errors(end - at);
     for (size_t k = at; k < end; ++k)
       pool.emplace_back([&, k] {
         try {
-          outcomes[k - at] = evaluate(groups[k]);
+          if (!skip[k - at]) outcomes[k - at] = evaluate(groups[k]);
         } catch (...) {
           errors[k - at] = std::current_exception();
         }
@@ -376,11 +437,14 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
                      gib(closest_need) + " a device; try about " + std::to_string(more) +
                      " ranks, or a device with more memory");
   }
-  // The winner's full plan (the per-rank programs the run will execute), as the run makes it.
+  // The winner's plan as the run makes it, from the graph prepared for it (it fits: its split
+  // was costed with the same request), the programs of its first data-parallel replica only.
   s.chosen = with_layout(c, s.ranked.front().layout);
   s.input = partition_input(s.chosen, &traces.at(config::model_micro_batch_size(s.chosen)));
   s.input.request.hardware.devices_per_node = s.devices_per_node;
-  s.result = partition_config(s.chosen, s.input);
+  s.input.request.first_replica_only = true;
+  s.result = partition::run_partition(prepared.at(graph_key(s.ranked.front().layout)),
+                                      s.input.request);
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return s;
 }
@@ -407,12 +471,18 @@ std::string search_table(const LayoutSearch& s) {
 }
 
 std::string search_json(const LayoutSearch& s) {
-  auto layout = [](const Layout& l) {
+  // The layout, with which model stages recompute under it (the last stage of a 1F1B pipeline
+  // holds one micro-batch and never does).
+  auto layout = [](const Ranked& r) {
+    const Layout& l = r.layout;
     std::ostringstream o;
     o << "{\"dp\": " << l.dp << ", \"pp\": " << l.pp << ", \"tp\": " << l.tp
       << ", \"micro_batch\": " << l.micro_batch << ", \"schedule\": \"" << l.schedule
       << "\", \"virtual_stages\": " << l.virtual_stages << ", \"recompute\": \"" << l.recompute
-      << "\", \"zero1\": " << (l.zero1 ? "true" : "false") << "}";
+      << "\", \"recompute_stages\": [";
+    for (size_t i = 0; i < r.predicted.stage_recompute.size(); ++i)
+      o << (i ? ", " : "") << (r.predicted.stage_recompute[i] ? "true" : "false");
+    o << "], \"zero1\": " << (l.zero1 ? "true" : "false") << "}";
     return o.str();
   };
   auto predicted = [](const Prediction& p) {
@@ -422,6 +492,7 @@ std::string search_json(const LayoutSearch& s) {
       << ", \"tflops_per_gpu\": " << fmt("%.6g", p.tflops_per_device)
       << ", \"mfu\": " << fmt("%.4f", p.mfu) << ", \"bubble\": " << fmt("%.4f", p.bubble)
       << ", \"exposed_dp_seconds\": " << fmt("%.6g", p.exposed_dp_seconds)
+      << ", \"optimizer_seconds\": " << fmt("%.6g", p.optimizer_seconds)
       << ", \"memory_bytes\": [";
     for (size_t i = 0; i < p.stage_memory.size(); ++i)
       o << (i ? ", " : "") << fmt("%.0f", p.stage_memory[i]);
@@ -434,9 +505,9 @@ std::string search_json(const LayoutSearch& s) {
      << ", \"fit\": " << s.ranked.size() << ", \"seconds\": " << fmt("%.3f", s.seconds)
      << ", \"best\": [";
   for (size_t i = 0; i < std::min(kShown, s.ranked.size()); ++i)
-    os << (i ? ", " : "") << "{\"layout\": " << layout(s.ranked[i].layout)
+    os << (i ? ", " : "") << "{\"layout\": " << layout(s.ranked[i])
        << ", \"predicted\": " << predicted(s.ranked[i].predicted) << "}";
-  os << "]},\n\"layout\": " << layout(s.ranked.front().layout)
+  os << "]},\n\"layout\": " << layout(s.ranked.front())
      << ",\n\"predicted\": " << predicted(s.ranked.front().predicted);
   return os.str();
 }

@@ -33,7 +33,9 @@ struct Prediction {
   double mfu = 0;                // of the profile's dense peak at the run's precision
   double bubble = 0;             // idle share of the pipeline's ranks in the simulated step
   double exposed_dp_seconds = 0; // gradient reduction left after the last backward
+  double optimizer_seconds = 0;  // the optimizer step, after the reduction
   std::vector<double> stage_memory;  // bytes, per model stage
+  std::vector<bool> stage_recompute; // per model stage: whether it recomputes its forward
 };
 
 struct Ranked {
@@ -48,8 +50,9 @@ struct LayoutSearch {
   int64_t costed = 0;           // of them, partitioned and simulated
   double seconds = 0;
   config::Config chosen;        // the config with the winner's layout, no key left to auto
-  PartitionInput input;         // the winner's partition request and its answer
-  partition::Result result;
+  PartitionInput input;         // the winner's partition request and its answer: its plan
+  partition::Result result;     // holds data-parallel replica 0's programs only (what a dry run
+                                // shows; a job makes its full plan with shared_plan)
 };
 
 // The config with `layout` in place of its auto keys (and every other key as it was).

@@ -292,28 +292,26 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
 
 std::string dry_run(const config::Config& c, const DryRunOptions& o) {
   const partition::ReportHeader header{c.path, c.parallel.hardware};
-  if (!c.parallel.auto_keys.empty()) {
-    const LayoutSearch s = search_layouts(c, o.world > 0 ? o.world : 1, o.devices_per_node);
-    if (o.json) {
-      std::string plan = partition::to_json(s.result, s.input.request, header);
-      plan = plan.substr(0, plan.find_last_of('}'));  // the plan's members, then the search's
-      while (!plan.empty() && (plan.back() == '\n' || plan.back() == ' ')) plan.pop_back();
-      return plan + ",\n" + search_json(s) + "\n}\n";
-    }
-    return search_table(s) + "\n" + partition::explain(s.result, s.input.request, header);
+  int64_t world = o.world > 0 ? o.world : 1;
+  if (c.parallel.auto_keys.empty()) {
+    // A fixed layout is a search with one candidate: the same predictions as the search gives.
+    const config::ParallelConfig& p = c.parallel;
+    const int64_t ranks = p.dp * p.pp * p.tp;
+    if (o.world > 0 && o.world != ranks)
+      throw SetupError(c.path + ": key 'parallel': dp " + std::to_string(p.dp) + " x pp " +
+                       std::to_string(p.pp) + " x tp " + std::to_string(p.tp) + " is " +
+                       std::to_string(ranks) + " ranks, not --world " + std::to_string(o.world) +
+                       " (parallel: auto chooses a layout of the world size)");
+    world = ranks;
   }
-  const config::ParallelConfig& p = c.parallel;
-  const int64_t ranks = p.dp * p.pp * p.tp;
-  if (o.world > 0 && o.world != ranks)
-    throw SetupError(c.path + ": key 'parallel': dp " + std::to_string(p.dp) + " x pp " +
-                     std::to_string(p.pp) + " x tp " + std::to_string(p.tp) + " is " +
-                     std::to_string(ranks) + " ranks, not --world " + std::to_string(o.world) +
-                     " (parallel: auto chooses a layout of the world size)");
-  PartitionInput in = partition_input(c);
-  if (o.devices_per_node > 0) in.request.hardware.devices_per_node = o.devices_per_node;
-  const partition::Result result = partition_config(c, in);
-  return o.json ? partition::to_json(result, in.request, header)
-                : partition::explain(result, in.request, header);
+  const LayoutSearch s = search_layouts(c, world, o.devices_per_node);
+  if (o.json) {
+    std::string plan = partition::to_json(s.result, s.input.request, header);
+    plan = plan.substr(0, plan.find_last_of('}'));  // the plan's members, then the search's
+    while (!plan.empty() && (plan.back() == '\n' || plan.back() == ' ')) plan.pop_back();
+    return plan + ",\n" + search_json(s) + "\n}\n";
+  }
+  return search_table(s) + "\n" + partition::explain(s.result, s.input.request, header);
 }
 
 }  // namespace merak::train

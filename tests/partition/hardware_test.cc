@@ -1,6 +1,7 @@
-// Hardware profiles: the vendor profiles read with their spec-sheet numbers, the calibrated
-// cpu-local profile is well formed, a profile survives writing and reading back, and a bad one
-// is an error naming the file and the key.
+// Hardware profiles: the vendor profiles read with their spec-sheet numbers and a source for
+// every number, the calibrated cpu-local profile is well formed, the GEMM curve's shape terms,
+// a shared CPU node split between its ranks, a profile survives writing and reading back, and
+// a bad one is an error naming the file and the key.
 #include "merak/partition/hardware.h"
 
 #include "tests/partition/helpers.h"
@@ -26,6 +27,47 @@ TEST_CASE("vendor profiles carry the spec sheets' dense peaks, bandwidths and me
   CHECK(h200.peak(Precision::BF16) == h100.peak(Precision::BF16));  // the same Hopper compute
   CHECK(h200.memory_bandwidth == Approx(4800e9));
   CHECK(h200.memory_bytes > h100.memory_bytes);
+  for (const Hardware* hw : {&a100, &h100, &h200}) {
+    INFO(hw->name);
+    CHECK(hw->sources.at("peak_tflops").rfind("datasheet", 0) == 0);
+    CHECK(hw->sources.count("gemm") == 1);
+    CHECK_FALSE(hw->shared_node);
+  }
+  CHECK(a100.gemm.units == 108);  // SMs
+  CHECK(h100.gemm.units == 132);
+}
+
+TEST_CASE("the GEMM curve loses the idle units of a last wave, edge tiles and shallow depths",
+          "[partition]") {
+  GemmCurve c;
+  c.efficiency = 0.8, c.tile_m = 128, c.tile_n = 128, c.units = 100, c.k_half = 64;
+  // 100 tiles of 128 x 128 fill one wave: only the depth term is lost.
+  CHECK(c.at(1, 1280, 1280, 4096) == Approx(0.8 * 4096.0 / 4160.0));
+  // 101 tiles take two waves, the second with 99 units idle.
+  CHECK(c.at(1, 1280 + 128, 1280, 4096) == Approx(0.8 * 110.0 / 200.0 * 4096.0 / 4160.0));
+  // A 64-row product fills half of each tile's rows.
+  CHECK(c.at(1, 64, 128 * 100, 4096) == Approx(0.8 * 0.5 * 4096.0 / 4160.0));
+  // Depth 64 runs at half speed.
+  CHECK(c.at(1, 1280, 1280, 64) == Approx(0.4));
+  // A batch of products shares the units.
+  CHECK(c.at(100, 128, 128, 4096) == Approx(c.at(1, 1280, 1280, 4096)));
+  // Too little work for every unit: a product of 10 units' worth runs on 10 of the 100.
+  c.min_macs_per_unit = 1280.0 * 1280 * 4096 / 10;
+  CHECK(c.at(1, 1280, 1280, 4096) == Approx(0.8 * 0.1 * 4096.0 / 4160.0));
+}
+
+TEST_CASE("a shared CPU node gives each rank its share; a GPU profile is per device",
+          "[partition]") {
+  const Hardware cpu = test::profile("cpu-local");
+  REQUIRE(cpu.shared_node);
+  const Hardware half = cpu.per_rank(2);
+  CHECK(half.peak_f32 == Approx(cpu.peak_f32 / 2));
+  CHECK(half.memory_bandwidth == Approx(cpu.memory_bandwidth / 2));
+  CHECK(half.memory_bytes == cpu.memory_bytes / 2);
+  CHECK(half.gemm.units == std::max<int64_t>(1, cpu.gemm.units / 2));
+  CHECK(cpu.per_rank(1).peak_f32 == cpu.peak_f32);
+  const Hardware a100 = test::profile("a100-80g");
+  CHECK(a100.per_rank(8).peak_bf16 == a100.peak_bf16);
 }
 
 TEST_CASE("the calibrated cpu-local profile is f32 with measured, plausible numbers",
@@ -38,6 +80,10 @@ TEST_CASE("the calibrated cpu-local profile is f32 with measured, plausible numb
   CHECK(cpu.memory_bandwidth > 1e8);
   CHECK(cpu.intra_node.bandwidth > 1e7);
   CHECK(cpu.source.find("calibrate") != std::string::npos);
+  CHECK(cpu.gemm.efficiency > 0);
+  CHECK(cpu.gemm.efficiency <= 1);
+  CHECK(cpu.kernel_overhead > 0);
+  CHECK(cpu.sources.at("gemm").rfind("measured", 0) == 0);
 }
 
 TEST_CASE("a profile written as YAML reads back the same", "[partition]") {
@@ -50,6 +96,11 @@ TEST_CASE("a profile written as YAML reads back the same", "[partition]") {
   CHECK(b.peak(Precision::F16) == Approx(a.peak(Precision::F16)));
   CHECK(b.memory_bandwidth == Approx(a.memory_bandwidth));
   CHECK(b.compute_efficiency == Approx(a.compute_efficiency));
+  CHECK(b.gemm.efficiency == Approx(a.gemm.efficiency));
+  CHECK(b.gemm.tile_n == a.gemm.tile_n);
+  CHECK(b.gemm.units == a.gemm.units);
+  CHECK(b.kernel_overhead == Approx(a.kernel_overhead));
+  CHECK(b.sources == a.sources);
   CHECK(b.inter_node.latency == Approx(a.inter_node.latency));
   CHECK(b.devices_per_node == a.devices_per_node);
   CHECK(b.precision == a.precision);
@@ -73,9 +124,16 @@ TEST_CASE("bad profiles name the file and the key", "[partition]") {
                     "x.yaml: key 'peak_tflops.bf16': expected a number");
   CHECK_THROWS_WITH(parse_hardware(with("precision: bf16", "precision: fp8"), "x.yaml"),
                     Catch::StartsWith("x.yaml: key 'precision': precision 'fp8' is not one of"));
-  CHECK_THROWS_WITH(parse_hardware(with("compute_efficiency: 0.7", "compute_efficiency: 1.5"),
+  CHECK_THROWS_WITH(parse_hardware(with("compute_efficiency: 0.5", "compute_efficiency: 1.5"),
                                    "x.yaml"),
                     "x.yaml: key 'compute_efficiency': must be <= 1");
+  CHECK_THROWS_WITH(parse_hardware(with("tile: [128, 128]", "tile: [128]"), "x.yaml"),
+                    "x.yaml: key 'gemm.tile': expected two integers [m, n]");
+  CHECK_THROWS_WITH(parse_hardware(with("  peak_tflops: \"datasheet", "  peak_tflops: \"vibes"),
+                                   "x.yaml"),
+                    Catch::StartsWith("x.yaml: key 'sources.peak_tflops': must start with"));
+  CHECK_THROWS_WITH(parse_hardware(with("  gemm: \"", "  gemm_typo: \""), "x.yaml"),
+                    Catch::StartsWith("x.yaml: key 'sources.gemm': missing"));
   CHECK_THROWS_WITH(parse_hardware("name: [", "x.yaml"), Catch::StartsWith("x.yaml: not valid YAML"));
   CHECK_THROWS_WITH(load_hardware("no/such.yaml"), "no/such.yaml: cannot read hardware profile");
   CHECK_THROWS_WITH(find_hardware("tpu-v9"), Catch::StartsWith("hardware profile 'tpu-v9' not found"));

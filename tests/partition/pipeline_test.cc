@@ -69,6 +69,7 @@ TEST_CASE("the pipeline split is exact: it matches brute force over every cut", 
   MemoryOptions mem;
   mem.precision = Precision::BF16;
   mem.micro_batches = 8;
+  int capped_cases = 0;  // splits where the fastest is not also the leanest, so a cap binds
   for (bool recompute : {false, true})
     for (int64_t p : {2, 3, 4}) {
       mem.recompute = recompute;
@@ -82,7 +83,8 @@ TEST_CASE("the pipeline split is exact: it matches brute force over every cut", 
 
       // A cap between the smallest possible memory and what the fastest split needs binds.
       const double cap = 0.5 * (best_memory + free.max_memory());
-      REQUIRE(cap < free.max_memory());
+      if (!(cap < free.max_memory())) continue;  // the fastest split is the leanest too
+      ++capped_cases;
       double capped_time = 0, unused = 0;
       brute_force(s.stages, p, cap, &capped_time, &unused);
       const Partition capped = partition_pipeline(s.stages, p, cap);
@@ -90,6 +92,7 @@ TEST_CASE("the pipeline split is exact: it matches brute force over every cut", 
       CHECK(capped.max_memory() <= cap);
       CHECK(capped.max_time() >= free.max_time());
     }
+  CHECK(capped_cases >= 3);
 }
 
 TEST_CASE("when nothing fits, the error gives the smallest memory any split needs",

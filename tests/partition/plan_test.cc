@@ -128,3 +128,29 @@ TEST_CASE("the same inputs give byte-identical plans", "[partition]") {
   REQUIRE(back.ParseFromString(a));
   CHECK(back.ranks_size() == 4);
 }
+
+TEST_CASE("a plan of the first replica only holds dp 0's programs of the full plan, the same bytes",
+          "[partition]") {
+  const graph::Model m = test::trace(test::tiny_gpt(4), 2, 16);
+  Request req = request(3, 2, 2);
+  const Plan full = run_partition(m, req).plan;
+  req.first_replica_only = true;
+  const Plan one = run_partition(m, req).plan;
+  // Each program through the deterministic serialisation, alone in a plan.
+  auto bytes = [](const RankProgram& rp) {
+    Plan p;
+    *p.add_ranks() = rp;
+    return plan_bytes(p);
+  };
+  std::vector<std::string> want;
+  for (const RankProgram& rp : full.ranks())
+    if (rp.dp() == 0) want.push_back(bytes(rp));
+  REQUIRE(want.size() == 4);  // pp 2 x tp 2
+  REQUIRE(one.ranks_size() == 4);
+  for (int k = 0; k < one.ranks_size(); ++k) CHECK(bytes(one.ranks(k)) == want[size_t(k)]);
+  // Everything but the programs (layout, groups of every replica, cuts, predictions) as in full.
+  Plan a = full, b = one;
+  a.clear_ranks();
+  b.clear_ranks();
+  CHECK(plan_bytes(a) == plan_bytes(b));
+}

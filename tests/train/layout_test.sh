@@ -11,7 +11,7 @@ export OMPI_MCA_btl=self,vader
 tiny=(--config "$configs/gpt-tiny.yaml" --set parallel=auto)
 
 out=$("$train" "${tiny[@]}" --dry-run --world 4 2>&1) || fail "dry run: $out"
-grep -q "^layout search: 4 ranks, 1 a node: [0-9]* layouts, [0-9]* partitioned and simulated, [0-9]* fit; " \
+grep -q "^layout search: 4 ranks, [0-9]* a node: [0-9]* layouts, [0-9]* partitioned and simulated, [0-9]* fit; " \
   <<< "$out" || fail "no search line: $out"
 chosen=$(sed -n 's/^chosen: //p' <<< "$out")
 first=$(awk '$1 == "1" && NF > 10 {sub(/.*GiB  /, ""); print; exit}' <<< "$out")
@@ -27,8 +27,11 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 layout, predicted, best = d["layout"], d["predicted"], d["search"]["best"]
 assert set(layout) == {"dp", "pp", "tp", "micro_batch", "schedule", "virtual_stages",
-                       "recompute", "zero1"}, layout
+                       "recompute", "recompute_stages", "zero1"}, layout
 assert layout["dp"] * layout["pp"] * layout["tp"] == 4, layout
+assert len(layout["recompute_stages"]) == layout["pp"] * layout["virtual_stages"], layout
+assert layout["recompute"] != "none" or not any(layout["recompute_stages"]), layout
+assert predicted["optimizer_seconds"] > 0, predicted
 assert best[0]["layout"] == layout, (best[0], layout)
 steps = [b["predicted"]["step_seconds"] for b in best]
 assert steps == sorted(steps) and predicted["step_seconds"] == steps[0], steps

@@ -16,6 +16,7 @@
 #include "merak/core/parallel.h"
 #include "merak/core/tensor.h"
 #include "merak/ops/functional.h"
+#include "merak/partition/gemm_fit.h"
 #include "merak/partition/hardware.h"
 #include "merak/core/fma_peak.h"
 
@@ -40,14 +41,80 @@ double best_time(int reps, Fn fn) {
   return best;
 }
 
-// Achieved f32 GFLOP/s of ops::matmul on square matrices, the partitioner's dominant op.
-double matmul_gflops() {
-  const int64_t n = 2048;
-  const Tensor a = Tensor::full({n, n}, 0.5, DType::F32);
-  const Tensor b = Tensor::full({n, n}, 0.25, DType::F32);
-  ops::matmul(a, b);  // warm up the pool and the caches
-  const double t = best_time(3, [&] { ops::matmul(a, b); });
-  return 2.0 * double(n) * double(n) * double(n) / t / 1e9;
+// Median seconds of one call of fn(), over `reps` calls after a warm-up call.
+template <typename Fn>
+double median_time(int reps, Fn fn) {
+  fn();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    fn();
+    t.push_back(seconds_since(t0));
+  }
+  std::nth_element(t.begin(), t.begin() + reps / 2, t.end());
+  return t[size_t(reps / 2)];
+}
+
+// ops::matmul on the shapes of small transformers' products (tokens x width x width), on one
+// thread and on all of them: the samples the GEMM curve is fitted to. As in training, each
+// product takes operands no earlier product left in cache (a ring of copies over 64 MiB), and
+// the three forms a linear layer runs take turns: forward x W^T, dx = dy W, dW = dy^T x.
+std::vector<partition::GemmSample> gemm_samples(int threads) {
+  std::vector<partition::GemmSample> out;
+  std::vector<int> counts = {1};
+  if (threads > 1) counts.push_back(threads);
+  struct Form {
+    bool ta, tb;
+  };
+  const Form forms[] = {{false, true}, {false, false}, {true, false}};
+  for (int t : counts) {
+    set_num_threads(t);
+    for (int64_t m : {64, 256, 1024, 4096})
+      for (int64_t n : {64, 256, 1024})
+        for (int64_t k : {64, 256, 1024}) {
+          const int64_t bytes = 4 * (m * k + k * n);
+          const int64_t copies = std::clamp<int64_t>((int64_t(64) << 20) / bytes, 1, 64);
+          std::vector<Tensor> as, bs;
+          for (int64_t c = 0; c < copies; ++c)
+            for (const Form& f : forms) {
+              as.push_back(Tensor::full(f.ta ? Shape{k, m} : Shape{m, k}, 0.5, DType::F32));
+              bs.push_back(Tensor::full(f.tb ? Shape{n, k} : Shape{k, n}, 0.25, DType::F32));
+            }
+          // Repeat small products so each timing spans about a millisecond.
+          const int64_t reps = std::max<int64_t>(3, (int64_t(1) << 27) / (m * n * k));
+          const int runs = m * n * k > (int64_t(1) << 28) ? 3 : 7;
+          const double sec = median_time(runs, [&] {
+            for (int64_t r = 0; r < reps; ++r) {
+              const size_t i = size_t(r) % as.size();
+              const Form& f = forms[i % 3];
+              ops::matmul(as[i], bs[i], f.ta, f.tb);
+            }
+          });
+          out.push_back({1, double(m), double(n), double(k), t, sec / double(reps)});
+        }
+  }
+  set_num_threads(threads);
+  return out;
+}
+
+// Seconds one tiny op call costs (dispatch, output allocation, the thread pool's hand-off).
+double op_overhead() {
+  const Tensor a = Tensor::full({1}, 1.0, DType::F32);
+  const int calls = 2000;
+  return median_time(5, [&] {
+           for (int i = 0; i < calls; ++i) ops::add(a, a);
+         }) /
+         calls;
+}
+
+// Achieved FLOP/s of the fused attention kernel (forward, causal) on a small model's shape.
+double attention_flops_per_s() {
+  const int64_t B = 4, H = 4, T = 256, D = 64;
+  const Tensor q = Tensor::full({B, H, T, D}, 0.01, DType::F32);
+  const double sec = median_time(5, [&] { ops::sdpa(q, q, q, Tensor(), true); });
+  // Q K^T and P V over the causal half of the scores, as the registry counts them.
+  const double pairs = double(T) * double(T + 1) / 2;
+  return double(B * H) * pairs * (4.0 * double(D) + 5) / sec;
 }
 
 // Bytes/s read plus written by a parallel copy of 256 MiB (well beyond any cache).
@@ -161,47 +228,79 @@ int calibrate(int argc, char** argv, const std::string& out) {
     return 0;
   }
   const int threads = num_threads();
-  const double core_peak = bench::measured_fma_peak_gflops();
-  const double peak = core_peak * threads;
-  const double achieved = matmul_gflops();
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const double core_peak = bench::measured_fma_peak_gflops() * 1e9;
   const double bandwidth = copy_bandwidth();
   if (!(mpi && size >= 2)) p2p = shared_memory_p2p();
+  partition::GemmContext ctx;
+  ctx.peak_per_unit = core_peak;
+  ctx.bandwidth_per_unit = bandwidth / double(threads);
+  ctx.overhead = op_overhead();
+  std::printf("fitting the GEMM curve to ops::matmul on 1 and %d threads...\n", threads);
+  std::fflush(stdout);
+  const std::vector<partition::GemmSample> samples = gemm_samples(threads);
+  const partition::GemmFit fit = partition::fit_gemm_curve(samples, ctx);
+  std::printf("     m     n     k  threads  measured us  curve us  curve/measured\n");
+  for (const partition::GemmSample& g : samples) {
+    const double model = partition::gemm_model_seconds(fit.curve, ctx, g);
+    std::printf("  %4.0f  %4.0f  %4.0f  %7lld  %11.1f  %8.1f  %14.2f\n", g.m, g.n, g.k,
+                (long long)g.units, g.seconds * 1e6, model * 1e6, model / g.seconds);
+  }
+  const double attention = attention_flops_per_s();
 
+  // The profile describes the whole machine as one node whose cores its ranks share.
   partition::Hardware hw;
   hw.name = "cpu-local";
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   hw.device = "this machine's CPU: " + std::to_string(threads) + " threads of " +
               std::to_string(cores) + " (" + bench::fma_peak_isa() + ")";
   hw.source = "merak_partition calibrate; p2p: " + p2p.method;
   hw.memory_bytes = int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGE_SIZE));
-  hw.peak_f32 = peak * 1e9;
+  hw.peak_f32 = core_peak * threads;
   hw.memory_bandwidth = bandwidth;
-  hw.compute_efficiency = std::min(1.0, achieved / peak);
+  hw.gemm = fit.curve;
+  hw.gemm.units = threads;
+  hw.compute_efficiency = std::min(1.0, attention / hw.peak_f32);
   hw.memory_efficiency = 1.0;  // the bandwidth above is already what a copy achieves
+  hw.kernel_overhead = ctx.overhead;
+  hw.shared_node = true;
   hw.precision = partition::Precision::F32;
-  hw.devices_per_node = std::max(1, int(cores) / threads);
+  hw.devices_per_node = threads;
   hw.intra_node = {p2p.bandwidth, p2p.latency};
   hw.inter_node = {p2p.bandwidth, p2p.latency};
+  char line[512];
+  auto say = [&](const char* f, auto... v) {
+    std::snprintf(line, sizeof line, f, v...);
+    return std::string(line);
+  };
+  hw.sources["peak_tflops"] = say("measured: FMA loop, %.1f GFLOP/s a core (%s) x %d threads",
+                                  core_peak / 1e9, bench::fma_peak_isa(), threads);
+  hw.sources["memory_bandwidth_gbs"] = "measured: bytes read + written by a 256 MiB parallel copy";
+  hw.sources["gemm"] = say("measured: fitted to ops::matmul at %zu shapes on 1 and %d threads "
+                           "(cold operands, a linear layer's three forms), rms log error %.3f, "
+                           "worst curve/measured %.2f",
+                           samples.size(), threads, fit.rms_log_error, fit.worst_ratio);
+  hw.sources["compute_efficiency"] = "measured: ops::sdpa forward, causal, [4, 4, 256, 64]";
+  hw.sources["memory_efficiency"] = "measured: 1, the bandwidth is already a copy's";
+  hw.sources["kernel_overhead_us"] = "measured: ops::add of one element, median per call";
+  hw.sources["devices_per_node"] = "measured: one rank per thread fills the machine";
+  hw.sources["intra_node"] = "measured: " + p2p.method;
+  hw.sources["inter_node"] = "measured: as intra_node (one machine)";
 
-  char line[256];
   std::vector<std::string> comment = {
       "This machine, measured by `merak_partition calibrate` (rerun it to refresh).",
+      "One node: its ranks share the cores, memory and bandwidth below (shared_node).",
   };
-  std::snprintf(line, sizeof line,
-                "f32 peak: %.1f GFLOP/s per core (FMA loop, %s) x %d threads = %.1f GFLOP/s",
-                core_peak, bench::fma_peak_isa(), threads, peak);
-  comment.push_back(line);
-  std::snprintf(line, sizeof line,
-                "ops::matmul 2048^3 f32: %.1f GFLOP/s = compute_efficiency %.3f of that peak",
-                achieved, achieved / peak);
-  comment.push_back(line);
-  std::snprintf(line, sizeof line, "memory: %.1f GB/s read + written by a 256 MiB parallel copy",
-                bandwidth / 1e9);
-  comment.push_back(line);
-  std::snprintf(line, sizeof line, "p2p: %.2f GB/s, %.2f us latency (%s)", p2p.bandwidth / 1e9,
-                p2p.latency * 1e6, p2p.method.c_str());
-  comment.push_back(line);
-  comment.push_back("One device is one process with the threads above; both links are the p2p figure.");
+  comment.push_back(say("f32 peak: %.1f GFLOP/s per core x %d threads = %.1f GFLOP/s",
+                        core_peak / 1e9, threads, core_peak * threads / 1e9));
+  comment.push_back(say("GEMM curve: %.3f of peak, tiles %lld x %lld, k_half %.0f (rms log "
+                        "error %.3f over %zu shapes)",
+                        fit.curve.efficiency, (long long)fit.curve.tile_m,
+                        (long long)fit.curve.tile_n, fit.curve.k_half, fit.rms_log_error,
+                        samples.size()));
+  comment.push_back(say("attention: %.1f GFLOP/s; op call overhead %.2f us", attention / 1e9,
+                        ctx.overhead * 1e6));
+  comment.push_back(say("memory: %.1f GB/s; p2p: %.2f GB/s, %.2f us latency", bandwidth / 1e9,
+                        p2p.bandwidth / 1e9, p2p.latency * 1e6));
   const std::string yaml = partition::hardware_yaml(hw, comment);
   std::ofstream f(out, std::ios::trunc);
   if (!f || !(f << yaml) || !f.flush()) {

@@ -57,7 +57,8 @@ MERAK_REGISTER_OP(matmul) {
               const Attrs& at) {
     const MatmulDims md = matmul_dims(in[0], in[1], at.b("trans_a"), at.b("trans_b"));
     OpCost c;
-    c.fwd_flops = 2.0 * double(numel(md.batch)) * double(md.M) * double(md.N) * double(md.K);
+    c.gemms = {{double(numel(md.batch)), double(md.M), double(md.N), double(md.K)}};
+    c.fwd_flops = c.gemms[0].flops();
     c.bwd_flops = 2 * c.fwd_flops;  // dA and dB are one product each
     c.bytes = double(in[0].nbytes() + in[1].nbytes() + out[0].nbytes());
     return c;
@@ -150,8 +151,10 @@ TensorMeta infer_linear(const std::vector<TensorMeta>& in) {
 
 OpCost linear_cost(const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out) {
   const double mn = double(out[0].numel()), k = double(in[1].shape[1]);
+  const double n = double(in[1].shape[0]);
   const bool has_bias = in.size() > 2 && in[2].defined;
   OpCost c;
+  c.gemms = {{1, n > 0 ? mn / n : 0, n, k}};  // every leading dim of x is one row dim
   c.fwd_flops = 2 * mn * k + (has_bias ? mn : 0);
   c.bwd_flops = 4 * mn * k + (has_bias ? mn : 0);  // dx, dW products; db a column sum
   c.bytes = double(in[0].nbytes() + in[1].nbytes() + out[0].nbytes()) +
