@@ -29,8 +29,8 @@ double CostModel::value_bytes(const ops::TensorMeta& meta) const {
 }
 
 double CostModel::optimizer_seconds(double params) const {
-  const bool half = precision_ == Precision::BF16 || precision_ == Precision::F16;
-  const double bytes = 4 /* norm */ + 16 + 12 /* AdamW */ + 4 /* zeroing */ + (half ? 2 : 0);
+  const double weight_copy = precision_bytes(precision_) < 4 ? 2 : 0;  // the 16-bit weights
+  const double bytes = 4 /* norm */ + 16 + 12 /* AdamW */ + 4 /* zeroing */ + weight_copy;
   return params * bytes / (hw_.memory_bandwidth * hw_.memory_efficiency);
 }
 

@@ -56,28 +56,16 @@ std::vector<int64_t> min_max_cuts(int64_t n, int64_t p, Walk& walk, double* best
 class TimeWalk {
  public:
   TimeWalk(const StageModel& model, int64_t stages, double limit)
-      : model_(model), stages_(stages), limit_(limit) {
-    // Prefix sums of the nodes' compute, for the floor.
-    const std::vector<NodeTime>& t = model.node_times();
-    fwd_.assign(size_t(model.nodes() + 1), 0);
-    bwd_.assign(size_t(model.nodes() + 1), 0);
-    for (size_t k = 0; k < t.size(); ++k) {
-      fwd_[k + 1] = fwd_[k] + t[k].fwd;
-      bwd_[k + 1] = bwd_[k] + t[k].bwd;
-    }
-  }
+      : model_(model), stages_(stages), limit_(limit) {}
   void start(int64_t s, int64_t j) {
     s_ = s;
     c_ = model_.empty(j);
-    recompute_ = recomputes(model_.memory_options(), s, stages_);
     closed_ = false;
   }
   void grow() { model_.grow(c_); }
   // The stage's compute: its time without the transfers, which only grows as it grows.
   double floor() const {
-    if (closed_) return kInf;
-    const double f = fwd_[size_t(c_.end)] - fwd_[size_t(c_.first)];
-    return f * (recompute_ ? 2 : 1) + bwd_[size_t(c_.end)] - bwd_[size_t(c_.first)];
+    return closed_ ? kInf : model_.compute(s_, stages_, c_.first, c_.end);
   }
   double cost(double best) {
     const double t = model_.time(s_, stages_, c_.first, c_.end);
@@ -92,10 +80,9 @@ class TimeWalk {
   const StageModel& model_;
   int64_t stages_;
   double limit_;
-  std::vector<double> fwd_, bwd_;
   int64_t s_ = 0;
   StageContents c_;
-  bool recompute_ = false, closed_ = false;
+  bool closed_ = false;
 };
 
 // The smallest memory's walk: a stage costs its memory.

@@ -158,10 +158,14 @@ double StageModel::p2p(int64_t stage, int64_t stages, int64_t i, int64_t j) cons
   return t;
 }
 
-double StageModel::time(int64_t stage, int64_t stages, int64_t i, int64_t j) const {
+double StageModel::compute(int64_t stage, int64_t stages, int64_t i, int64_t j) const {
   const double fwd = fwd_sum_[size_t(j)] - fwd_sum_[size_t(i)];
   const double bwd = bwd_sum_[size_t(j)] - bwd_sum_[size_t(i)];
-  return fwd + bwd + (recomputes(mem_, stage, stages) ? fwd : 0) + p2p(stage, stages, i, j);
+  return fwd + bwd + (recomputes(mem_, stage, stages) ? fwd : 0);
+}
+
+double StageModel::time(int64_t stage, int64_t stages, int64_t i, int64_t j) const {
+  return compute(stage, stages, i, j) + p2p(stage, stages, i, j);
 }
 
 double StageModel::memory(int64_t stage, int64_t stages, int64_t i, int64_t j) const {

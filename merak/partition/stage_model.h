@@ -45,8 +45,10 @@ class StageModel {
   const CostModel& cost() const { return cost_; }
   const MemoryOptions& memory_options() const { return mem_; }
 
-  // Stage `stage` of `stages` holding nodes [i, j).
+  // Stage `stage` of `stages` holding nodes [i, j). compute() is time() without the boundary
+  // transfers: it only grows as the stage grows.
   double time(int64_t stage, int64_t stages, int64_t i, int64_t j) const;
+  double compute(int64_t stage, int64_t stages, int64_t i, int64_t j) const;
   double memory(int64_t stage, int64_t stages, int64_t i, int64_t j) const;
   StageEstimate estimate(int64_t stage, int64_t stages, int64_t i, int64_t j) const;
 
