@@ -11,9 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "merak/checkpoint/checksum.h"
+#include "merak/checkpoint/file_writer.h"
 #include "merak/core/json.h"
 
 namespace merak::checkpoint {
@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 
 [[noreturn]] void fail(const std::string& what) { throw CheckpointError(what); }
 
-constexpr int64_t kPieceAlignment = 4096;  // where pieces start in a file: a page
+constexpr int64_t kPieceAlignment = kSpanAlignment;  // where pieces start in a file: a page
 
 std::string os_error(const std::string& what, const std::string& path) {
   return what + " '" + path + "': " + std::strerror(errno);
@@ -199,32 +199,19 @@ std::vector<PieceEntry> write_pieces(const std::string& step_dir, const std::str
   const uint64_t header_len = header.size();
   const int64_t base = 8 + int64_t(header_len);
 
-  // The checksums on a thread of their own while the data is written (both only read it).
-  std::vector<uint64_t> sums(pieces.size());
-  std::thread summing([&] {
-    for (size_t k = 0; k < pieces.size(); ++k)
-      sums[k] = checksum(pieces[k].values.raw_data(), size_t(pieces[k].values.nbytes()),
-                         /*parallel=*/false);
-  });
-  struct Join {
-    std::thread& t;
-    ~Join() {
-      if (t.joinable()) t.join();
-    }
-  } join{summing};
-  const std::string path = step_dir + "/" + file;
-  OutFile out(path);
-  unsigned char len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(header_len >> (8 * i));
-  out.write(len, 8);
-  out.write(header.data(), header.size());
+  // The header's 8 length bytes and text fill whole pages (padded above), then each piece at
+  // its place; the gaps are the zero pads.
+  std::string head(8, '\0');
+  for (int i = 0; i < 8; ++i) head[size_t(i)] = char((header_len >> (8 * i)) & 0xff);
+  head += header;
+  std::vector<FileSpan> spans = {{0, head.data(), head.size()}};
+  for (size_t k = 0; k < pieces.size(); ++k)
+    spans.push_back({base + begin[k], pieces[k].values.raw_data(),
+                     size_t(pieces[k].values.nbytes())});
+  const std::vector<uint64_t> sums = write_file(step_dir + "/" + file, base + data, spans);
   std::vector<PieceEntry> entries;
-  const std::vector<char> zeros(kPieceAlignment, 0);
   for (size_t k = 0; k < pieces.size(); ++k) {
     const Piece& p = pieces[k];
-    const size_t bytes = size_t(p.values.nbytes());
-    out.write(zeros.data(), size_t(pad[k]));
-    out.write(p.values.raw_data(), bytes);
     PieceEntry e;
     e.tensor = p.tensor;
     e.dtype = p.values.dtype();
@@ -232,12 +219,10 @@ std::vector<PieceEntry> write_pieces(const std::string& step_dir, const std::str
     e.region = p.region;
     e.file = file;
     e.byte_begin = base + begin[k];
-    e.byte_end = e.byte_begin + int64_t(bytes);
+    e.byte_end = e.byte_begin + p.values.nbytes();
+    e.checksum = sums[k + 1];
     entries.push_back(e);
   }
-  out.sync_and_close();
-  summing.join();
-  for (size_t k = 0; k < entries.size(); ++k) entries[k].checksum = sums[k];
   return entries;
 }
 

@@ -1,8 +1,10 @@
 #include "merak/core/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "merak/core/device_backend.h"
+#include "merak/core/parallel.h"
 
 namespace merak {
 
@@ -66,7 +68,19 @@ void strided_copy(const Tensor& dst, const Tensor& src) {
     return;
   }
   if (dst.is_contiguous() && src.is_contiguous()) {
-    std::memcpy(dst.raw_data(), src.raw_data(), size_t(dst.nbytes()));
+    // One core does not reach the memory's bandwidth: large copies are split over the pool.
+    constexpr int64_t kBlock = int64_t(4) << 20;
+    char* d = static_cast<char*>(dst.raw_data());
+    const char* s = static_cast<const char*>(src.raw_data());
+    const int64_t bytes = dst.nbytes();
+    if (bytes < 2 * kBlock) {
+      std::memcpy(d, s, size_t(bytes));
+      return;
+    }
+    parallel_for(0, (bytes + kBlock - 1) / kBlock, 1, [&](int64_t lo, int64_t hi) {
+      const int64_t from = lo * kBlock, to = std::min(bytes, hi * kBlock);
+      std::memcpy(d + from, s + from, size_t(to - from));
+    });
     return;
   }
   Shape shape = dst.shape(), ds = dst.strides(), ss = src.strides();

@@ -219,6 +219,10 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
                                              options.compute, options.loss_scale);
   }
   dp = make_data_parallel(grid.dp(), params, options, mixed.get());
+  // The AdamW moments are made (zeros) now rather than at the first update: a rank short of
+  // memory fails at start-up, not after its first step, and a resume reads into memory that is
+  // already in place (on a virtual machine, a fresh page's first touch costs more than its read).
+  dp->adamw().allocate_state();
   for (size_t i = 0; i < params.size(); ++i) param_index[&params[i].value.impl()] = i;
   for (Chunk& c : chunks) make_ports(c);
 
