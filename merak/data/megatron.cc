@@ -1,0 +1,500 @@
+// Megatron-LM's indexed datasets: the memory-mapped reader with its index checks, blends of
+// several prefixes, and the streaming writer. Layout and error format: merak/data/README.md.
+#include "merak/data/megatron.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "merak/core/error.h"
+
+namespace merak::data {
+namespace {
+
+constexpr unsigned char kIdxMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
+constexpr uint64_t kIdxVersion = 1;
+// Offsets of the index's fixed fields.
+constexpr uint64_t kVersionAt = 9, kDtypeAt = 17, kSeqCountAt = 18, kDocCountAt = 26,
+                   kArraysAt = 34;
+constexpr uint8_t kUint16Code = 8, kInt32Code = 4;
+
+uint64_t load_le(const unsigned char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+void store_le(unsigned char* p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+
+// Bytes per token of a dtype code, 0 for codes that are not integer token types.
+int code_width(uint8_t code) {
+  switch (code) {
+    case 1: case 2: return 1;   // uint8, int8
+    case 3: case 8: return 2;   // int16, uint16
+    case 4: return 4;           // int32
+    case 5: return 8;           // int64
+    default: return 0;
+  }
+}
+bool code_signed(uint8_t code) { return code == 2 || code == 3 || code == 4 || code == 5; }
+
+int64_t token_at(const unsigned char* p, int width, bool is_signed) {
+  const uint64_t raw = load_le(p, width);
+  if (!is_signed || width == 8) return int64_t(raw);
+  const uint64_t sign = uint64_t(1) << (8 * width - 1);
+  return int64_t((raw ^ sign) - sign);
+}
+
+// A whole file mapped read-only.
+class Mapping {
+ public:
+  explicit Mapping(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    MERAK_CHECK(fd >= 0, path, ": cannot open: ", std::strerror(errno));
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      const int err = errno;
+      ::close(fd);
+      MERAK_FAIL(path, ": cannot stat: ", std::strerror(err));
+    }
+    size_ = uint64_t(st.st_size);
+    if (size_ > 0) {
+      void* p = ::mmap(nullptr, size_t(size_), PROT_READ, MAP_SHARED, fd, 0);
+      const int err = errno;
+      ::close(fd);
+      MERAK_CHECK(p != MAP_FAILED, path, ": cannot mmap: ", std::strerror(err));
+      bytes_ = static_cast<const unsigned char*>(p);
+    } else {
+      ::close(fd);
+    }
+  }
+  ~Mapping() {
+    if (bytes_) ::munmap(const_cast<unsigned char*>(bytes_), size_t(size_));
+  }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  const unsigned char* bytes() const { return bytes_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  const unsigned char* bytes_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+}  // namespace
+
+struct MegatronDataset::Impl {
+  std::string prefix, idx_path, bin_path;
+  std::unique_ptr<Mapping> idx, bin;
+  uint8_t code = 0;
+  int width = 0;
+  bool is_signed = false;
+  uint64_t sequences = 0, doc_entries = 0;
+  const unsigned char* sizes = nullptr;     // int32[S]
+  const unsigned char* pointers = nullptr;  // int64[S]
+  const unsigned char* doc_idx = nullptr;   // int64[D]
+  int64_t tokens = 0;
+  mutable std::once_flag vocab_once;
+  mutable int64_t vocab = 0;
+
+  int64_t seq_size(uint64_t i) const { return int32_t(load_le(sizes + 4 * i, 4)); }
+  int64_t seq_pointer(uint64_t i) const { return int64_t(load_le(pointers + 8 * i, 8)); }
+  int64_t doc_entry(uint64_t d) const { return int64_t(load_le(doc_idx + 8 * d, 8)); }
+  // Token offset of sequence i (i == S: the end).
+  int64_t seq_begin(uint64_t i) const { return i < sequences ? seq_pointer(i) / width : tokens; }
+};
+
+MegatronDataset::MegatronDataset(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+MegatronDataset::~MegatronDataset() = default;
+
+std::unique_ptr<MegatronDataset> MegatronDataset::open(const std::string& prefix) {
+  auto m = std::make_unique<Impl>();
+  m->prefix = prefix;
+  m->idx_path = prefix + ".idx";
+  m->bin_path = prefix + ".bin";
+  m->idx = std::make_unique<Mapping>(m->idx_path);
+  const std::string& ip = m->idx_path;
+  const unsigned char* b = m->idx->bytes();
+  const uint64_t n = m->idx->size();
+
+  // A field of `bytes` bytes at `at` must lie inside the file.
+  auto need = [&](uint64_t at, uint64_t bytes, const char* what) {
+    MERAK_CHECK(at <= n && bytes <= n - at, ip, ": byte ", std::min(at, n), ": truncated: ",
+                what, " needs bytes [", at, ", ", at + bytes, "), the file ends at byte ", n);
+  };
+  need(0, 9, "the magic");
+  MERAK_CHECK(std::memcmp(b, kIdxMagic, 9) == 0, ip,
+              ": byte 0: not a Megatron index: bad magic (expected \"MMIDIDX\\0\\0\")");
+  need(kVersionAt, 8, "the version");
+  const uint64_t version = load_le(b + kVersionAt, 8);
+  MERAK_CHECK(version == kIdxVersion, ip, ": byte ", kVersionAt, ": index version ", version,
+              ", this build reads version ", kIdxVersion);
+  need(kDtypeAt, 1, "the dtype code");
+  m->code = b[kDtypeAt];
+  m->width = code_width(m->code);
+  MERAK_CHECK(m->code != 6 && m->code != 7, ip, ": byte ", kDtypeAt, ": dtype code ",
+              int(m->code), " is a float type, not token ids");
+  MERAK_CHECK(m->width > 0, ip, ": byte ", kDtypeAt, ": unknown dtype code ", int(m->code),
+              " (expected 1..8)");
+  m->is_signed = code_signed(m->code);
+  need(kSeqCountAt, 8, "the sequence count");
+  m->sequences = load_le(b + kSeqCountAt, 8);
+  need(kDocCountAt, 8, "the document count");
+  m->doc_entries = load_le(b + kDocCountAt, 8);
+  const uint64_t S = m->sequences, D = m->doc_entries;
+
+  // The arrays: int32 sizes[S], int64 pointers[S], int64 doc_idx[D]. Counts too large for the
+  // file are reported as truncation at the array's start (no overflow: checked one by one).
+  const uint64_t room = n - kArraysAt;
+  MERAK_CHECK(S <= room / 4, ip, ": byte ", kArraysAt, ": truncated: ", S,
+              " sequence sizes (int32) do not fit in the file's ", n, " bytes");
+  const uint64_t pointers_at = kArraysAt + 4 * S;
+  MERAK_CHECK(S <= (n - pointers_at) / 8, ip, ": byte ", pointers_at, ": truncated: ", S,
+              " sequence pointers (int64) do not fit in the file's ", n, " bytes");
+  const uint64_t docs_at = pointers_at + 8 * S;
+  MERAK_CHECK(D <= (n - docs_at) / 8, ip, ": byte ", docs_at, ": truncated: ", D,
+              " document index entries (int64) do not fit in the file's ", n, " bytes");
+  const uint64_t end = docs_at + 8 * D;
+  // Multimodal indexes carry one int8 mode per sequence after the document index; we accept
+  // and ignore them. Anything else after the document index is an error.
+  MERAK_CHECK(n == end || n == end + S, ip, ": byte ", end, ": ", n - end,
+              " unexpected bytes after the document index (expected none, or ", S,
+              " sequence modes)");
+  m->sizes = b + kArraysAt;
+  m->pointers = b + pointers_at;
+  m->doc_idx = b + docs_at;
+
+  // Sequences lie back to back from byte 0 of the .bin: pointer[i] = sum of the sizes before
+  // it times the token width.
+  uint64_t expected = 0;
+  const uint64_t w = uint64_t(m->width);
+  for (uint64_t i = 0; i < S; ++i) {
+    const int64_t size = m->seq_size(i);
+    MERAK_CHECK(size >= 0, ip, ": byte ", kArraysAt + 4 * i, ": sequence ", i,
+                " has a negative size ", size);
+    const uint64_t ptr = load_le(m->pointers + 8 * i, 8);
+    MERAK_CHECK(ptr == expected, ip, ": byte ", pointers_at + 8 * i, ": pointer of sequence ",
+                i, " is ", int64_t(ptr), ", expected ", expected,
+                " (the sequences before it hold that many bytes)");
+    expected += uint64_t(size) * w;
+  }
+  MERAK_CHECK(D >= 1, ip, ": byte ", kDocCountAt,
+              ": the document index is empty (it needs at least the leading 0)");
+  int64_t prev = 0;
+  for (uint64_t d = 0; d < D; ++d) {
+    const int64_t e = m->doc_entry(d);
+    const uint64_t at = docs_at + 8 * d;
+    if (d == 0) {
+      MERAK_CHECK(e == 0, ip, ": byte ", at, ": document index starts at ", e,
+                  ", expected 0");
+    } else {
+      MERAK_CHECK(e >= prev, ip, ": byte ", at, ": document index entry ", d, " (", e,
+                  ") is less than the one before (", prev, ")");
+    }
+    MERAK_CHECK(e >= 0 && uint64_t(e) <= S, ip, ": byte ", at, ": document index entry ", d,
+                " (", e, ") is outside [0, ", S, "]");
+    prev = e;
+  }
+  MERAK_CHECK(uint64_t(prev) == S, ip, ": byte ", docs_at + 8 * (D - 1),
+              ": the document index ends at sequence ", prev, ", expected the sequence count ",
+              S);
+
+  m->bin = std::make_unique<Mapping>(m->bin_path);
+  const uint64_t bin_bytes = m->bin->size();
+  MERAK_CHECK(bin_bytes >= expected, m->bin_path, ": byte ", bin_bytes, ": truncated: ",
+              m->idx_path, " places its sequences in bytes [0, ", expected,
+              "), the file ends at byte ", bin_bytes);
+  MERAK_CHECK(bin_bytes == expected, m->bin_path, ": byte ", expected, ": ",
+              bin_bytes - expected, " bytes after the last sequence that ", m->idx_path,
+              " does not account for");
+  m->tokens = int64_t(expected / w);
+  return std::unique_ptr<MegatronDataset>(new MegatronDataset(std::move(m)));
+}
+
+int64_t MegatronDataset::size() const { return impl_->tokens; }
+
+int64_t MegatronDataset::vocab_hint() const {
+  const Impl& m = *impl_;
+  std::call_once(m.vocab_once, [&m] {
+    int64_t top = -1;
+    const unsigned char* p = m.bin->bytes();
+    for (int64_t i = 0; i < m.tokens; ++i)
+      top = std::max(top, token_at(p + i * m.width, m.width, m.is_signed));
+    m.vocab = top + 1;
+  });
+  return m.vocab;
+}
+
+void MegatronDataset::read(int64_t start, int64_t count, int64_t* out) const {
+  const Impl& m = *impl_;
+  MERAK_CHECK(start >= 0 && count >= 0 && start <= m.tokens - count, m.prefix,
+              ": read of tokens [", start, ", ", start + count, ") outside the dataset's ",
+              m.tokens, " tokens");
+  const unsigned char* p = m.bin->bytes() + start * m.width;
+  for (int64_t i = 0; i < count; ++i) out[i] = token_at(p + i * m.width, m.width, m.is_signed);
+}
+
+int64_t MegatronDataset::sequence_count() const { return int64_t(impl_->sequences); }
+int64_t MegatronDataset::document_count() const { return int64_t(impl_->doc_entries) - 1; }
+
+std::vector<int64_t> MegatronDataset::sequence(int64_t i) const {
+  const Impl& m = *impl_;
+  MERAK_CHECK(i >= 0 && uint64_t(i) < m.sequences, m.prefix, ": sequence ", i,
+              " outside [0, ", m.sequences, ")");
+  std::vector<int64_t> ids(size_t(m.seq_size(uint64_t(i))));
+  read(m.seq_begin(uint64_t(i)), int64_t(ids.size()), ids.data());
+  return ids;
+}
+
+int64_t MegatronDataset::document_begin(int64_t d) const {
+  const Impl& m = *impl_;
+  MERAK_CHECK(d >= 0 && d <= document_count(), m.prefix, ": document ", d, " outside [0, ",
+              document_count(), "]");
+  return m.seq_begin(uint64_t(m.doc_entry(uint64_t(d))));
+}
+
+int MegatronDataset::dtype_code() const { return impl_->code; }
+const std::string& MegatronDataset::prefix() const { return impl_->prefix; }
+
+std::unique_ptr<MegatronDataset> open_megatron(const std::string& prefix) {
+  return MegatronDataset::open(prefix);
+}
+
+namespace {
+
+// Pieces of the sources one after another: piece k is tokens [begin, begin + length) of source
+// `source`, at offset `at` of the blend.
+class PiecewiseDataset : public TokenDataset {
+ public:
+  struct Piece {
+    int32_t source;
+    int64_t begin, length, at;
+  };
+  PiecewiseDataset(std::vector<std::unique_ptr<MegatronDataset>> sources,
+                   std::vector<Piece> pieces)
+      : sources_(std::move(sources)), pieces_(std::move(pieces)) {
+    size_ = pieces_.empty() ? 0 : pieces_.back().at + pieces_.back().length;
+  }
+  int64_t size() const override { return size_; }
+  int64_t vocab_hint() const override {
+    int64_t v = 0;
+    for (const auto& s : sources_) v = std::max(v, s->vocab_hint());
+    return v;
+  }
+  void read(int64_t start, int64_t count, int64_t* out) const override {
+    MERAK_CHECK(start >= 0 && count >= 0 && start <= size_ - count, "read of tokens [", start,
+                ", ", start + count, ") outside the blend's ", size_, " tokens");
+    // The last piece starting at or before `start`, then the ones after it.
+    size_t k = size_t(std::upper_bound(pieces_.begin(), pieces_.end(), start,
+                                       [](int64_t pos, const Piece& p) { return pos < p.at; }) -
+                      pieces_.begin()) - 1;
+    for (; count > 0; ++k) {
+      const Piece& p = pieces_[k];
+      const int64_t off = start - p.at;
+      const int64_t n = std::min(count, p.length - off);
+      sources_[size_t(p.source)]->read(p.begin + off, n, out);
+      out += n, start += n, count -= n;
+    }
+  }
+
+ private:
+  std::vector<std::unique_ptr<MegatronDataset>> sources_;
+  std::vector<Piece> pieces_;
+  int64_t size_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<TokenDataset> open_megatron(const std::vector<std::string>& prefixes,
+                                            const std::vector<double>& weights) {
+  MERAK_CHECK(!prefixes.empty(), "open_megatron: no prefixes given");
+  MERAK_CHECK(weights.empty() || weights.size() == prefixes.size(), "open_megatron: ",
+              weights.size(), " weights for ", prefixes.size(), " prefixes");
+  std::vector<std::unique_ptr<MegatronDataset>> sources;
+  for (const std::string& p : prefixes) sources.push_back(MegatronDataset::open(p));
+  using Piece = PiecewiseDataset::Piece;
+  std::vector<Piece> pieces;
+  int64_t at = 0;
+  if (weights.empty()) {
+    for (size_t k = 0; k < sources.size(); ++k) {
+      if (sources[k]->size() == 0) continue;
+      pieces.push_back({int32_t(k), 0, sources[k]->size(), at});
+      at += sources[k]->size();
+    }
+    return std::make_unique<PiecewiseDataset>(std::move(sources), std::move(pieces));
+  }
+
+  const size_t K = sources.size();
+  double weight_sum = 0;
+  int64_t total = 0;
+  for (size_t k = 0; k < K; ++k) {
+    MERAK_CHECK(std::isfinite(weights[k]) && weights[k] > 0, prefixes[k], ": blend weight ",
+                weights[k], " (weights must be positive)");
+    MERAK_CHECK(sources[k]->size() > 0, prefixes[k],
+                ": has no tokens, so it cannot have a blend weight");
+    weight_sum += weights[k];
+    total += sources[k]->size();
+  }
+  std::vector<int64_t> quota(K), taken(K, 0), next_doc(K, 0);
+  for (size_t k = 0; k < K; ++k)
+    quota[k] = std::max<int64_t>(1, std::llround(double(total) * weights[k] / weight_sum));
+  for (;;) {
+    // The source furthest behind its share that still has quota left.
+    int best = -1;
+    for (size_t k = 0; k < K; ++k) {
+      if (taken[k] >= quota[k]) continue;
+      if (best < 0 || double(taken[k]) / weights[k] <
+                          double(taken[size_t(best)]) / weights[size_t(best)])
+        best = int(k);
+    }
+    if (best < 0) break;
+    const MegatronDataset& s = *sources[size_t(best)];
+    // Its next non-empty document, wrapping to the start (the source has tokens).
+    int64_t d = next_doc[size_t(best)], begin = 0, end = 0;
+    for (;;) {
+      if (d >= s.document_count()) d = 0;
+      begin = s.document_begin(d), end = s.document_begin(d + 1);
+      ++d;
+      if (end > begin) break;
+    }
+    next_doc[size_t(best)] = d;
+    // Documents that follow on in the same source extend the last piece.
+    Piece* last = pieces.empty() ? nullptr : &pieces.back();
+    if (last && last->source == best && last->begin + last->length == begin) {
+      last->length += end - begin;
+    } else {
+      pieces.push_back({int32_t(best), begin, end - begin, at});
+    }
+    at += end - begin;
+    taken[size_t(best)] += end - begin;
+  }
+  return std::make_unique<PiecewiseDataset>(std::move(sources), std::move(pieces));
+}
+
+// ---- writer ----
+
+MegatronWriter::MegatronWriter(std::string prefix, int64_t vocab_size)
+    : prefix_(std::move(prefix)), width_(vocab_size < 65500 ? 2 : 4), vocab_(vocab_size) {
+  MERAK_CHECK(vocab_size > 0 && vocab_size <= int64_t(INT32_MAX) + 1, prefix_,
+              ": vocabulary size ", vocab_size, " (must be in [1, 2^31])");
+  const std::string tmp = prefix_ + ".bin.tmp";
+  bin_ = std::fopen(tmp.c_str(), "wb");
+  MERAK_CHECK(bin_ != nullptr, tmp, ": cannot create: ", std::strerror(errno));
+}
+
+MegatronWriter::~MegatronWriter() {
+  if (!closed_) {
+    if (bin_) std::fclose(bin_);
+    std::remove((prefix_ + ".bin.tmp").c_str());
+    std::remove((prefix_ + ".idx.tmp").c_str());
+  }
+}
+
+void MegatronWriter::add_tokens(const int64_t* ids, int64_t count) {
+  MERAK_CHECK(!closed_, prefix_, ": add_tokens after close");
+  MERAK_CHECK(current_ + count <= int64_t(INT32_MAX), prefix_, ": document ", sizes_.size(),
+              " has more than 2^31 - 1 tokens (Megatron's sizes are int32)");
+  const size_t at = buffer_.size();
+  buffer_.resize(at + size_t(count) * size_t(width_));
+  unsigned char* out = buffer_.data() + at;
+  for (int64_t i = 0; i < count; ++i) {
+    const uint64_t id = uint64_t(ids[i]);
+    if (id >= uint64_t(vocab_)) {  // negative ids too
+      buffer_.resize(at);
+      MERAK_FAIL(prefix_, ": token id ", ids[i], " in document ", sizes_.size(),
+                 " is outside the vocabulary [0, ", vocab_, ")");
+    }
+    out[0] = static_cast<unsigned char>(id);
+    out[1] = static_cast<unsigned char>(id >> 8);
+    if (width_ == 4) {
+      out[2] = static_cast<unsigned char>(id >> 16);
+      out[3] = static_cast<unsigned char>(id >> 24);
+    }
+    out += width_;
+  }
+  current_ += count;
+  tokens_ += count;
+  if (buffer_.size() >= (size_t(1) << 20)) flush();
+}
+
+void MegatronWriter::end_document() {
+  MERAK_CHECK(!closed_, prefix_, ": end_document after close");
+  sizes_.push_back(int32_t(current_));
+  current_ = 0;
+}
+
+void MegatronWriter::flush() {
+  if (buffer_.empty()) return;
+  const size_t put = std::fwrite(buffer_.data(), 1, buffer_.size(), bin_);
+  MERAK_CHECK(put == buffer_.size(), prefix_, ".bin.tmp: write failed: ", std::strerror(errno));
+  buffer_.clear();
+}
+
+namespace {
+
+// Flushes, fsyncs and closes `f`; an error names `path`.
+void sync_close(std::FILE* f, const std::string& path) {
+  int err = 0;
+  if (std::fflush(f) != 0 || ::fsync(fileno(f)) != 0) err = errno;
+  if (std::fclose(f) != 0 && err == 0) err = errno;
+  if (err != 0) MERAK_FAIL(path, ": write failed: ", std::strerror(err));
+}
+
+void rename_into_place(const std::string& tmp, const std::string& path) {
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    MERAK_FAIL(path, ": cannot rename ", tmp, " into place: ", std::strerror(errno));
+}
+
+}  // namespace
+
+void MegatronWriter::close() {
+  MERAK_CHECK(!closed_, prefix_, ": closed twice");
+  if (current_ > 0) end_document();
+  flush();
+  const std::string bin_tmp = prefix_ + ".bin.tmp", idx_tmp = prefix_ + ".idx.tmp";
+  std::FILE* bin = bin_;
+  bin_ = nullptr;
+  sync_close(bin, bin_tmp);
+
+  const uint64_t S = sizes_.size(), D = S + 1;
+  std::vector<unsigned char> idx(size_t(kArraysAt + 12 * S + 8 * D), 0);
+  std::memcpy(idx.data(), kIdxMagic, 9);
+  store_le(idx.data() + kVersionAt, kIdxVersion, 8);
+  idx[kDtypeAt] = width_ == 2 ? kUint16Code : kInt32Code;
+  store_le(idx.data() + kSeqCountAt, S, 8);
+  store_le(idx.data() + kDocCountAt, D, 8);
+  unsigned char* p = idx.data() + kArraysAt;
+  for (uint64_t i = 0; i < S; ++i) store_le(p + 4 * i, uint64_t(uint32_t(sizes_[i])), 4);
+  p += 4 * S;
+  uint64_t ptr = 0;
+  for (uint64_t i = 0; i < S; ++i) {
+    store_le(p + 8 * i, ptr, 8);
+    ptr += uint64_t(sizes_[i]) * uint64_t(width_);
+  }
+  p += 8 * S;
+  // One sequence per document: document d starts at sequence d; the last entry is S.
+  for (uint64_t d = 0; d < D; ++d) store_le(p + 8 * d, d, 8);
+
+  std::FILE* f = std::fopen(idx_tmp.c_str(), "wb");
+  MERAK_CHECK(f != nullptr, idx_tmp, ": cannot create: ", std::strerror(errno));
+  if (std::fwrite(idx.data(), 1, idx.size(), f) != idx.size()) {
+    const int err = errno;
+    std::fclose(f);
+    MERAK_FAIL(idx_tmp, ": write failed: ", std::strerror(err));
+  }
+  sync_close(f, idx_tmp);
+  // The .bin first: a reader that finds the new .idx finds the .bin it describes.
+  rename_into_place(bin_tmp, prefix_ + ".bin");
+  rename_into_place(idx_tmp, prefix_ + ".idx");
+  closed_ = true;
+}
+
+}  // namespace merak::data
