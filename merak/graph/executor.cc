@@ -227,7 +227,9 @@ void Executor::run_step(size_t index, std::vector<Tensor>& values) const {
   }
   std::vector<Tensor> outs;
   try {
-    if (step.op->name == "dropout") {
+    if (step.op->name == "dropout" && !training_) {
+      outs = {args.at(0)};  // evaluation: no dropout
+    } else if (step.op->name == "dropout") {
       // The mask stream belongs to the micro-batch being run (set by the caller through
       // set_rng_stream, as for the eager model), not to the moment the graph was traced.
       ops::Attrs attrs = step.attrs;

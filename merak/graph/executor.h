@@ -36,6 +36,10 @@ class Executor {
       const std::vector<std::map<std::string, Tensor>>& parts,
       const std::function<void(size_t)>& resume);
 
+  // Training (the default) or evaluation: in evaluation dropout passes its input through.
+  void set_training(bool training) { training_ = training; }
+  bool training() const { return training_; }
+
   // Trainable initializers by name, for the optimizer.
   std::vector<std::pair<std::string, Tensor>> parameters() const;
   // Mixed precision: every trainable floating-point initializer is replaced by a `dtype` copy
@@ -54,6 +58,7 @@ class Executor {
   void run_step(size_t index, std::vector<Tensor>& values) const;
   std::vector<Tensor> results(const std::vector<Tensor>& values) const;
   Device device_;
+  bool training_ = true;
 };
 
 }  // namespace merak::graph

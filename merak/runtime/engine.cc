@@ -110,6 +110,10 @@ struct Engine::Impl {
   // The step's message batches (p2p_batches of the program), posted at their first instruction;
   // a receive waits for its batch where it stands.
   P2PBatches batching;
+  // Evaluation's program (forward_only) and its message batches; evaluate() runs it in place
+  // of the step's.
+  Program eval_program;
+  P2PBatches eval_batching;
   struct Posted {
     comm::Communicator::SplitBatch work;  // a receive waits for work.receives
     // By receive instruction: a buffer per port of the receiving side (undefined: nothing comes).
@@ -185,6 +189,8 @@ Engine::Impl::Impl(comm::Grid& g, const partition::Plan& plan, const EngineOptio
   so.virtual_stages = virtual_stages;
   program = make_schedule(options.schedule, stage, stages, micro_batches, so);
   batching = p2p_batches(program);
+  eval_program = forward_only(stage, stages, micro_batches, virtual_stages);
+  eval_batching = p2p_batches(eval_program);
 
   chunks.resize(size_t(virtual_stages));
   for (int c = 0; c < virtual_stages; ++c) {
@@ -587,6 +593,7 @@ void Engine::Impl::reduce_grads(EngineStepResult& r) {
   r.grad_norm = std::sqrt(total_sq) / scale;
   apply = mixed ? mixed->update(overflow, &r.event) : true;
   r.skipped = !apply;
+  r.loss_scale = mixed ? mixed->loss_scale() : 0.0;
   // Applied by the optimizer step, with the loss scale divided out in the same pass.
   clip_scale = float(double(optim::clip_coefficient(r.grad_norm, options.grad_clip)) / scale);
 }
@@ -698,6 +705,53 @@ EngineStepResult Engine::step(int64_t step, double lr, const MicroBatchFn& batch
   r.deferred_all_reduces = e.tp ? e.tp->posted() - posted_before : 0;
   r.ranks = gather_times(e.grid.host(), e.times);
   return r;
+}
+
+double Engine::evaluate(int64_t index, const MicroBatchFn& batches) {
+  Impl& e = *impl_;
+  autograd::NoGradGuard no_grad;
+  ops::TpScope tp_scope(e.tp.get());
+  // The instructions run() follows become evaluation's for the call; dropout is off, and the
+  // step's timings and trace are left as they were.
+  struct Swap {
+    Impl& e;
+    StepTimes times;
+    bool trace;
+    explicit Swap(Impl& impl) : e(impl), times(impl.times), trace(impl.options.trace) {
+      flip();
+      e.options.trace = false;
+    }
+    ~Swap() {
+      flip();
+      e.times = times;
+      e.options.trace = trace;
+      e.posted.clear();
+      for (Impl::Chunk& c : e.chunks) c.micro.clear();
+    }
+    void flip() {
+      std::swap(e.program, e.eval_program);
+      std::swap(e.batching, e.eval_batching);
+      for (Impl::Chunk& c : e.chunks) c.exec->set_training(!c.exec->training());
+    }
+  } swap(e);
+  e.loss_sum = 0;
+  e.posted.clear();
+  e.posted.resize(e.batching.batches.size());
+  for (size_t i = 0; i < e.program.size(); ++i) {
+    e.run(i, index, 0.0, batches);
+    // A micro-batch's values are done with once its activations are posted (the message batch
+    // keeps them), or at once on the last model stage.
+    const Instruction& in = e.program[i];
+    Impl::Chunk& c = e.chunks[size_t(in.chunk)];
+    if (in.op == Op::SendActivation || (in.op == Op::Forward && c.send_ports.empty()))
+      c.micro.erase(in.micro_batch);
+  }
+  e.wait_posted();
+  if (e.options.device.is_cuda()) cuda::synchronize(e.options.device.index);
+  const bool reports_loss = e.chunks.back().loss_output >= 0 && e.grid.coord().tp == 0;
+  double loss = 0;
+  for (double l : all_gather_doubles(e.grid.host(), {reports_loss ? e.loss_sum : 0.0})) loss += l;
+  return loss / double(e.plan_micro_batches * e.replicas);
 }
 
 const partition::RankProgram& Engine::program(int chunk) const {

@@ -84,6 +84,7 @@ struct EngineStepResult {
   double grad_norm = 0;  // of the whole model, before clipping (and unscaled)
   bool skipped = false;  // f16: some rank's gradients overflowed; no rank applied the update
   std::string event;     // f16: what the loss scaler did this step, if anything
+  double loss_scale = 0;  // 16-bit compute: the scale the next step uses; 0 in f32
   int overlapped_buckets = 0;  // data-parallel buckets whose all-reduce started during backward
   int64_t deferred_all_reduces = 0;  // tensor-parallel all-reduces posted without waiting
   StepTimes times;       // this rank's
@@ -101,6 +102,10 @@ class Engine {
 
   // One training step with learning rate `lr` (collective; every rank the same step and lr).
   EngineStepResult step(int64_t step, double lr, const MicroBatchFn& batches);
+  // The mean loss over one global batch of `batches` (served as for step(), called with
+  // `index` in place of the step), forward only (collective): no gradients, no dropout, the
+  // parameters, optimizer and training's dropout streams untouched. Every rank returns it.
+  double evaluate(int64_t index, const MicroBatchFn& batches);
 
   // The plan's program of this rank's chunk (model stage chunk * pp + the rank's stage).
   const partition::RankProgram& program(int chunk = 0) const;

@@ -134,6 +134,22 @@ Program gpipe(int stage, int stages, int micro_batches, const ScheduleOptions& o
   return b.take();
 }
 
+Program forward_only(int stage, int stages, int micro_batches, int virtual_stages) {
+  ScheduleOptions options;
+  options.virtual_stages = virtual_stages;
+  check_arguments(stage, stages, micro_batches, options);
+  const int model_stages = stages * virtual_stages;
+  Program program;
+  for (int mb = 0; mb < micro_batches; ++mb)
+    for (int c = 0; c < virtual_stages; ++c) {
+      const int g = c * stages + stage;
+      if (g > 0) program.push_back({Op::RecvActivation, mb, c});
+      program.push_back({Op::Forward, mb, c});
+      if (g < model_stages - 1) program.push_back({Op::SendActivation, mb, c});
+    }
+  return program;
+}
+
 Program one_f_one_b(int stage, int stages, int micro_batches, const ScheduleOptions& options) {
   check_arguments(stage, stages, micro_batches, options);
   MERAK_CHECK(options.virtual_stages == 1, "1f1b has no virtual stages (use interleaved), got ",

@@ -93,6 +93,12 @@ Program interleaved_1f1b(int stage, int stages, int micro_batches,
 // travel back without the parameter products on their path.
 Program zero_bubble(int stage, int stages, int micro_batches, const ScheduleOptions& options = {});
 
+// Evaluation: each micro-batch's forward and its messages, nothing else (no backward, gradient
+// reduction or update). Micro-batch after micro-batch, each through the rank's chunks in order
+// (chunk c is model stage c * stages + stage), so every channel carries its messages in the
+// order they are sent.
+Program forward_only(int stage, int stages, int micro_batches, int virtual_stages = 1);
+
 Program make_schedule(ScheduleKind kind, int stage, int stages, int micro_batches,
                       const ScheduleOptions& options = {});
 // Every rank's program.

@@ -1,18 +1,108 @@
 #include "merak/train/batches.h"
 
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+#include "merak/data/gpt2_tokenizer.h"
+#include "merak/data/megatron.h"
+
 namespace merak::train {
 namespace {
 
-std::unique_ptr<data::TokenDataset> open_data(const config::Config& c) {
+// Tokens [begin, begin + count) of another dataset (the held-out split and what remains).
+class Slice final : public data::TokenDataset {
+ public:
+  Slice(std::shared_ptr<data::TokenDataset> whole, int64_t begin, int64_t count)
+      : whole_(std::move(whole)), begin_(begin), count_(count) {}
+  int64_t size() const override { return count_; }
+  int64_t vocab_hint() const override { return whole_->vocab_hint(); }
+  void read(int64_t start, int64_t count, int64_t* out) const override {
+    whole_->read(begin_ + start, count, out);
+  }
+
+ private:
+  std::shared_ptr<data::TokenDataset> whole_;
+  int64_t begin_, count_;
+};
+
+// Text files as one token sequence: bytes, or GPT-2's BPE with <|endoftext|> after each file.
+std::unique_ptr<data::TokenDataset> tokenize_text(const config::Config& c,
+                                                  const std::vector<std::string>& files) {
   const auto& d = c.data;
-  if (d.source == "generated") return data::generated_corpus(d.generated_tokens, d.seed);
-  if (d.source == "text") return data::tokenize_text_files(d.files);
-  return data::open_shards(d.files);
+  if (d.tokenizer == "byte") return data::tokenize_text_files(files);
+  data::Gpt2Tokenizer tokenizer = [&] {
+    try {
+      return data::Gpt2Tokenizer::load(d.vocab, d.merges);
+    } catch (const std::exception& e) {
+      throw config::ConfigError(c.path + ": keys 'data.vocab' / 'data.merges': " + e.what());
+    }
+  }();
+  std::vector<int64_t> ids;
+  for (const std::string& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    if (!in) throw config::ConfigError(c.path + ": key 'data.files': cannot read '" + f + "'");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::vector<int64_t> doc = tokenizer.encode(text);
+    ids.insert(ids.end(), doc.begin(), doc.end());
+    ids.push_back(tokenizer.eot_id());
+  }
+  return data::in_memory(std::move(ids), tokenizer.vocab_size());
+}
+
+// Megatron prefixes, each optionally after its blend weight, as Megatron's --data-path takes
+// them: [prefix, ...] or [0.3, prefix_a, 0.7, prefix_b].
+std::unique_ptr<data::TokenDataset> open_megatron(const config::Config& c,
+                                                  const std::vector<std::string>& files) {
+  auto number = [](const std::string& s, double* v) {
+    char* end = nullptr;
+    *v = std::strtod(s.c_str(), &end);
+    return !s.empty() && end == s.c_str() + s.size();
+  };
+  double w = 0;
+  if (files.empty() || !number(files[0], &w)) return data::open_megatron(files);
+  std::vector<std::string> prefixes;
+  std::vector<double> weights;
+  for (size_t i = 0; i < files.size(); i += 2) {
+    if (i + 1 >= files.size() || !number(files[i], &w) || w <= 0)
+      throw config::ConfigError(c.path + ": key 'data.files': weighted Megatron data is "
+                                "[weight, prefix, weight, prefix, ...] with weights > 0; entry " +
+                                std::to_string(i) + " is '" + files[i] + "'");
+    weights.push_back(w);
+    prefixes.push_back(files[i + 1]);
+  }
+  return data::open_megatron(prefixes, weights);
+}
+
+std::unique_ptr<data::TokenDataset> open_files(const config::Config& c,
+                                               const std::vector<std::string>& files) {
+  const auto& d = c.data;
+  if (d.source == "text") return tokenize_text(c, files);
+  if (d.source == "megatron") return open_megatron(c, files);
+  return data::open_shards(files);
+}
+
+std::unique_ptr<data::TokenDataset> open_data(const config::Config& c, Split split) {
+  const auto& d = c.data;
+  if (split == Split::Valid && !d.valid.empty()) return open_files(c, d.valid);
+  std::shared_ptr<data::TokenDataset> all =
+      d.source == "generated" ? data::generated_corpus(d.generated_tokens, d.seed)
+                              : open_files(c, d.files);
+  if (d.valid_split == 0) {
+    if (split == Split::Valid)
+      throw config::ConfigError(c.path + ": key 'eval.every': no validation data (data.valid "
+                                "or data.valid_split)");
+    return std::make_unique<Slice>(all, 0, all->size());
+  }
+  const int64_t held = int64_t(double(all->size()) * d.valid_split);
+  const int64_t kept = all->size() - held;
+  return split == Split::Valid ? std::make_unique<Slice>(all, kept, held)
+                               : std::make_unique<Slice>(all, 0, kept);
 }
 
 }  // namespace
 
-BatchSource::BatchSource(const config::Config& c) : data_(open_data(c)) {
+BatchSource::BatchSource(const config::Config& c, Split split) : data_(open_data(c, split)) {
   const auto& t = c.train;
   const bool bert = c.model.family == "bert";
   const int64_t data_vocab = bert ? data::BertVocab::kSize : data_->vocab_hint();

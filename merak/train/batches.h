@@ -15,11 +15,15 @@
 
 namespace merak::train {
 
+// Which data a source serves: training's, or the validation data evaluation reads (data.valid,
+// or the held-out tail of data.files when data.valid_split is set).
+enum class Split { Train, Valid };
+
 class BatchSource {
  public:
   // Opens the data; a vocabulary smaller than the data's token ids throws config::ConfigError
-  // naming model.vocab.
-  explicit BatchSource(const config::Config& config);
+  // naming model.vocab. Validation batches are drawn as training's are, from their own data.
+  explicit BatchSource(const config::Config& config, Split split = Split::Train);
   ~BatchSource();
 
   // Rows [r0, r1) of global batch `step` (0-based).

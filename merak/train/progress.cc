@@ -36,7 +36,13 @@ std::string log_line(const StepReport& r, int64_t total_steps) {
                 r.stats.step, total_steps, r.stats.loss, r.stats.lr, r.stats.grad_norm,
                 r.tokens_per_s, r.gflops, 100 * r.peak_fraction,
                 human_bytes(double(r.stats.peak_mem_bytes)).c_str());
-  return buf;
+  std::string line = buf;
+  if (r.eval) {
+    std::snprintf(buf, sizeof buf, " | valid loss %.4f (ppl %.2f, %.2f s)", r.eval->loss,
+                  r.eval->perplexity, r.eval->seconds);
+    line += buf;
+  }
+  return line;
 }
 
 std::string time_breakdown(const StepReport& r, int ranks) {
@@ -59,7 +65,14 @@ std::string json_line(const StepReport& r) {
                 "\"peak_mem_bytes\": %" PRId64 ", \"step_seconds\": %.6g}",
                 r.stats.step, r.stats.loss, r.stats.lr, r.stats.grad_norm, r.tokens_per_s,
                 r.gflops, r.peak_fraction, r.stats.peak_mem_bytes, r.stats.seconds);
-  return buf;
+  std::string line = buf;
+  if (r.eval) {
+    std::snprintf(buf, sizeof buf, ", \"valid_loss\": %.17g, \"valid_ppl\": %.17g}",
+                  r.eval->loss, r.eval->perplexity);
+    line.pop_back();  // the closing brace
+    line += buf;
+  }
+  return line;
 }
 
 void draw_progress(std::FILE* out, int64_t step, int64_t total, double loss) {

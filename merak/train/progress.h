@@ -11,6 +11,7 @@ namespace merak::train {
 
 struct StepReport {
   StepStats stats;
+  const EvalStats* eval = nullptr;  // when an evaluation ran after this step
   double tokens_per_s = 0;
   double gflops = 0;         // achieved model GFLOP/s
   double peak_fraction = 0;  // of the machine's f32 peak over the threads used

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdarg>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <vector>
 
 #include "merak/checkpoint/store.h"
@@ -13,6 +15,8 @@
 #include "merak/core/median.h"
 #include "merak/core/parallel.h"
 #include "merak/cuda/runtime.h"
+#include "merak/log/log.h"
+#include "merak/metrics/tensorboard.h"
 #include "merak/partition/report.h"
 #include "merak/runtime/engine_comm.h"
 #include "merak/runtime/engine_replay.h"
@@ -48,37 +52,51 @@ Peak measure_peak(Device device) {
   return p;
 }
 
+// A message at `level` (merak/log), printf-style; one line, no newline needed.
+[[gnu::format(printf, 2, 3)]] void say(log::Level level, const char* format, ...) {
+  if (!log::enabled(level)) return;
+  char buf[1024];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buf, sizeof buf, format, args);
+  va_end(args);
+  std::string line = buf;
+  while (!line.empty() && line.back() == '\n') line.pop_back();
+  std::fflush(stdout);  // after what was printf'd before it
+  log::message(level, line);
+}
+
 void print_header(Trainer& trainer, const Peak& peak) {
   const config::Config& c = trainer.config();
   const config::ParallelConfig& p = c.parallel;
   const auto& t = c.train;
   runtime::Engine& engine = trainer.engine();
   const int world = trainer.grid().world().size();
-  std::printf("merak_train: %s | %s, %lld layers, hidden %lld, %lld heads | %.2fM parameters | "
-              "dp %lld, pp %lld, tp %lld on %d rank%s\n",
-              c.path.c_str(), c.model.family.c_str(), (long long)c.model.layers,
-              (long long)c.model.hidden, (long long)c.model.heads,
-              double(trainer.parameters()) / 1e6, (long long)p.dp, (long long)p.pp,
-              (long long)p.tp, world, world == 1 ? "" : "s");
+  say(log::Level::Info,
+      "merak_train: %s | %s, %lld layers, hidden %lld, %lld heads | %.2fM parameters | "
+      "dp %lld, pp %lld, tp %lld on %d rank%s",
+      c.path.c_str(), c.model.family.c_str(), (long long)c.model.layers,
+      (long long)c.model.hidden, (long long)c.model.heads, double(trainer.parameters()) / 1e6,
+      (long long)p.dp, (long long)p.pp, (long long)p.tp, world, world == 1 ? "" : "s");
   const int threads = num_threads();
-  std::printf("  batch %lld x seq %lld in %lld micro-batch%s of %lld per replica, schedule %s, "
-              "recompute %s, %lld steps | %s in %s, %d thread%s a rank, %s\n",
-              (long long)t.batch, (long long)t.seq_len,
-              (long long)config::micro_batches_per_replica(c),
-              config::micro_batches_per_replica(c) == 1 ? "" : "es",
-              (long long)config::micro_batch_size(c), p.schedule.c_str(), p.recompute.c_str(),
-              (long long)t.steps, trainer.device().str().c_str(), t.precision.c_str(), threads,
-              threads == 1 ? "" : "s", peak.what.c_str());
+  say(log::Level::Info,
+      "  batch %lld x seq %lld in %lld micro-batch%s of %lld per replica, schedule %s, "
+      "recompute %s, %lld steps | %s in %s, %d thread%s a rank, %s",
+      (long long)t.batch, (long long)t.seq_len, (long long)config::micro_batches_per_replica(c),
+      config::micro_batches_per_replica(c) == 1 ? "" : "es",
+      (long long)config::micro_batch_size(c), p.schedule.c_str(), p.recompute.c_str(),
+      (long long)t.steps, trainer.device().str().c_str(), t.precision.c_str(), threads,
+      threads == 1 ? "" : "s", peak.what.c_str());
   // A job (even of one rank, under a launcher) names what carries its groups' tensors.
   if (std::string(trainer.grid().pp().backend()) != "self")
-    std::printf("  groups talk over %s\n", comm::backend_name(trainer.grid().pp()).c_str());
+    say(log::Level::Info, "  groups talk over %s", comm::backend_name(trainer.grid().pp()).c_str());
   if (!engine.dp_transport().empty() && engine.dp_parameters().empty())
-    std::printf("  data-parallel gradient sums: %s\n", engine.dp_transport().c_str());
+    say(log::Level::Info, "  data-parallel gradient sums: %s", engine.dp_transport().c_str());
   else if (!engine.dp_transport().empty())
-    std::printf("  data-parallel gradient sums: %s, buckets of %g MiB; parameters: %s\n",
-                engine.dp_transport().c_str(), p.bucket_mb, engine.dp_parameters().c_str());
+    say(log::Level::Info, "  data-parallel gradient sums: %s, buckets of %g MiB; parameters: %s",
+        engine.dp_transport().c_str(), p.bucket_mb, engine.dp_parameters().c_str());
   if (!engine.tp_transport().empty())
-    std::printf("  tensor-parallel all-reduces: %s\n", engine.tp_transport().c_str());
+    say(log::Level::Info, "  tensor-parallel all-reduces: %s", engine.tp_transport().c_str());
   std::fflush(stdout);
 }
 
@@ -173,6 +191,22 @@ void write_trace(Trainer& trainer, const std::string& path,
                step_seconds);
 }
 
+// A step's figures as TensorBoard scalars (and the evaluation's, when one ran).
+void write_scalars(metrics::TensorBoardWriter& board, const StepReport& r) {
+  const int64_t step = r.stats.step;
+  board.scalar("train/loss", step, float(r.stats.loss));
+  board.scalar("train/lr", step, float(r.stats.lr));
+  board.scalar("train/grad_norm", step, float(r.stats.grad_norm));
+  board.scalar("train/tokens_per_s", step, float(r.tokens_per_s));
+  board.scalar("train/mfu", step, float(r.peak_fraction));
+  board.scalar("train/peak_mem_gib", step, float(double(r.stats.peak_mem_bytes) / (1 << 30)));
+  if (r.stats.loss_scale > 0) board.scalar("train/loss_scale", step, float(r.stats.loss_scale));
+  if (r.eval) {
+    board.scalar("valid/loss", step, float(r.eval->loss));
+    board.scalar("valid/perplexity", step, float(r.eval->perplexity));
+  }
+}
+
 }  // namespace
 
 int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
@@ -180,6 +214,15 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   const config::CheckpointConfig& ck = c.checkpoint;
   const bool root = grid.rank() == 0;
   Trainer trainer(c, grid, !options.trace.empty());
+  {
+    const comm::GridCoord at = grid.coord();
+    int64_t here = 0;
+    for (const auto& [name, value] : trainer.engine().parameters()) here += value.numel();
+    say(log::Level::Debug, "place: dp %d, pp %d, tp %d | %d model chunk%s, %.2fM parameters "
+        "here | %s", at.dp, at.pp, at.tp, trainer.engine().chunks(),
+        trainer.engine().chunks() == 1 ? "" : "s", double(here) / 1e6,
+        trainer.device().str().c_str());
+  }
   const std::string resume = resume_dir(c, grid, options.resume);
   if (!ck.dir.empty()) {
     std::string problem;
@@ -203,12 +246,20 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
     metrics.open(options.metrics);
     if (!metrics) throw SetupError("cannot write metrics file '" + options.metrics + "'");
   }
+  std::unique_ptr<metrics::TensorBoardWriter> board;
+  if (root && !options.tensorboard.empty()) {
+    try {
+      board = std::make_unique<metrics::TensorBoardWriter>(options.tensorboard);
+    } catch (const std::exception& e) {
+      throw SetupError(std::string("--tensorboard: ") + e.what());
+    }
+  }
   const int world = grid.world().size();
   // Only rank 0 reports; the others skip the measurement (and do not disturb it much).
   const Peak peak = root ? measure_peak(trainer.device()) : Peak();
   if (root) print_header(trainer, peak);
   if (root && !resume.empty())
-    std::printf("resumed from %s: step %lld done (loaded in %.2f s)\n", resume.c_str(),
+    say(log::Level::Info, "resumed from %s: step %lld done (loaded in %.2f s)", resume.c_str(),
                 (long long)trainer.steps_done(), load_seconds);
   if (trainer.steps_done() >= t.steps) {
     if (root)
@@ -234,10 +285,16 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
       seconds += s.seconds;
       flops += s.model_flops;
     }
+    // Evaluation after the step (collective), reported with it.
+    std::optional<EvalStats> eval;
+    if (c.eval.every > 0 && (s.step % c.eval.every == 0 || s.step == t.steps))
+      eval = trainer.evaluate();
     if (root) {
-      const StepReport rep = report(s, peak.rank_gflops * world);
+      StepReport rep = report(s, peak.rank_gflops * world);
+      if (eval) rep.eval = &*eval;
       if (metrics.is_open()) metrics << json_line(rep) << "\n" << std::flush;
-      if (s.step == 1 || s.step % t.log_interval == 0 || s.step == t.steps) {
+      if (board) write_scalars(*board, rep);
+      if (s.step == 1 || s.step % t.log_interval == 0 || s.step == t.steps || eval) {
         if (tty) std::printf("\r\033[K");
         std::printf("%s%s\n", log_line(rep, t.steps).c_str(),
                     world > 1 ? time_breakdown(rep, world).c_str() : "");
@@ -253,7 +310,7 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
     auto report_save = [&](const CheckpointSaved& saved) {
       if (!root) return;
       if (tty) std::printf("\r\033[K");
-      std::printf("checkpoint: %s (%s in %.2f s; the steps waited %.3f s)\n",
+      say(log::Level::Info, "checkpoint: %s (%s in %.2f s; the steps waited %.3f s)",
                   saved.step_dir.c_str(), human_bytes(double(saved.bytes)).c_str(),
                   saved.seconds, saved.blocked);
     };

@@ -17,6 +17,8 @@ struct RunOptions {
   // A checkpoint to continue from: a step directory, a checkpoint directory (its latest), or
   // "auto" (checkpoint.dir's latest if it has one, else a fresh start). Empty: a fresh start.
   std::string resume;
+  // A TensorBoard event file goes in this directory (rank 0 writes it); empty: none.
+  std::string tensorboard;
 };
 
 // Trains as the config says on `grid` (its shape is the config's layout; one process is

@@ -3,6 +3,8 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <thread>
 
@@ -189,8 +191,14 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
     if (!engine_->data_inputs().empty()) {
       data_ = std::make_unique<BatchSource>(c);
       batches_ = micro_batch_source(*data_, config::model_micro_batch_size(c));
+      if (c.eval.every > 0) {
+        valid_ = std::make_unique<BatchSource>(c, Split::Valid);
+        valid_batches_ = micro_batch_source(*valid_, config::model_micro_batch_size(c));
+      }
     }
   } catch (const config::ConfigError& e) {
+    problem = e.what();
+  } catch (const Error& e) {  // the data's own (a damaged shard or index): the file and where
     problem = e.what();
   }
   agree(grid_.host(), problem);
@@ -223,6 +231,7 @@ StepStats Trainer::step() {
   s.grad_norm = r.grad_norm;
   s.skipped = r.skipped;
   s.event = r.event;
+  s.loss_scale = r.loss_scale;
   s.time = runtime::breakdown(r.ranks);
   s.seconds = s.time.step;
   s.tokens = double(t.batch) * double(t.seq_len);
@@ -231,6 +240,20 @@ StepStats Trainer::step() {
                          ? cuda::caching_allocator().stats().peak_bytes
                          : cpu_memory_stats().peak_bytes + engine_->shared_memory_bytes();
   return s;
+}
+
+EvalStats Trainer::evaluate() {
+  MERAK_CHECK(config_.eval.every > 0, "Trainer::evaluate: eval.every is 0 (no validation data)");
+  const auto start = std::chrono::steady_clock::now();
+  EvalStats e;
+  e.step = steps_;
+  // The same eval.batches global batches every time, so evaluations compare step to step.
+  double sum = 0;
+  for (int64_t b = 0; b < config_.eval.batches; ++b) sum += engine_->evaluate(b, valid_batches_);
+  e.loss = sum / double(config_.eval.batches);
+  e.perplexity = std::exp(e.loss);
+  e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return e;
 }
 
 }  // namespace merak::train

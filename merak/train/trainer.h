@@ -37,11 +37,20 @@ struct StepStats {
   double grad_norm = 0;    // before clipping
   bool skipped = false;    // f16: gradients overflowed somewhere, the update was not applied
   std::string event;       // f16: what the loss scaler did this step, if anything
+  double loss_scale = 0;   // 16-bit compute: the loss scale for the next step; 0 in f32
   double seconds = 0;      // wall time of the step (the slowest rank's)
   double tokens = 0;       // tokens in the global batch
   double model_flops = 0;  // model FLOPs of the step (flops_per_token * tokens)
   int64_t peak_mem_bytes = 0;   // this rank's high-water mark since the start
   runtime::StepBreakdown time;  // where the ranks' time went
+};
+
+// An evaluation: the mean loss over eval.batches global batches of the validation data.
+struct EvalStats {
+  int64_t step = 0;         // training steps done when it ran
+  double loss = 0;
+  double perplexity = 0;    // exp(loss)
+  double seconds = 0;
 };
 
 // The engine settings a config describes (schedule, recomputation per stage, optimizer, seed,
@@ -84,6 +93,9 @@ class Trainer {
   // batch.
   StepStats step();
   int64_t steps_done() const { return steps_; }
+  // Evaluation on the validation data (collective; eval.every > 0): forward only, no effect on
+  // the parameters, the optimizer, training's data order or its dropout streams.
+  EvalStats evaluate();
 
   const config::Config& config() const { return config_; }
   comm::Grid& grid() { return grid_; }
@@ -132,6 +144,8 @@ class Trainer {
   // GPT-2's), cut to this rank's shards; problems are SetupErrors naming the key and file.
   void load_initial_weights(const std::string& path);
   runtime::MicroBatchFn batches_;
+  std::unique_ptr<BatchSource> valid_;  // eval.every > 0: the validation data
+  runtime::MicroBatchFn valid_batches_;
   double flops_per_token_ = 0;
   int64_t parameters_ = 0;
   int64_t steps_ = 0;

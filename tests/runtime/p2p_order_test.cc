@@ -131,3 +131,27 @@ TEST_CASE("interleaved chunks talk around the ring: the last rank feeds the firs
   REQUIRE_FALSE(r.order.empty());
   CHECK(r.order[0].rfind("rank 1 -> rank 0: message 0 is SA1 ", 0) == 0);
 }
+
+TEST_CASE("evaluation's forward-only programs match in order and cannot deadlock",
+          "[p2p_order]") {
+  for (int v = 1; v <= 4; ++v)
+    for (int S = 1; S <= 8; ++S)
+      for (int M = 1; M <= 12; ++M) {
+        std::vector<Program> programs;
+        for (int s = 0; s < S; ++s) programs.push_back(forward_only(s, S, M, v));
+        const P2POrderResult r = check_p2p_order(programs, v);
+        INFO("pp=" << S << " mb=" << M << " v=" << v << "\n" << r.report());
+        REQUIRE(r.ok());
+        // Each micro-batch's forward once on every chunk, and nothing but forwards and
+        // activation messages.
+        for (const Program& p : programs) {
+          int forwards = 0;
+          for (const Instruction& i : p) {
+            forwards += i.op == Op::Forward;
+            REQUIRE((i.op == Op::Forward || i.op == Op::SendActivation ||
+                     i.op == Op::RecvActivation));
+          }
+          REQUIRE(forwards == M * v);
+        }
+      }
+}

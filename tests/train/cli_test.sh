@@ -135,4 +135,21 @@ done
   fail "merak_train --dry-run with keys"
 same_plan "$tmp/flags.json" "$tmp/keys.json" ||
   fail "flags and keys differ: $(diff <(strip "$tmp/flags.json") <(strip "$tmp/keys.json") | head -20)"
+# --log-level: messages (the header, here) are filtered by level, the step lines stay; a debug
+# message of another rank carries its rank; an unknown level is refused.
+"$train" --config "$configs/gpt-tiny.yaml" --set train.steps=2 --log-level warn \
+  > "$tmp/quiet.log" 2>&1 || fail "--log-level warn: $(tail -3 "$tmp/quiet.log")"
+grep -q '^step     2/2 | loss' "$tmp/quiet.log" || fail "--log-level warn lost the step line"
+! grep -q '^merak_train: configs' "$tmp/quiet.log" || fail "--log-level warn kept the header"
+OMPI_MCA_btl=self,vader timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 "$train" \
+  --config "$configs/gpt-tiny.yaml" --set train.steps=1 --set parallel.pp=2 --log-level debug \
+  > "$tmp/debug.log" 2>&1 || fail "--log-level debug at pp 2: $(tail -3 "$tmp/debug.log")"
+grep -q '^\[rank 1\] place: dp 0, pp 1, tp 0' "$tmp/debug.log" ||
+  fail "no rank-prefixed debug message: $(head -5 "$tmp/debug.log")"
+grep -q '^place: dp 0, pp 0, tp 0' "$tmp/debug.log" || fail "no rank 0 debug message"
+"$train" --config "$configs/gpt-tiny.yaml" --log-level loud > "$tmp/bad.log" 2>&1
+[ $? -eq 2 ] && grep -q "unknown log level 'loud'" "$tmp/bad.log" ||
+  fail "--log-level loud: $(cat "$tmp/bad.log")"
+echo "log levels: warn hides messages, debug shows every rank's with its rank"
+
 echo "cli_test: all checks passed"

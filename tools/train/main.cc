@@ -1,7 +1,7 @@
 // merak_train: trains the model a config describes (merak/train/run.h does the work).
 //
 //   merak_train --config configs/gpt-tiny.yaml [--set key=value ...] [--metrics FILE]
-//               [--trace FILE.json]
+//               [--trace FILE.json] [--tensorboard DIR] [--log-level LEVEL]
 //   mpirun -np N merak_train --config configs/gpt-tiny-3d.yaml [...]
 //   merak_train --config FILE.yaml --dry-run [--world N] [--gpus-per-node G] [--hardware NAME]
 //               [--json]        the plan (and with auto keys the layout search), explained; no
@@ -26,6 +26,7 @@
 #include "merak/comm/mpi_communicator.h"
 #include "merak/comm/mpi_env.h"
 #include "merak/comm/self_communicator.h"
+#include "merak/log/log.h"
 #include "merak/train/layout_search.h"
 #include "merak/train/plan.h"
 #include "merak/train/run.h"
@@ -38,6 +39,7 @@ struct Args {
   std::vector<std::string> overrides;
   merak::train::RunOptions run;
   bool dry_run = false, json = false;
+  merak::log::Level log_level = merak::log::Level::Info;
   merak::train::DryRunOptions plan;  // --world, --gpus-per-node (--json too)
 };
 
@@ -45,7 +47,8 @@ struct Args {
   std::fprintf(stderr,
                "merak_train: %s\nusage: [mpirun -np N] merak_train --config FILE.yaml "
                "[--set key=value ...] [--metrics FILE.jsonl] [--trace FILE.json]\n"
-               "       [--resume STEP_DIR|CHECKPOINT_DIR|auto]\n"
+               "       [--tensorboard DIR] [--resume STEP_DIR|CHECKPOINT_DIR|auto]\n"
+               "       [--log-level debug|info|warn|error|off]\n"
                "       merak_train --config FILE.yaml [--set key=value ...] --dry-run [--world N]\n"
                "                   [--gpus-per-node G] [--hardware NAME] [--json]\n",
                problem.c_str());
@@ -74,6 +77,14 @@ Args parse_args(int argc, char** argv) {
     else if (arg == "--metrics") a.run.metrics = value();
     else if (arg == "--trace") a.run.trace = value();
     else if (arg == "--resume") a.run.resume = value();
+    else if (arg == "--tensorboard") a.run.tensorboard = value();
+    else if (arg == "--log-level") {
+      try {
+        a.log_level = merak::log::parse_level(value());
+      } catch (const std::invalid_argument& e) {
+        usage(std::string("--log-level: ") + e.what());
+      }
+    }
     else if (arg == "--dry-run") a.dry_run = true;
     else if (arg == "--json") a.json = true;
     else if (arg == "--world") a.plan.world = count(value(), arg);
@@ -88,6 +99,8 @@ Args parse_args(int argc, char** argv) {
     usage("--world and --gpus-per-node go with --dry-run (a job's size is its launcher's)");
   a.plan.json = a.json;
   if (!a.run.resume.empty() && a.dry_run) usage("--resume trains: it does not go with --dry-run");
+  if (!a.run.tensorboard.empty() && a.dry_run)
+    usage("--tensorboard records training: it does not go with --dry-run");
   return a;
 }
 
@@ -176,6 +189,7 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   const Args args = parse_args(argc, argv);
   const Launch launch = launcher();
+  log::setup(launch.rank, args.log_level);
   const int world = launch.size;
   const bool speaker = launch.rank == 0;
   config::Config cfg;

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Real data through merak_train:
+#   - text tokenized by merak_tokenize with GPT-2's BPE into a Megatron .bin/.idx trains
+#     (data.source: megatron), the loss falling;
+#   - weighted Megatron prefixes ([w, a, w, b]) train; a malformed weight list is an exit-2
+#     config error naming data.files;
+#   - a truncated index ends the run with exit 2 naming the file and the byte offset;
+#   - data.source: text with data.tokenizer: gpt2 tokenizes the files in merak_train itself and
+#     gives the first step the same loss as the Megatron file of the same text.
+set -u
+train="$1"
+tokenize="$2"
+configs="$3"
+vocab="$4"
+merges="$5"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+fail() { echo "FAIL: $*"; exit 1; }
+export MERAK_NUM_THREADS=1
+
+# Two small "books": English-like sentences with numbers and punctuation.
+for n in 1 2; do
+  for i in $(seq 300); do
+    echo "Chapter $n, line $i: the river runs past the mill, and the miller counts $((i * 7 % 97)) sacks."
+  done > "$tmp/book$n.txt"
+done
+bpe=(--tokenizer gpt2 --vocab "$vocab" --merges "$merges")
+"$tokenize" "${bpe[@]}" --format megatron -o "$tmp/books" "$tmp/book1.txt" "$tmp/book2.txt" \
+  > "$tmp/tok.log" 2>&1 || fail "merak_tokenize megatron: $(cat "$tmp/tok.log")"
+"$tokenize" "${bpe[@]}" --format megatron -o "$tmp/book2only" "$tmp/book2.txt" \
+  > "$tmp/tok3.log" 2>&1 || fail "merak_tokenize book2: $(cat "$tmp/tok3.log")"
+
+gpt2=(--config "$configs/gpt-tiny.yaml" --set model.vocab=50304 --set model.layers=2
+      --set train.seq_len=32 --set train.batch=8 --set train.log_interval=100
+      --set data.vocab="$vocab" --set data.merges="$merges")
+first_loss() { sed -n 's/.*"step": 1, "loss": \([^,]*\),.*/\1/p' "$1"; }
+run() {  # name args...
+  local name="$1"; shift
+  "$train" "${gpt2[@]}" --metrics "$tmp/$name.jsonl" "$@" > "$tmp/$name.log" 2>&1 ||
+    fail "$name: exit $?: $(tail -3 "$tmp/$name.log")"
+}
+run megatron --set data.source=megatron --set "data.files=[$tmp/books]" --set train.steps=30
+run text --set data.source=text --set data.tokenizer=gpt2 \
+  --set "data.files=[$tmp/book1.txt, $tmp/book2.txt]" --set train.steps=1
+a=$(first_loss "$tmp/megatron.jsonl"); c=$(first_loss "$tmp/text.jsonl")
+[ -n "$a" ] || fail "no first loss: $(tail -3 "$tmp/megatron.log")"
+# The tool's Megatron file ends each document with <|endoftext|>; merak_train's text source
+# puts one after each file: the same tokens, so the same batches.
+[ "$a" = "$c" ] || fail "data.source text (gpt2) first loss $c, the Megatron file's $a"
+last=$(sed -n 's/.*"step": 30, "loss": \([^,]*\),.*/\1/p' "$tmp/megatron.jsonl")
+awk -v a="$a" -v b="$last" 'BEGIN { exit !(b < a - 1.0) }' ||
+  fail "the loss did not fall on Megatron data: $a -> $last"
+echo "megatron data trains: loss $a -> $last over 30 steps; the text source (gpt2) agrees"
+
+run blend --set data.source=megatron --set "data.files=[0.3, $tmp/books, 0.7, $tmp/book2only]" \
+  --set train.steps=3
+echo "weighted prefixes train: $(sed -n 's/.*"step": 3, "loss": \([^,]*\),.*/\1/p' "$tmp/blend.jsonl")"
+"$train" "${gpt2[@]}" --set data.source=megatron --set "data.files=[0.3, $tmp/books, 0.7]" \
+  > "$tmp/badw.log" 2>&1
+code=$?
+[ "$code" -eq 2 ] && grep -q "data.files" "$tmp/badw.log" ||
+  fail "a weight without its prefix: exit $code: $(cat "$tmp/badw.log")"
+# A damaged index: exit 2 before training, naming the file and the byte offset.
+cp "$tmp/books.bin" "$tmp/cut.bin"
+head -c 30 "$tmp/books.idx" > "$tmp/cut.idx"
+"$train" "${gpt2[@]}" --set data.source=megatron --set "data.files=[$tmp/cut]" \
+  > "$tmp/cut.log" 2>&1
+code=$?
+[ "$code" -eq 2 ] && grep -q "cut.idx: byte [0-9]*: " "$tmp/cut.log" ||
+  fail "a truncated index: exit $code: $(cat "$tmp/cut.log")"
+echo "truncated index: $(head -1 "$tmp/cut.log")"
+echo "PASS"
