@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,26 @@ std::unique_ptr<TokenDataset> open_shard(const std::string& path);
 std::unique_ptr<TokenDataset> open_shards(const std::vector<std::string>& paths);
 // Writes tokens in our shard format (uint16 when every id < 65536, else uint32), atomically.
 void write_shard(const std::string& path, const std::vector<int64_t>& tokens);
+// Streams tokens into llm.c's .bin (the header open_shard reads, then uint16 ids) through
+// PATH.tmp: the header's count is filled in by close(), which fsyncs the file and renames it to
+// PATH. Errors throw merak::Error naming the file: a vocab_size over 65536, an id outside
+// uint16, more than 2^31 - 1 tokens. Destroyed before close(), it removes PATH.tmp.
+class LlmcWriter {
+ public:
+  LlmcWriter(std::string path, int64_t vocab_size);
+  ~LlmcWriter();
+  LlmcWriter(const LlmcWriter&) = delete;
+  LlmcWriter& operator=(const LlmcWriter&) = delete;
+  void add(const std::vector<int64_t>& ids);
+  void close();
+  int64_t tokens() const { return tokens_; }
+
+ private:
+  void put(const unsigned char* bytes, size_t n);
+  std::string path_, tmp_;
+  std::FILE* file_ = nullptr;
+  int64_t tokens_ = 0;
+};
 // Tokens held in memory (the generated corpus, tokenized text).
 std::unique_ptr<TokenDataset> in_memory(std::vector<int64_t> tokens, int64_t vocab);
 

@@ -1,4 +1,5 @@
-// Token shards on disk: our format and llm.c's, memory-mapped read-only; atomic shard writes.
+// Token shards on disk: our format and llm.c's, memory-mapped read-only; atomic shard writes,
+// and llm.c's .bin streamed.
 // The byte layouts are documented in merak/data/README.md.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <mutex>
 
@@ -211,6 +213,66 @@ void write_shard(const std::string& path, const std::vector<int64_t>& tokens) {
     const int err = errno;
     ::unlink(tmp.c_str());
     MERAK_FAIL(path, ": cannot rename ", tmp, " into place: ", std::strerror(err));
+  }
+}
+
+LlmcWriter::LlmcWriter(std::string path, int64_t vocab_size)
+    : path_(std::move(path)), tmp_(path_ + ".tmp") {
+  MERAK_CHECK(vocab_size <= 65536, path_,
+              ": llm.c's format holds uint16 tokens; the vocabulary has ", vocab_size);
+  file_ = std::fopen(tmp_.c_str(), "wb");
+  MERAK_CHECK(file_, tmp_, ": cannot create: ", std::strerror(errno));
+  const std::vector<unsigned char> header(size_t(kLlmcHeaderBytes), 0);  // counted at close()
+  put(header.data(), header.size());
+}
+
+LlmcWriter::~LlmcWriter() {
+  if (file_) {
+    std::fclose(file_);
+    std::remove(tmp_.c_str());
+  }
+}
+
+void LlmcWriter::put(const unsigned char* bytes, size_t n) {
+  MERAK_CHECK(file_, path_, ": write after close");
+  MERAK_CHECK(std::fwrite(bytes, 1, n, file_) == n, tmp_, ": write failed: ",
+              std::strerror(errno));
+}
+
+void LlmcWriter::add(const std::vector<int64_t>& ids) {
+  std::vector<unsigned char> bytes(ids.size() * 2);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    MERAK_CHECK(ids[i] >= 0 && ids[i] <= int64_t(UINT16_MAX), path_, ": cannot write token id ",
+                ids[i], " (llm.c's tokens are uint16)");
+    store_le(bytes.data() + 2 * i, uint64_t(ids[i]), 2);
+  }
+  put(bytes.data(), bytes.size());
+  tokens_ += int64_t(ids.size());
+  MERAK_CHECK(tokens_ <= INT32_MAX, path_,
+              ": more than 2^31 - 1 tokens, the most llm.c's int32 header can count");
+}
+
+void LlmcWriter::close() {
+  MERAK_CHECK(file_, path_, ": closed twice");
+  unsigned char header[12];
+  store_le(header, kLlmcMagic, 4);
+  store_le(header + 4, kLlmcVersion, 4);
+  store_le(header + 8, uint64_t(tokens_), 4);
+  if (std::fflush(file_) != 0 || std::fseek(file_, 0, SEEK_SET) != 0 ||
+      std::fwrite(header, 1, 12, file_) != 12 || std::fflush(file_) != 0 ||
+      ::fsync(fileno(file_)) != 0)
+    MERAK_FAIL(tmp_, ": write failed: ", std::strerror(errno));
+  const int closed = std::fclose(file_);
+  file_ = nullptr;
+  if (closed != 0) {
+    const int err = errno;
+    std::remove(tmp_.c_str());
+    MERAK_FAIL(tmp_, ": write failed: ", std::strerror(err));
+  }
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp_.c_str());
+    MERAK_FAIL(path_, ": cannot rename ", tmp_, " into place: ", std::strerror(err));
   }
 }
 
