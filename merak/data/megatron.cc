@@ -3,7 +3,6 @@
 #include "merak/data/megatron.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 #include <mutex>
 
 #include "merak/core/error.h"
+#include "merak/data/mapped_file.h"
 
 namespace merak::data {
 namespace {
@@ -53,47 +53,11 @@ int64_t token_at(const unsigned char* p, int width, bool is_signed) {
   return int64_t((raw ^ sign) - sign);
 }
 
-// A whole file mapped read-only.
-class Mapping {
- public:
-  explicit Mapping(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY);
-    MERAK_CHECK(fd >= 0, path, ": cannot open: ", std::strerror(errno));
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      MERAK_FAIL(path, ": cannot stat: ", std::strerror(err));
-    }
-    size_ = uint64_t(st.st_size);
-    if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_t(size_), PROT_READ, MAP_SHARED, fd, 0);
-      const int err = errno;
-      ::close(fd);
-      MERAK_CHECK(p != MAP_FAILED, path, ": cannot mmap: ", std::strerror(err));
-      bytes_ = static_cast<const unsigned char*>(p);
-    } else {
-      ::close(fd);
-    }
-  }
-  ~Mapping() {
-    if (bytes_) ::munmap(const_cast<unsigned char*>(bytes_), size_t(size_));
-  }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  const unsigned char* bytes() const { return bytes_; }
-  uint64_t size() const { return size_; }
-
- private:
-  const unsigned char* bytes_ = nullptr;
-  uint64_t size_ = 0;
-};
-
 }  // namespace
 
 struct MegatronDataset::Impl {
   std::string prefix, idx_path, bin_path;
-  std::unique_ptr<Mapping> idx, bin;
+  std::unique_ptr<MappedFile> idx, bin;
   uint8_t code = 0;
   int width = 0;
   bool is_signed = false;
@@ -120,10 +84,10 @@ std::unique_ptr<MegatronDataset> MegatronDataset::open(const std::string& prefix
   m->prefix = prefix;
   m->idx_path = prefix + ".idx";
   m->bin_path = prefix + ".bin";
-  m->idx = std::make_unique<Mapping>(m->idx_path);
+  m->idx = std::make_unique<MappedFile>(m->idx_path);
   const std::string& ip = m->idx_path;
   const unsigned char* b = m->idx->bytes();
-  const uint64_t n = m->idx->size();
+  const uint64_t n = uint64_t(m->idx->size());
 
   // A field of `bytes` bytes at `at` must lie inside the file.
   auto need = [&](uint64_t at, uint64_t bytes, const char* what) {
@@ -207,8 +171,8 @@ std::unique_ptr<MegatronDataset> MegatronDataset::open(const std::string& prefix
               ": the document index ends at sequence ", prev, ", expected the sequence count ",
               S);
 
-  m->bin = std::make_unique<Mapping>(m->bin_path);
-  const uint64_t bin_bytes = m->bin->size();
+  m->bin = std::make_unique<MappedFile>(m->bin_path);
+  const uint64_t bin_bytes = uint64_t(m->bin->size());
   MERAK_CHECK(bin_bytes >= expected, m->bin_path, ": byte ", bin_bytes, ": truncated: ",
               m->idx_path, " places its sequences in bytes [0, ", expected,
               "), the file ends at byte ", bin_bytes);

@@ -2,7 +2,6 @@
 // and llm.c's .bin streamed.
 // The byte layouts are documented in merak/data/README.md.
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include <mutex>
 
 #include "merak/data/dataset.h"
+#include "merak/data/mapped_file.h"
 
 namespace merak::data {
 namespace {
@@ -34,46 +34,9 @@ void store_le(unsigned char* p, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
 }
 
-// A whole file mapped read-only; unmapped when the last owner goes.
-class Mapping {
- public:
-  explicit Mapping(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY);
-    MERAK_CHECK(fd >= 0, path, ": cannot open: ", std::strerror(errno));
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      MERAK_FAIL(path, ": cannot stat: ", std::strerror(err));
-    }
-    size_ = int64_t(st.st_size);
-    if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_t(size_), PROT_READ, MAP_SHARED, fd, 0);
-      const int err = errno;
-      ::close(fd);  // the mapping keeps the file alive
-      MERAK_CHECK(p != MAP_FAILED, path, ": cannot mmap: ", std::strerror(err));
-      bytes_ = static_cast<const unsigned char*>(p);
-    } else {
-      ::close(fd);
-    }
-  }
-  ~Mapping() {
-    if (bytes_) ::munmap(const_cast<unsigned char*>(bytes_), size_t(size_));
-  }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-
-  const unsigned char* bytes() const { return bytes_; }
-  int64_t size() const { return size_; }
-
- private:
-  const unsigned char* bytes_ = nullptr;
-  int64_t size_ = 0;
-};
-
 class ShardDataset : public TokenDataset {
  public:
-  ShardDataset(std::string path, std::unique_ptr<Mapping> map, int64_t header, int width,
+  ShardDataset(std::string path, std::unique_ptr<MappedFile> map, int64_t header, int width,
                int64_t count)
       : path_(std::move(path)), map_(std::move(map)), tokens_(map_->bytes() + header),
         width_(width), count_(count) {}
@@ -100,7 +63,7 @@ class ShardDataset : public TokenDataset {
 
  private:
   std::string path_;
-  std::unique_ptr<Mapping> map_;
+  std::unique_ptr<MappedFile> map_;
   const unsigned char* tokens_;
   int width_;
   int64_t count_;
@@ -133,7 +96,7 @@ std::string hex_prefix(const unsigned char* p, int64_t n) {
 }  // namespace
 
 std::unique_ptr<TokenDataset> open_shard(const std::string& path) {
-  auto map = std::make_unique<Mapping>(path);
+  auto map = std::make_unique<MappedFile>(path);
   const unsigned char* b = map->bytes();
   const int64_t n = map->size();
   int64_t header = 0, count = 0;
