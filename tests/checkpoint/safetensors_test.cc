@@ -5,33 +5,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "merak/checkpoint/safetensors.h"
+#include "tests/test_files.h"
 
 using namespace merak;
 using merak::checkpoint::load_safetensors;
 using merak::checkpoint::save_safetensors;
 
+using namespace merak::testing;  // tests/test_files.h
+
 namespace {
 
-std::string temp_path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");  // set by bazel test
-  return std::string(dir ? dir : "/tmp") + "/merak_st_" + std::to_string(::getpid()) + "_" + name;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), std::streamsize(bytes.size()));
-}
+// This process's scratch files: temp_path(kTemp + name).
+const std::string kTemp = "merak_st_" + std::to_string(::getpid()) + "_";
 
 // A safetensors file from its parts: the 8-byte little-endian header length, header, data.
 std::string file_from(const std::string& header, const std::string& data) {
@@ -79,7 +66,7 @@ std::vector<std::pair<std::string, Tensor>> sample_tensors() {
 
 TEST_CASE("safetensors round trip keeps names, order, dtypes, shapes and bytes", "[checkpoint]") {
   const auto tensors = sample_tensors();
-  const std::string path = temp_path("roundtrip.safetensors");
+  const std::string path = temp_path(kTemp + "roundtrip.safetensors");
   save_safetensors(path, tensors);
   const auto loaded = load_safetensors(path);
   REQUIRE(loaded.size() == tensors.size());
@@ -97,11 +84,11 @@ TEST_CASE("safetensors round trip keeps names, order, dtypes, shapes and bytes",
 }
 
 TEST_CASE("safetensors files follow the format's layout", "[checkpoint]") {
-  const std::string path = temp_path("layout.safetensors");
+  const std::string path = temp_path(kTemp + "layout.safetensors");
   Tensor a = Tensor::from_vector<float>({1, 2, 3}, {3});
   Tensor b = Tensor::from_vector<int64_t>({7, 8}, {2});
   save_safetensors(path, {{"a", a}, {"b", b}});
-  const std::string bytes = read_bytes(path);
+  const std::string bytes = read_file(path);
   REQUIRE(bytes.size() >= 8);
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= uint64_t(static_cast<unsigned char>(bytes[i])) << (8 * i);
@@ -116,7 +103,7 @@ TEST_CASE("safetensors files follow the format's layout", "[checkpoint]") {
 }
 
 TEST_CASE("safetensors metadata round trips, escapes included", "[checkpoint]") {
-  const std::string path = temp_path("meta.safetensors");
+  const std::string path = temp_path(kTemp + "meta.safetensors");
   const std::map<std::string, std::string> meta = {
       {"format", "pt"},
       {"quote \" and \\ backslash", "line\nbreak\ttab \x01 control"},
@@ -150,8 +137,8 @@ TEST_CASE("safetensors reads a file laid out as the safetensors library writes i
   header.append((8 - header.size() % 8) % 8, ' ');
   const std::string data =
       raw<int64_t>({1000}) + raw<float>({0.5f, -0.5f}) + raw<float>({1, 2, 3, 4}) + "\x01\x00\x01";
-  const std::string path = temp_path("library.safetensors");
-  write_bytes(path, file_from(header, std::string(data.data(), 35)));
+  const std::string path = temp_path(kTemp + "library.safetensors");
+  write_file(path, file_from(header, std::string(data.data(), 35)));
   std::map<std::string, std::string> meta;
   const auto t = load_safetensors(path, &meta);
   CHECK(meta == std::map<std::string, std::string>{{"format", "pt"}});
@@ -175,8 +162,8 @@ TEST_CASE("safetensors header parsing accepts any JSON spacing, field order and 
       "{\n  \"caf\\u00e9\\/\\ud83d\\ude00\" : {\n    \"data_offsets\" : [ 0 , 4 ],\n"
       "    \"shape\" : [ 1 ], \"dtype\" : \"I32\"\n  },\n"
       "  \"__metadata__\" : { \"k\" : \"v\\u0041\" }\n}\n";
-  const std::string path = temp_path("spacing.safetensors");
-  write_bytes(path, file_from(header, raw<int32_t>({-3})));
+  const std::string path = temp_path(kTemp + "spacing.safetensors");
+  write_file(path, file_from(header, raw<int32_t>({-3})));
   std::map<std::string, std::string> meta;
   const auto t = load_safetensors(path, &meta);
   REQUIRE(t.size() == 1);
@@ -187,16 +174,16 @@ TEST_CASE("safetensors header parsing accepts any JSON spacing, field order and 
 }
 
 TEST_CASE("corrupt safetensors files fail with the file and the problem", "[checkpoint]") {
-  const std::string path = temp_path("corrupt.safetensors");
+  const std::string path = temp_path(kTemp + "corrupt.safetensors");
   const std::string ok_header =
       "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
       "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}";
   const std::string ok_data = raw<float>({1, 2, 3});
-  write_bytes(path, file_from(ok_header, ok_data));
+  write_file(path, file_from(ok_header, ok_data));
   REQUIRE(load_safetensors(path).size() == 2);  // the base case is valid
 
   auto fails_with = [&](const std::string& bytes, const std::string& problem) {
-    write_bytes(path, bytes);
+    write_file(path, bytes);
     INFO("expecting: " << problem);
     CHECK_THROWS_WITH(load_safetensors(path), Catch::Contains(path) && Catch::Contains(problem));
   };
@@ -231,7 +218,7 @@ TEST_CASE("corrupt safetensors files fail with the file and the problem", "[chec
 }
 
 TEST_CASE("save_safetensors is atomic and rejects bad input by name", "[checkpoint]") {
-  const std::string path = temp_path("atomic.safetensors");
+  const std::string path = temp_path(kTemp + "atomic.safetensors");
   save_safetensors(path, {{"x", Tensor::full({4}, 1.0)}});
   save_safetensors(path, {{"y", Tensor::full({2}, 2.0)}});  // replaces the old file whole
   const auto t = load_safetensors(path);
@@ -249,7 +236,7 @@ TEST_CASE("save_safetensors is atomic and rejects bad input by name", "[checkpoi
   CHECK(load_safetensors(path)[0].first == "y");
   std::remove(path.c_str());
 
-  const std::string nowhere = temp_path("no/such/dir/x.safetensors");
+  const std::string nowhere = temp_path(kTemp + "no/such/dir/x.safetensors");
   CHECK_THROWS_WITH(save_safetensors(nowhere, {{"x", Tensor::ones({1})}}),
                     Catch::Contains(nowhere) && Catch::Contains("cannot create"));
 }

@@ -14,10 +14,13 @@
 #include "merak/checkpoint/region.h"
 #include "merak/checkpoint/reader.h"
 #include "merak/checkpoint/store.h"
+#include "tests/test_files.h"
 
 using namespace merak;
 using namespace merak::checkpoint;
 namespace fs = std::filesystem;
+
+using namespace merak::testing;  // tests/test_files.h
 
 namespace {
 
@@ -48,8 +51,7 @@ Region box(Shape offset, Shape shape, int64_t begin = 0, int64_t end = -1) {
 }
 
 std::string fresh_dir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(base ? base : "/tmp") + "/" + name;
+  const std::string dir = temp_path(name);
   fs::remove_all(dir);
   return dir;
 }
@@ -180,8 +182,7 @@ TEST_CASE("a file written from spans holds them at their offsets, zeros between,
     fs::create_directories(dir);
     const std::string path = dir + "/f.bin";
     const std::vector<uint64_t> sums = write_file(path, size, spans);
-    std::ifstream in(path, std::ios::binary);
-    const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string got = read_file(path);
     REQUIRE(int64_t(got.size()) == size);
     std::string want(size_t(size), '\0');
     for (size_t k = 0; k < spans.size(); ++k) {

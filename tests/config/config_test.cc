@@ -4,9 +4,7 @@
 
 #include <algorithm>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -15,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "merak/config/config.h"
+#include "tests/test_files.h"
 
 namespace fs = std::filesystem;
 using merak::config::Config;
@@ -23,22 +22,19 @@ using merak::config::load;
 using merak::config::parse;
 using merak::config::to_yaml;
 
+using namespace merak::testing;  // tests/test_files.h
+
 namespace {
 
 // configs/ inside this test's runfiles.
 fs::path configs_dir() {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  REQUIRE(srcdir != nullptr);
-  REQUIRE(workspace != nullptr);
-  return fs::path(srcdir) / workspace / "configs";
+  return fs::path(runfile("configs"));
 }
 
 // A scratch file under Bazel's per-test temporary directory.
 fs::path write_temp(const std::string& name, const std::string& text) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  fs::path path = (tmp != nullptr ? fs::path(tmp) : fs::temp_directory_path()) / name;
-  std::ofstream(path) << text;
+  const std::string path = temp_path(name);
+  write_file(path, text);
   return path;
 }
 
@@ -293,8 +289,18 @@ TEST_CASE("values out of range name the key and the rule", "[config]") {
       {"model:\n  family: llama",
        "key 'model.family': must be one of gpt, bert, got 'llama'"},
       {"data:\n  source: txt",
-       "key 'data.source': must be one of generated, text, tokens, got 'txt' (did you mean "
-       "'text'?)"},
+       "key 'data.source': must be one of generated, text, tokens, megatron, got 'txt' (did you "
+       "mean 'text'?)"},
+      {"data:\n  tokenizer: bpe",
+       "key 'data.tokenizer': must be one of byte, gpt2, got 'bpe'"},
+      {"data:\n  valid_split: 1",
+       "key 'data.valid_split': must be in [0, 1), got 1"},
+      {"data:\n  valid: [v.bin]", "key 'data.valid': needs data.source text, tokens or megatron "
+       "(the generated corpus has no files)"},
+      {"eval:\n  every: 5",
+       "key 'eval.every': needs validation data: data.valid (files) or data.valid_split (a "
+       "held-out share)"},
+      {"eval:\n  batches: 0", "key 'eval.batches': must be >= 1, got 0"},
       {"data:\n  source: tokens",
        "key 'data.files': must name at least one file when data.source is 'tokens'"},
       {"data:\n  source: text\n  files: []",
@@ -486,7 +492,9 @@ TEST_CASE("to_yaml writes every key and reads back to the same config", "[config
       {"model",
        {"family", "layers", "hidden", "heads", "ffn_hidden", "max_seq", "vocab", "type_vocab",
         "dropout", "ln_eps", "init_std", "init_from"}},
-      {"data", {"source", "files", "generated_tokens", "mlm_probability", "seed"}},
+      {"data",
+       {"source", "files", "valid", "valid_split", "tokenizer", "vocab", "merges",
+        "generated_tokens", "mlm_probability", "seed"}},
       {"optimizer", {"lr", "beta1", "beta2", "eps", "weight_decay", "grad_clip"}},
       {"schedule", {"warmup_steps", "decay", "min_lr"}},
       {"train",
@@ -497,6 +505,7 @@ TEST_CASE("to_yaml writes every key and reads back to the same config", "[config
         "bucket_mb", "tp_subpipeline", "hardware", "virtual_stages",
         "dp_shared_memory", "dp_shared_params", "tp_shared_memory", "comm"}},
       {"checkpoint", {"dir", "every", "keep", "async"}},
+      {"eval", {"every", "batches"}},
   };
   YAML::Node root = YAML::Load(text);
   REQUIRE(root.IsMap());

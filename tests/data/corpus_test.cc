@@ -3,22 +3,19 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "merak/data/dataset.h"
+#include "tests/test_files.h"
 
 using namespace merak;
 using namespace merak::data;
 
-namespace {
+using namespace merak::testing;  // tests/test_files.h
 
-std::string temp_path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/merak_data_" + name;
-}
+namespace {
 
 std::string text_of(const TokenDataset& d) {
   std::vector<int64_t> ids(size_t(d.size()));
@@ -46,13 +43,13 @@ TEST_CASE("byte tokens round-trip every byte", "[data][tokenizer]") {
 }
 
 TEST_CASE("text files are tokenized and concatenated in order", "[data][tokenizer]") {
-  const std::string a = temp_path("a.txt"), b = temp_path("b.txt");
-  std::ofstream(a, std::ios::binary) << "Hello\n";
-  std::ofstream(b, std::ios::binary) << "w\xc3\xb6rld";
+  const std::string a = temp_path("merak_data_a.txt"), b = temp_path("merak_data_b.txt");
+  write_file(a, "Hello\n");
+  write_file(b, "w\xc3\xb6rld");
   auto d = tokenize_text_files({a, b});
   CHECK(d->vocab_hint() == 256);
   CHECK(text_of(*d) == "Hello\nw\xc3\xb6rld");
-  const std::string missing = temp_path("missing.txt");
+  const std::string missing = temp_path("merak_data_missing.txt");
   CHECK_THROWS_WITH(tokenize_text_files({a, missing}), Catch::StartsWith(missing));
 }
 

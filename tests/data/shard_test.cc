@@ -8,26 +8,14 @@
 #include <vector>
 
 #include "merak/data/dataset.h"
+#include "tests/test_files.h"
 
 using namespace merak;
 using namespace merak::data;
 
+using namespace merak::testing;  // tests/test_files.h
+
 namespace {
-
-std::string temp_path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/merak_data_" + name;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-}
 
 bool exists(const std::string& path) { return std::ifstream(path).good(); }
 
@@ -60,7 +48,7 @@ std::string llmc_shard(const std::vector<uint16_t>& tokens, int32_t stated_count
 }  // namespace
 
 TEST_CASE("write_shard lays out the documented header and uint16 tokens", "[data][shard]") {
-  const std::string path = temp_path("u16.tok");
+  const std::string path = temp_path("merak_data_u16.tok");
   const std::vector<int64_t> tokens = {0, 1, 65535, 300, 7};
   write_shard(path, tokens);
   CHECK_FALSE(exists(path + ".tmp"));
@@ -84,7 +72,7 @@ TEST_CASE("write_shard lays out the documented header and uint16 tokens", "[data
 }
 
 TEST_CASE("ids past uint16 are written as uint32 and read back", "[data][shard]") {
-  const std::string path = temp_path("u32.tok");
+  const std::string path = temp_path("merak_data_u32.tok");
   const std::vector<int64_t> tokens = {65536, 0, 4294967295ll, 123456789};
   write_shard(path, tokens);
   const std::string bytes = read_file(path);
@@ -105,7 +93,7 @@ TEST_CASE("ids past uint16 are written as uint32 and read back", "[data][shard]"
 }
 
 TEST_CASE("an empty shard opens with no tokens", "[data][shard]") {
-  const std::string path = temp_path("empty.tok");
+  const std::string path = temp_path("merak_data_empty.tok");
   write_shard(path, {});
   auto d = open_shard(path);
   CHECK(d->size() == 0);
@@ -113,7 +101,7 @@ TEST_CASE("an empty shard opens with no tokens", "[data][shard]") {
 }
 
 TEST_CASE("llm.c shards are read", "[data][shard]") {
-  const std::string path = temp_path("llmc.bin");
+  const std::string path = temp_path("merak_data_llmc.bin");
   const std::vector<uint16_t> tokens = {50256, 15496, 11, 995, 0, 65535};
   write_file(path, llmc_shard(tokens, 6));
   auto d = open_shard(path);
@@ -133,7 +121,7 @@ TEST_CASE("llm.c shards are read", "[data][shard]") {
 
 TEST_CASE("truncated, oversized, bad-magic and missing shards are refused by name",
           "[data][shard]") {
-  const std::string path = temp_path("bad.tok");
+  const std::string path = temp_path("merak_data_bad.tok");
   write_shard(path, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
   const std::string good = read_file(path);
 
@@ -160,13 +148,15 @@ TEST_CASE("truncated, oversized, bad-magic and missing shards are refused by nam
   write_file(path, "");
   CHECK_THROWS_WITH(open_shard(path), Catch::StartsWith(path) && Catch::Contains("unknown magic"));
 
-  const std::string missing = temp_path("no_such_shard.tok");
+  const std::string missing = temp_path("merak_data_no_such_shard.tok");
   CHECK_THROWS_WITH(open_shard(missing), Catch::StartsWith(missing + ": cannot open"));
 }
 
 TEST_CASE("open_shards reads several shards as one sequence", "[data][shard]") {
-  const std::string p0 = temp_path("part0.tok"), p1 = temp_path("part1.tok"),
-                    p2 = temp_path("part2.tok"), p3 = temp_path("part3.bin");
+  const std::string p0 = temp_path("merak_data_part0.tok"),
+                    p1 = temp_path("merak_data_part1.tok"),
+                    p2 = temp_path("merak_data_part2.tok"),
+                    p3 = temp_path("merak_data_part3.bin");
   write_shard(p0, {1, 2, 3});
   write_shard(p1, {});  // an empty part is skipped over
   write_shard(p2, {70000});
@@ -179,8 +169,8 @@ TEST_CASE("open_shards reads several shards as one sequence", "[data][shard]") {
   CHECK(across == std::vector<int64_t>{3, 70000, 4, 5});
   CHECK(d->vocab_hint() == 70001);
   CHECK_THROWS_WITH(d->read(7, 2, across.data()), Catch::Contains("outside"));
-  CHECK_THROWS_WITH(open_shards({p0, temp_path("absent.tok")}),
-                    Catch::Contains(temp_path("absent.tok")));
+  CHECK_THROWS_WITH(open_shards({p0, temp_path("merak_data_absent.tok")}),
+                    Catch::Contains(temp_path("merak_data_absent.tok")));
   CHECK_THROWS(open_shards({}));
 }
 

@@ -5,7 +5,6 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -13,23 +12,16 @@
 #include "merak/data/dataset.h"
 #include "merak/data/megatron.h"
 #include "merak/data/token_writer.h"
+#include "tests/test_files.h"
 
 using namespace merak;
 using namespace merak::data;
 
+using namespace merak::testing;  // tests/test_files.h
+
 namespace {
 
-std::string temp_path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/token_writer_" + name;
-}
-
 bool exists(const std::string& path) { return std::ifstream(path).good(); }
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 std::vector<int64_t> read_all(const TokenDataset& d) {
   std::vector<int64_t> out(size_t(d.size()));
@@ -56,7 +48,7 @@ void write_documents(TokenWriter& w) {
 TEST_CASE("TokenWriter merak and llmc: documents joined by the separator, read by open_shard") {
   for (const std::string format : {"merak", "llmc"}) {
     SECTION(format) {
-      const std::string path = temp_path(format);
+      const std::string path = temp_path("token_writer_" + format);
       auto w = make_token_writer(format, path, 50256, 50257);
       write_documents(*w);
       w->close();
@@ -82,7 +74,7 @@ TEST_CASE("TokenWriter merak and llmc: documents joined by the separator, read b
 }
 
 TEST_CASE("TokenWriter megatron: the separator ends every document, read by open_megatron") {
-  const std::string prefix = temp_path("megatron");
+  const std::string prefix = temp_path("token_writer_megatron");
   auto w = make_token_writer("megatron", prefix, 50256, 50257);
   write_documents(*w);
   w->close();
@@ -99,7 +91,7 @@ TEST_CASE("TokenWriter megatron: the separator ends every document, read by open
 
 TEST_CASE("TokenWriter: unclosed writers leave nothing; errors name the path") {
   for (const std::string format : {"merak", "llmc", "megatron"}) {
-    const std::string path = temp_path("unclosed_" + format);
+    const std::string path = temp_path("token_writer_unclosed_" + format);
     {
       auto w = make_token_writer(format, path, 50256, 50257);
       write_documents(*w);
@@ -107,7 +99,7 @@ TEST_CASE("TokenWriter: unclosed writers leave nothing; errors name the path") {
     for (const std::string suffix : {"", ".tmp", ".bin", ".bin.tmp", ".idx", ".idx.tmp"})
       CHECK_FALSE(exists(path + suffix));
   }
-  const std::string path = temp_path("errors");
+  const std::string path = temp_path("token_writer_errors");
   CHECK_THROWS_WITH(make_token_writer("npz", path, -1, 256),
                     Catch::Contains(path + ": unknown token file format 'npz'"));
   CHECK_THROWS_WITH(make_token_writer("llmc", path, -1, 70000),
@@ -115,7 +107,7 @@ TEST_CASE("TokenWriter: unclosed writers leave nothing; errors name the path") {
   auto w = make_token_writer("llmc", path, -1, 65536);
   w->begin_document();
   CHECK_THROWS_WITH(w->add({65536}), Catch::Contains(path + ": cannot write token id 65536"));
-  const std::string missing = temp_path("no/such/dir/x");
+  const std::string missing = temp_path("token_writer_no/such/dir/x");
   CHECK_THROWS_WITH(make_token_writer("llmc", missing, -1, 256),
                     Catch::Contains(missing + ".tmp: cannot create"));
   CHECK_THROWS_WITH(make_token_writer("megatron", missing, -1, 256),

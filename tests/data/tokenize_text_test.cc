@@ -3,22 +3,23 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "merak/core/error.h"
 #include "merak/data/tokenize_text.h"
+#include "tests/test_files.h"
 
 using namespace merak;
 using namespace merak::data;
 
+using namespace merak::testing;  // tests/test_files.h
+
 namespace {
 
 std::string temp_file(const std::string& name, const std::string& bytes) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir ? dir : "/tmp") + "/tokenize_text_" + name;
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  const std::string path = temp_path("tokenize_text_" + name);
+  write_file(path, bytes);
   return path;
 }
 

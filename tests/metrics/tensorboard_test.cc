@@ -13,8 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -23,36 +21,14 @@
 #include "merak/core/error.h"
 #include "merak/metrics/crc32c.h"
 #include "merak/metrics/tensorboard.h"
+#include "tests/test_files.h"
 
 using merak::metrics::TensorBoardOptions;
 using merak::metrics::TensorBoardWriter;
 
+using namespace merak::testing;  // tests/test_files.h
+
 namespace {
-
-std::string runfile(const std::string& rel) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  REQUIRE(srcdir != nullptr);
-  REQUIRE(workspace != nullptr);
-  return std::string(srcdir) + "/" + workspace + "/" + rel;
-}
-
-std::string temp_dir(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/tb_" + name;
-}
-
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-  REQUIRE(out);
-}
 
 size_t file_size(const std::string& path) {
   struct stat st;
@@ -182,7 +158,7 @@ std::vector<Scalar> training_scalars() {
 }  // namespace
 
 TEST_CASE("tensorboard: scalars round-trip through an independent reader", "[metrics]") {
-  const std::string dir = temp_dir("roundtrip/nested/run1");  // created, parents included
+  const std::string dir = temp_path("tb_roundtrip/nested/run1");  // created, parents included
   const auto want = training_scalars();
   std::string path;
   {
@@ -206,7 +182,7 @@ TEST_CASE("tensorboard: scalars round-trip through an independent reader", "[met
 }
 
 TEST_CASE("tensorboard: the reader rejects corrupted and truncated files", "[metrics]") {
-  const std::string dir = temp_dir("corrupt");
+  const std::string dir = temp_path("tb_corrupt");
   std::string path;
   {
     TensorBoardWriter writer(dir);
@@ -215,7 +191,7 @@ TEST_CASE("tensorboard: the reader rejects corrupted and truncated files", "[met
     writer.scalar("train/lr", 1, 1e-4f);
     writer.scalar("train/loss", 2, 2.25f);
   }
-  const std::string good = read(path);
+  const std::string good = read_file(path);
   REQUIRE(decode(path).size() == 3);
 
   // Byte offsets of each record's start, from the framing.
@@ -247,7 +223,7 @@ TEST_CASE("tensorboard: the reader rejects corrupted and truncated files", "[met
   for (const auto& d : cases) {
     std::string bad = good;
     bad[d.offset] = char(bad[d.offset] ^ 0x10);
-    write(bad_path, bad);
+    write_file(bad_path, bad);
     const Run run = read_events(bad_path, true);
     INFO("damaged " << d.what << " at " << d.offset << ": " << run.output);
     CHECK(run.status == 1);
@@ -255,7 +231,7 @@ TEST_CASE("tensorboard: the reader rejects corrupted and truncated files", "[met
   }
 
   for (size_t cut : {size_t(1), size_t(4), size_t(10), good.size() - starts[3] - 3}) {
-    write(bad_path, good.substr(0, good.size() - cut));
+    write_file(bad_path, good.substr(0, good.size() - cut));
     const Run run = read_events(bad_path, true);
     INFO("cut " << cut << " bytes: " << run.output);
     CHECK(run.status == 1);
@@ -263,13 +239,13 @@ TEST_CASE("tensorboard: the reader rejects corrupted and truncated files", "[met
   }
 
   // And the untouched copy still passes.
-  write(bad_path, good);
+  write_file(bad_path, good);
   CHECK(read_events(bad_path).status == 0);
 }
 
 TEST_CASE("tensorboard: writes are buffered until N records, flush() or the destructor",
           "[metrics]") {
-  const std::string dir = temp_dir("buffering");
+  const std::string dir = temp_path("tb_buffering");
   TensorBoardWriter writer(dir, TensorBoardOptions{4, 3600.0});
   const std::string path = writer.path();
   const size_t header = file_size(path);
@@ -296,7 +272,7 @@ TEST_CASE("tensorboard: writes are buffered until N records, flush() or the dest
 }
 
 TEST_CASE("tensorboard: a time limit flushes a slow stream of records", "[metrics]") {
-  TensorBoardWriter writer(temp_dir("timed"), TensorBoardOptions{1000, 0.05});
+  TensorBoardWriter writer(temp_path("tb_timed"), TensorBoardOptions{1000, 0.05});
   const size_t header = file_size(writer.path());
   writer.scalar("x", 1, 1.f);  // may or may not land: the limit counts from the header's write
   ::usleep(120 * 1000);
@@ -306,7 +282,7 @@ TEST_CASE("tensorboard: a time limit flushes a slow stream of records", "[metric
 }
 
 TEST_CASE("tensorboard: two writers in one directory get separate files", "[metrics]") {
-  const std::string dir = temp_dir("two");
+  const std::string dir = temp_path("tb_two");
   TensorBoardWriter a(dir), b(dir);
   CHECK(a.path() != b.path());
   a.scalar("a", 1, 1.f);
@@ -318,8 +294,8 @@ TEST_CASE("tensorboard: two writers in one directory get separate files", "[metr
 }
 
 TEST_CASE("tensorboard: errors name the path", "[metrics]") {
-  const std::string file = temp_dir("not_a_dir");
-  write(file, "x");
+  const std::string file = temp_path("tb_not_a_dir");
+  write_file(file, "x");
   try {
     TensorBoardWriter writer(file);
     FAIL("a regular file accepted as the log directory");

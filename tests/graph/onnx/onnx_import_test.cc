@@ -4,15 +4,17 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <random>
 
 #include "merak/graph/convert.h"
 #include "tests/graph/onnx/onnx_test_models.h"
+#include "tests/test_files.h"
 
 using namespace merak;
 using namespace onnx_test;
 using graph::ImportError;
+
+using namespace merak::testing;  // tests/test_files.h
 
 namespace {
 
@@ -24,11 +26,6 @@ std::string import_error(const std::string& bytes, const std::string& name = "te
     return e.what();
   }
   return "(no error)";
-}
-
-std::string tmp_path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
 }
 
 // y = x @ W + b with x [2, 3]: small, valid, and with data worth truncating.
@@ -90,8 +87,8 @@ TEST_CASE("onnx import: every truncation of a model is an ImportError naming the
     CHECK(msg.rfind("cut.onnx: ", 0) == 0);
   }
   // The same through a file: the message names its path.
-  const std::string path = tmp_path("truncated.onnx");
-  std::ofstream(path, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  const std::string path = temp_path("truncated.onnx");
+  write_file(path, bytes.substr(0, bytes.size() / 2));
   try {
     graph::import_onnx(path);
     FAIL("a truncated file imported");
@@ -99,7 +96,7 @@ TEST_CASE("onnx import: every truncation of a model is an ImportError naming the
     INFO(e.what());
     CHECK(std::string(e.what()).rfind(path + ": ", 0) == 0);
   }
-  CHECK_THROWS_AS(graph::import_onnx(tmp_path("no-such-file.onnx")), ImportError);
+  CHECK_THROWS_AS(graph::import_onnx(temp_path("no-such-file.onnx")), ImportError);
 }
 
 TEST_CASE("onnx import: garbage bytes are an ImportError naming the file") {
