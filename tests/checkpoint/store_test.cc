@@ -176,7 +176,7 @@ TEST_CASE("a file written from spans holds them at their offsets, zeros between,
                                        {32768, a + 3, bytes.size() - 3},
                                        {2572 * 4096, a, 0}};
   const int64_t size = 2572 * 4096 + 123;
-  for (const std::string dir : {fresh_dir("spans"), std::string("/dev/shm/merak_spans_test")}) {
+  for (const std::string& dir : {fresh_dir("spans"), std::string("/dev/shm/merak_spans_test")}) {
     INFO(dir);
     fs::remove_all(dir);
     fs::create_directories(dir);

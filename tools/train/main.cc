@@ -15,11 +15,13 @@
 // Exit codes: 0 done, 2 bad command line or config, or a setup the user can fix (one line naming
 // the file and key), 1 any other failure.
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "merak/comm/grid.h"
@@ -180,6 +182,14 @@ int process_main(const merak::config::Config& cfg, const Args& args) {
   }
 }
 
+// Exit code 2 for a job refused before MPI starts, where only rank 0 says why: the other ranks
+// leave a moment later, since a launcher stops the whole job at the first rank that fails and
+// could cut rank 0 off before its message is out.
+int refused(bool speaker) {
+  if (!speaker) std::this_thread::sleep_for(std::chrono::seconds(2));
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -197,7 +207,7 @@ int main(int argc, char** argv) {
     cfg = config::load(args.config, args.overrides);
   } catch (const config::ConfigError& e) {
     if (speaker) std::fprintf(stderr, "merak_train: %s\n", e.what());
-    return 2;
+    return refused(speaker);
   }
   if (args.dry_run) {
     if (world > 1) usage("--dry-run plans without ranks: run it as one process");
@@ -217,7 +227,7 @@ int main(int argc, char** argv) {
                    cfg.path.c_str(), (long long)cfg.parallel.dp, (long long)cfg.parallel.pp,
                    (long long)cfg.parallel.tp, (long long)ranks, ranks == 1 ? "" : "s", world,
                    ranks == 1 ? "no launcher, " : "", (long long)ranks, (long long)ranks);
-    return 2;
+    return refused(speaker);
   }
   // `mpirun -np 1` is a job of one rank: its groups are real communicators (NCCL ones on a GPU).
   return launch.launched ? job_main(argc, argv, cfg, args) : process_main(cfg, args);
