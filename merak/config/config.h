@@ -128,6 +128,9 @@ struct ParallelConfig {
   // memory, one NCCL communicator per group) | mpi (on cuda: staged through host memory, which
   // lets several ranks share one GPU).
   std::string comm = "auto";
+  // Seconds a rank waits on one communication (a message, a collective, a shared-memory sum)
+  // before it ends the job naming the group and the peer it waited for: a stuck or stopped rank.
+  double comm_timeout = 300;
   // Keys the layout search chooses (`parallel: auto` for all of them, or `KEY: auto` for one),
   // by full name, in kAutoKeys' order: until the search has run, their values are placeholders.
   std::vector<std::string> auto_keys;

@@ -81,6 +81,7 @@ std::vector<Field> fields_of(Config& c) {
       {"parallel", "tp_subpipeline", &p.tp_subpipeline},
       {"parallel", "hardware", &p.hardware},
       {"parallel", "comm", &p.comm},
+      {"parallel", "comm_timeout", &p.comm_timeout},
 
       {"checkpoint", "dir", &k.dir},
       {"checkpoint", "every", &k.every},

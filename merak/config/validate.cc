@@ -215,6 +215,7 @@ std::optional<Problem> first_problem(const Config& c) {
             "must be in [0, 1], got " + str(p.recompute_ratio));
   k.require(!p.hardware.empty(), "parallel.hardware", "must name a hardware profile");
   k.one_of(p.comm, {"auto", "nccl", "mpi"}, "parallel.comm");
+  k.positive(p.comm_timeout, "parallel.comm_timeout");
   const CheckpointConfig& ck = c.checkpoint;
   k.at_least(ck.every, 0, "checkpoint.every");
   k.at_least(ck.keep, 0, "checkpoint.keep");

@@ -58,11 +58,11 @@ std::string time_breakdown(const StepReport& r, int ranks) {
 }
 
 std::string json_line(const StepReport& r) {
-  char buf[352];
+  char buf[512];
   std::snprintf(buf, sizeof buf,
-                "{\"step\": %" PRId64 ", \"loss\": %.17g, \"lr\": %.6g, \"grad_norm\": %.17g, "
-                "\"tokens_per_s\": %.6g, \"gflops\": %.6g, \"peak_fraction\": %.4g, "
-                "\"peak_mem_bytes\": %" PRId64 ", \"step_seconds\": %.6g}",
+                "{\"step\": %" PRId64 ", \"loss\": %.17g, \"lr\": %.9g, \"grad_norm\": %.17g, "
+                "\"tokens_per_s\": %.9g, \"gflops\": %.9g, \"peak_fraction\": %.9g, "
+                "\"peak_mem_bytes\": %" PRId64 ", \"step_seconds\": %.9g}",
                 r.stats.step, r.stats.loss, r.stats.lr, r.stats.grad_norm, r.tokens_per_s,
                 r.gflops, r.peak_fraction, r.stats.peak_mem_bytes, r.stats.seconds);
   std::string line = buf;

@@ -87,8 +87,10 @@ std::unique_ptr<comm::Grid> make_grid(const config::Config& c) {
   const comm::GridShape shape{int(p.dp), int(p.pp), int(p.tp)};
   comm::GridOptions options;
   options.tp_shared_memory = p.tp_shared_memory;
+  const comm::CommOptions comm_options{p.comm_timeout};
   if (c.train.device != "cuda")
-    return std::make_unique<comm::Grid>(shape, comm::mpi_backend(), MPI_COMM_WORLD, options);
+    return std::make_unique<comm::Grid>(shape, comm::mpi_backend(comm_options), MPI_COMM_WORLD,
+                                        options);
 
   // On GPUs the groups carry device memory: each rank's GPU and the transport first, agreed by
   // the job before any group is made.
@@ -110,8 +112,8 @@ std::unique_ptr<comm::Grid> make_grid(const config::Config& c) {
     agree(world, problem);
   }
   comm::CommFactory factory = transport == "nccl"
-                                  ? comm::nccl_backend({}, device.index)
-                                  : comm::staged_backend(comm::mpi_backend(), device);
+                                  ? comm::nccl_backend(comm_options, device.index)
+                                  : comm::staged_backend(comm::mpi_backend(comm_options), device);
   return std::make_unique<comm::Grid>(shape, factory, MPI_COMM_WORLD, options);
 }
 

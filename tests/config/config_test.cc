@@ -503,7 +503,8 @@ TEST_CASE("to_yaml writes every key and reads back to the same config", "[config
       {"parallel",
        {"dp", "pp", "tp", "schedule", "micro_batches", "recompute", "recompute_ratio", "zero1",
         "bucket_mb", "tp_subpipeline", "hardware", "virtual_stages",
-        "dp_shared_memory", "dp_shared_params", "tp_shared_memory", "comm"}},
+        "dp_shared_memory", "dp_shared_params", "tp_shared_memory", "comm",
+        "comm_timeout"}},
       {"checkpoint", {"dir", "every", "keep", "async"}},
       {"eval", {"every", "batches"}},
   };

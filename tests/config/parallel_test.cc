@@ -69,6 +69,8 @@ TEST_CASE("parallel values out of range name the key", "[config][parallel]") {
         "p.yaml: key 'checkpoint.keep': must be >= 0, got -1");
   CHECK(error_of("parallel:\n  comm: gloo\n") ==
         "p.yaml: key 'parallel.comm': must be one of auto, nccl, mpi, got 'gloo'");
+  CHECK(error_of("parallel:\n  comm_timeout: 0\n") ==
+        "p.yaml: key 'parallel.comm_timeout': must be > 0, got 0");
   CHECK(error_of("parallel:\n  comm: nccl\n") ==
         "p.yaml: key 'parallel.comm': nccl carries device memory: it needs train.device: cuda "
         "(the device is cpu)");
@@ -120,6 +122,7 @@ TEST_CASE("the parallel section round-trips through to_yaml", "[config][parallel
   c.parallel = {2, 4, 2, "shifted", 1, 4, "ratio", 0.25, true, 0.5, true, "h200", false};
   c.parallel.tp_shared_memory = false;
   c.parallel.comm = "mpi";
+  c.parallel.comm_timeout = 7.5;
   const std::string text = to_yaml(c);
   INFO(text);
   const Config back = parse(text, "p.yaml");
@@ -135,6 +138,7 @@ TEST_CASE("the parallel section round-trips through to_yaml", "[config][parallel
   CHECK(back.parallel.tp_subpipeline);
   CHECK(back.parallel.hardware == "h200");
   CHECK(back.parallel.comm == "mpi");
+  CHECK(back.parallel.comm_timeout == 7.5);
   CHECK(!back.parallel.dp_shared_memory);
   CHECK(!back.parallel.tp_shared_memory);
   CHECK(to_yaml(back) == text);

@@ -5,6 +5,7 @@
 
 #include "merak/comm/grid.h"
 #include "merak/config/config.h"
+#include "merak/train/progress.h"
 #include "merak/train/trainer.h"
 
 using namespace merak;
@@ -136,4 +137,24 @@ TEST_CASE("a GPU job's transport: NCCL with a GPU a rank, MPI through the host w
                     "tiny.yaml: key 'parallel.comm': nccl needs a GPU a rank, but 4 ranks share "
                     "this node's 1 GPU (parallel.comm: mpi, or auto, stages their messages "
                     "through host memory)");
+}
+
+TEST_CASE("the metrics line keeps 9 significant digits, 17 for loss and gradient norm",
+          "[train]") {
+  merak::train::StepStats s;
+  s.step = 7;
+  s.loss = 2.0 / 3.0;
+  s.grad_norm = 1.0 / 7.0;
+  s.lr = 1.23456789e-4;
+  s.tokens = 1234567.891;
+  s.seconds = 1.0;
+  s.model_flops = 9.87654321e12;
+  const std::string line = merak::train::json_line(merak::train::report(s, 100.0));
+  INFO(line);
+  CHECK_THAT(line, Catch::Contains("\"loss\": 0.66666666666666663"));
+  CHECK_THAT(line, Catch::Contains("\"grad_norm\": 0.14285714285714285"));
+  CHECK_THAT(line, Catch::Contains("\"lr\": 0.000123456789"));
+  CHECK_THAT(line, Catch::Contains("\"tokens_per_s\": 1234567.89"));
+  CHECK_THAT(line, Catch::Contains("\"gflops\": 9876.54321"));
+  CHECK_THAT(line, Catch::Contains("\"peak_fraction\": 98.7654321"));
 }
