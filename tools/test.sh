@@ -8,9 +8,22 @@ if [ -n "${CI:-}" ] || [ ! -t 1 ]; then flags+=(--config=ci); fi
 log=$(mktemp)
 status=0
 bazel test "${flags[@]}" //... 2>&1 | tee "$log" || status=$?
-if [ -n "${CI:-}" ]; then bazel shutdown; fi
 passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log" || true)
 failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FAILED TO BUILD)' "$log" || true)
+# A GPU target (tag "gpu") that found no GPU ran only its host checks and says "SKIPPED (no GPU"
+# in its log: it counts as skipped, never as passed.
+skipped=0
+for target in $(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2> /dev/null); do
+  grep -qE "^${target} +(\(cached\) )?PASSED" "$log" || continue
+  test_log="bazel-testlogs/${target#//}"
+  test_log="${test_log/://}/test.log"
+  if grep -q "SKIPPED (no GPU" "$test_log" 2> /dev/null; then
+    skipped=$((skipped + 1))
+    echo "skipped (no GPU): ${target}"
+  fi
+done
+passed=$((passed - skipped))
+if [ -n "${CI:-}" ]; then bazel shutdown; fi
 rm -f "$log"
-echo "tests: ${passed} passed, ${failed} failed"
+echo "tests: ${passed} passed, ${failed} failed, ${skipped} skipped"
 exit $status
