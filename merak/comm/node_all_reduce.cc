@@ -138,6 +138,14 @@ bool NodeAllReduce::ready(uint64_t round) const {
   return true;
 }
 
+std::string NodeAllReduce::behind(uint64_t round) const {
+  if (round <= finished_) return "";
+  for (int m = 0; m < group_.size(); ++m)
+    if (counters_[size_t(m)].posted->load(std::memory_order_acquire) < round)
+      return detail::concat(group_.describe_peer(m), " has not posted round ", round);
+  return "";
+}
+
 void NodeAllReduce::wait(uint64_t round) {
   MERAK_CHECK(round <= posted_, "shared-memory all-reduce over ", group_.describe(),
               ": round ", round, " waited for, ", posted_, " posted");

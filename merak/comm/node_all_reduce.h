@@ -49,6 +49,9 @@ class NodeAllReduce {
   uint64_t post(float* data, int64_t count, ReduceOp op);
   // Whether wait(round) would return without waiting for another member.
   bool ready(uint64_t round) const;
+  // Who wait(round) waits for, for a timeout's message: "peer 1 (world rank 3) has not posted
+  // round 7" for the first member found behind, or "" when none is.
+  std::string behind(uint64_t round) const;
   // Finishes every round of this member up to `round`: its result is in its `data`.
   void wait(uint64_t round);
   void all_reduce(float* data, int64_t count, ReduceOp op) { wait(post(data, count, op)); }

@@ -26,7 +26,11 @@ class SharedRound : public WorkImpl {
     node_.wait(round_);
     return true;
   }
-  std::string describe() const override { return what_; }
+  // Names the member the round waits for, if one is behind: the peer a timeout is about.
+  std::string describe() const override {
+    const std::string late = node_.behind(round_);
+    return late.empty() ? what_ : what_ + " (" + late + ")";
+  }
 
  private:
   NodeAllReduce& node_;
