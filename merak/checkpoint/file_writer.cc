@@ -1,19 +1,17 @@
 #include "merak/checkpoint/file_writer.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <mutex>
 #include <thread>
 
 #include "merak/checkpoint/checksum.h"
+#include "merak/checkpoint/direct_io.h"
 #include "merak/checkpoint/store.h"
 #include "merak/core/error.h"
 
@@ -32,21 +30,13 @@ constexpr size_t kStreams = 4;  // enough requests in flight; the disk, not the 
 struct OutputFile {
   std::string path;
   int fd = -1, direct_fd = -1;
-  size_t mem_align = 1;  // of the addresses direct I/O reads from
+  size_t align = 0;  // of offsets and addresses, for direct I/O
 
   explicit OutputFile(const std::string& p) : path(p) {
     fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) fail_os("cannot create", p);
-    struct statx st;
-    size_t offset_align = 512;
-    if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &st) == 0 &&
-        (st.stx_mask & STATX_DIOALIGN)) {
-      if (st.stx_dio_offset_align == 0) return;  // the file system has no direct I/O
-      offset_align = st.stx_dio_offset_align;
-      mem_align = st.stx_dio_mem_align;
-    }
-    if (offset_align > size_t(kSpanAlignment)) return;
-    mem_align = std::max<size_t>(mem_align, offset_align);
+    align = direct_io_alignment(fd, /*unknown=*/512);
+    if (align == 0 || align > size_t(kSpanAlignment)) return;  // spans could not meet it
     direct_fd = ::open(p.c_str(), O_WRONLY | O_CLOEXEC | O_DIRECT);
   }
   ~OutputFile() {
@@ -78,20 +68,14 @@ struct OutputFile {
     }
     const size_t block = size_t(kSpanAlignment);
     const size_t straight =
-        reinterpret_cast<uintptr_t>(src) % mem_align == 0 ? n / block * block : 0;
+        reinterpret_cast<uintptr_t>(src) % align == 0 ? n / block * block : 0;
     if (straight > 0) pwrite_all(direct_fd, src, straight, off);
     if (straight == n) return;
-    thread_local std::unique_ptr<char, decltype(&std::free)> bounce(nullptr, &std::free);
-    thread_local size_t bounce_size = 0;
     const size_t rest = n - straight, padded = (rest + block - 1) / block * block;
-    if (bounce_size < padded) {
-      bounce.reset(static_cast<char*>(std::aligned_alloc(block, padded)));
-      MERAK_CHECK(bounce, "cannot allocate ", padded, " bytes to write '", path, "'");
-      bounce_size = padded;
-    }
-    std::memcpy(bounce.get(), src + straight, rest);
-    std::memset(bounce.get() + rest, 0, padded - rest);
-    pwrite_all(direct_fd, bounce.get(), padded, off + int64_t(straight));
+    char* bounce = bounce_buffer(padded, block);
+    std::memcpy(bounce, src + straight, rest);
+    std::memset(bounce + rest, 0, padded - rest);
+    pwrite_all(direct_fd, bounce, padded, off + int64_t(straight));
   }
 };
 

@@ -1,7 +1,6 @@
 #include "merak/checkpoint/reader.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 #include <tuple>
 
 #include "merak/checkpoint/checksum.h"
+#include "merak/checkpoint/direct_io.h"
 
 namespace merak::checkpoint {
 namespace {
@@ -62,11 +62,10 @@ class Files {
     f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (f.fd < 0)
       fail("cannot open '" + path + "': " + std::strerror(errno) + " (tensor '" + tensor + "')");
-    f.direct_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-    struct statx st;
-    if (::statx(f.fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &st) == 0 &&
-        (st.stx_mask & STATX_DIOALIGN) && st.stx_dio_offset_align > 0)
-      f.align = std::max<size_t>(st.stx_dio_mem_align, st.stx_dio_offset_align);
+    if (const size_t a = direct_io_alignment(f.fd, f.align)) {
+      f.align = a;
+      f.direct_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    }
     return files_[path] = f;
   }
 
@@ -105,17 +104,12 @@ size_t read_bytes(const OpenFile& f, char* dst, size_t n, int64_t off) {
   if (f.direct_fd < 0 || (reinterpret_cast<uintptr_t>(dst) - uint64_t(off)) % uint64_t(a) != 0)
     return size_t(std::max<ssize_t>(0, pread_all(f.fd, dst, n, off)));
   // Bytes [from, to) of the file, inside one aligned block, through the bounce buffer.
-  thread_local std::unique_ptr<char, decltype(&std::free)> bounce(nullptr, &std::free);
-  thread_local int64_t bounce_size = 0;
   auto through_block = [&](int64_t from, int64_t to) {
-    if (bounce_size < a) {
-      bounce.reset(static_cast<char*>(std::aligned_alloc(size_t(a), size_t(a))));
-      bounce_size = a;
-    }
+    char* bounce = bounce_buffer(size_t(a), size_t(a));
     const int64_t block = from / a * a;
-    const int64_t got = int64_t(read_span(f, bounce.get(), size_t(a), block));
+    const int64_t got = int64_t(read_span(f, bounce, size_t(a), block));
     if (got < to - block) return false;
-    std::memcpy(dst + (from - off), bounce.get() + (from - block), size_t(to - from));
+    std::memcpy(dst + (from - off), bounce + (from - block), size_t(to - from));
     return true;
   };
   const int64_t end = off + int64_t(n);

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "merak/core/error.h"
+#include "merak/data/little_endian.h"
 #include "merak/data/mapped_file.h"
 
 namespace merak::data {
@@ -24,15 +25,6 @@ constexpr uint64_t kIdxVersion = 1;
 constexpr uint64_t kVersionAt = 9, kDtypeAt = 17, kSeqCountAt = 18, kDocCountAt = 26,
                    kArraysAt = 34;
 constexpr uint8_t kUint16Code = 8, kInt32Code = 4;
-
-uint64_t load_le(const unsigned char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-void store_le(unsigned char* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
-}
 
 // Bytes per token of a dtype code, 0 for codes that are not integer token types.
 int code_width(uint8_t code) {
@@ -376,12 +368,7 @@ void MegatronWriter::add_tokens(const int64_t* ids, int64_t count) {
       MERAK_FAIL(prefix_, ": token id ", ids[i], " in document ", sizes_.size(),
                  " is outside the vocabulary [0, ", vocab_, ")");
     }
-    out[0] = static_cast<unsigned char>(id);
-    out[1] = static_cast<unsigned char>(id >> 8);
-    if (width_ == 4) {
-      out[2] = static_cast<unsigned char>(id >> 16);
-      out[3] = static_cast<unsigned char>(id >> 24);
-    }
+    store_le(out, id, width_);
     out += width_;
   }
   current_ += count;

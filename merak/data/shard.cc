@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "merak/data/dataset.h"
+#include "merak/data/little_endian.h"
 #include "merak/data/mapped_file.h"
 
 namespace merak::data {
@@ -23,16 +24,6 @@ constexpr int64_t kHeaderBytes = 64;
 constexpr uint32_t kLlmcMagic = 20240520;
 constexpr uint32_t kLlmcVersion = 1;
 constexpr int64_t kLlmcHeaderBytes = 256 * 4;
-
-// Little-endian loads and stores, so files read the same on any host.
-uint64_t load_le(const unsigned char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-void store_le(unsigned char* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
-}
 
 class ShardDataset : public TokenDataset {
  public:

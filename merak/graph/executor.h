@@ -38,7 +38,6 @@ class Executor {
 
   // Training (the default) or evaluation: in evaluation dropout passes its input through.
   void set_training(bool training) { training_ = training; }
-  bool training() const { return training_; }
 
   // Trainable initializers by name, for the optimizer.
   std::vector<std::pair<std::string, Tensor>> parameters() const;

@@ -70,14 +70,12 @@ AdamW::AdamW(std::vector<Param> params, AdamWOptions options)
   v_.resize(params_.size());
 }
 
-void AdamW::allocate_state(bool zero) {
+void AdamW::allocate_state() {
   for (size_t i = 0; i < params_.size(); ++i)
     if (!m_[i].defined()) {
       const Tensor& p = params_[i].value;
-      m_[i] = zero ? Tensor::zeros(p.shape(), DType::F32, p.device())
-                   : Tensor::empty(p.shape(), DType::F32, p.device());
-      v_[i] = zero ? Tensor::zeros(p.shape(), DType::F32, p.device())
-                   : Tensor::empty(p.shape(), DType::F32, p.device());
+      m_[i] = Tensor::zeros(p.shape(), DType::F32, p.device());
+      v_[i] = Tensor::zeros(p.shape(), DType::F32, p.device());
     }
 }
 

@@ -41,9 +41,9 @@ class AdamW {
   // Optimizer state for checkpoints: first and second moments, by parameter name.
   const std::vector<Tensor>& exp_avg() const { return m_; }
   const std::vector<Tensor>& exp_avg_sq() const { return v_; }
-  // For checkpoints: the moments allocated where no step made them yet (zeros, or left
-  // uninitialised when the caller is about to fill them), and the step count set.
-  void allocate_state(bool zero = true);
+  // The moments made (zeros) where no step made them yet, so that they exist before training
+  // (a resume reads into them); and, for checkpoints, the step count set.
+  void allocate_state();
   void set_steps_taken(int64_t steps);
 
  private:

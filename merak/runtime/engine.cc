@@ -718,20 +718,20 @@ double Engine::evaluate(int64_t index, const MicroBatchFn& batches) {
     StepTimes times;
     bool trace;
     explicit Swap(Impl& impl) : e(impl), times(impl.times), trace(impl.options.trace) {
-      flip();
+      swap_programs(/*training=*/false);
       e.options.trace = false;
     }
     ~Swap() {
-      flip();
+      swap_programs(/*training=*/true);
       e.times = times;
       e.options.trace = trace;
       e.posted.clear();
       for (Impl::Chunk& c : e.chunks) c.micro.clear();
     }
-    void flip() {
+    void swap_programs(bool training) {
       std::swap(e.program, e.eval_program);
       std::swap(e.batching, e.eval_batching);
-      for (Impl::Chunk& c : e.chunks) c.exec->set_training(!c.exec->training());
+      for (Impl::Chunk& c : e.chunks) c.exec->set_training(training);
     }
   } swap(e);
   e.loss_sum = 0;
@@ -790,7 +790,7 @@ std::vector<checkpoint::Piece> Engine::checkpoint_pieces() {
       add_state_pieces(values[i].name, *e.shards[i], values[i].value, 0, &out);
   const bool sharded = e.dp->state_sharded();
   for (const OptimizerSlice& s :
-       optimizer_slices(e.dp->adamw(), e.dp->adamw_pieces(), /*fill=*/false)) {
+       optimizer_slices(e.dp->adamw(), e.dp->adamw_pieces())) {
     if (!(sharded || e.replica == 0) || !e.counts(s.param)) continue;
     const std::string& name = values[s.param].name;
     add_state_pieces(name + ".exp_avg", *e.shards[s.param], s.exp_avg, s.begin, &out);
@@ -819,7 +819,7 @@ void Engine::load_checkpoint(const checkpoint::Index& index) {
   Impl& e = *impl_;
   const std::vector<optim::Param>& values = e.mixed ? e.mixed->master_params() : e.params;
   // Every parameter, then the moments (every element of them is read, which read_regions
-  // checks: no zeros first). Host state is read in one go, straight into place; device state in
+  // checks). Host state is read in one go, straight into place; device state in
   // batches through host tensors of about kBatchBytes, copied over after each.
   constexpr int64_t kBatchBytes = int64_t(512) << 20;
   std::vector<StateRead> batch;
@@ -841,7 +841,7 @@ void Engine::load_checkpoint(const checkpoint::Index& index) {
   };
   for (size_t i = 0; i < values.size(); ++i) add(values[i].name, *e.shards[i], values[i].value, 0);
   for (const OptimizerSlice& s :
-       optimizer_slices(e.dp->adamw(), e.dp->adamw_pieces(), /*fill=*/true)) {
+       optimizer_slices(e.dp->adamw(), e.dp->adamw_pieces())) {
     const std::string& name = values[s.param].name;
     add(name + ".exp_avg", *e.shards[s.param], s.exp_avg, s.begin);
     add(name + ".exp_avg_sq", *e.shards[s.param], s.exp_avg_sq, s.begin);

@@ -33,9 +33,8 @@ std::unique_ptr<optim::AdamW> piece_adamw(const std::vector<optim::Param>& param
   return std::make_unique<optim::AdamW>(views, options);
 }
 
-std::vector<OptimizerSlice> optimizer_slices(optim::AdamW& adamw,
-                                             const std::vector<ParamPiece>& pieces, bool fill) {
-  adamw.allocate_state(/*zero=*/!fill);
+std::vector<OptimizerSlice> optimizer_slices(const optim::AdamW& adamw,
+                                             const std::vector<ParamPiece>& pieces) {
   MERAK_CHECK(adamw.exp_avg().size() == pieces.size(), "optimizer state: ",
               adamw.exp_avg().size(), " tensors for ", pieces.size(), " pieces");
   std::vector<OptimizerSlice> out;

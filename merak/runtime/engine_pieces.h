@@ -34,10 +34,10 @@ struct OptimizerSlice {
   Tensor exp_avg, exp_avg_sq;
 };
 
-// `adamw`'s moments as slices: its i-th tensor is pieces[i] of the engine's parameters. Moments
-// no step has made yet are allocated: zeros, or left for the caller to fill when `fill`.
-std::vector<OptimizerSlice> optimizer_slices(optim::AdamW& adamw,
-                                             const std::vector<ParamPiece>& pieces, bool fill);
+// `adamw`'s moments as slices: its i-th tensor is pieces[i] of the engine's parameters (the
+// engine makes the moments when it starts).
+std::vector<OptimizerSlice> optimizer_slices(const optim::AdamW& adamw,
+                                             const std::vector<ParamPiece>& pieces);
 
 // AdamW over the pieces of `params` (each a view, with its parameter's name and decay); the
 // views go to *values, in order, for the caller to give gradients.

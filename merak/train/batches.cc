@@ -85,15 +85,14 @@ std::unique_ptr<data::TokenDataset> open_files(const config::Config& c,
 std::unique_ptr<data::TokenDataset> open_data(const config::Config& c, Split split) {
   const auto& d = c.data;
   if (split == Split::Valid && !d.valid.empty()) return open_files(c, d.valid);
-  std::shared_ptr<data::TokenDataset> all =
+  if (split == Split::Valid && d.valid_split == 0)
+    throw config::ConfigError(c.path + ": key 'eval.every': no validation data (data.valid or "
+                              "data.valid_split)");
+  std::unique_ptr<data::TokenDataset> whole =
       d.source == "generated" ? data::generated_corpus(d.generated_tokens, d.seed)
                               : open_files(c, d.files);
-  if (d.valid_split == 0) {
-    if (split == Split::Valid)
-      throw config::ConfigError(c.path + ": key 'eval.every': no validation data (data.valid "
-                                "or data.valid_split)");
-    return std::make_unique<Slice>(all, 0, all->size());
-  }
+  if (d.valid_split == 0) return whole;
+  const std::shared_ptr<data::TokenDataset> all = std::move(whole);
   const int64_t held = int64_t(double(all->size()) * d.valid_split);
   const int64_t kept = all->size() - held;
   return split == Split::Valid ? std::make_unique<Slice>(all, kept, held)
