@@ -342,4 +342,28 @@ std::string to_yaml(const Config& config) {
   return std::string(out.c_str()) + "\n";
 }
 
+std::vector<KeyChange> model_changes(const Config& before, const Config& after) {
+  Config a = before, b = after;  // fields_of hands out pointers to mutable members
+  if (a.model.ffn_hidden != b.model.ffn_hidden) {  // 0 and 4 * hidden give the same width
+    a.model.ffn_hidden = a.model.ffn();
+    b.model.ffn_hidden = b.model.ffn();
+  }
+  const std::vector<Field> fa = detail::fields_of(a), fb = detail::fields_of(b);
+  const auto text = [](const Field& f) {
+    YAML::Emitter out;
+    detail::emit(out, f.target);
+    return std::string(out.c_str());
+  };
+  std::vector<KeyChange> changes;
+  for (size_t i = 0; i < fa.size(); ++i) {
+    const std::string& name = fa[i].name;
+    if (fa[i].section != "model" || name == "init_from" || name == "init_std" ||
+        name == "dropout")
+      continue;
+    const std::string x = text(fa[i]), y = text(fb[i]);
+    if (x != y) changes.push_back({fa[i].key(), x, y});
+  }
+  return changes;
+}
+
 }  // namespace merak::config

@@ -190,4 +190,14 @@ int64_t model_micro_batches_per_replica(const Config& config);
 // The full config as YAML (every key), for logs and for reproducing a run.
 std::string to_yaml(const Config& config);
 
+// A key whose value differs between two configs, both values as YAML writes them.
+struct KeyChange {
+  std::string key, before, after;
+};
+// The model keys whose change makes `after` another model than `before`, so that a checkpoint of
+// one cannot continue as the other: every model key but the initialisation (init_from,
+// init_std) and dropout, which a resumed run may change. Two different ffn_hidden compare as the
+// widths they give (0 and 4 * hidden are the same model).
+std::vector<KeyChange> model_changes(const Config& before, const Config& after);
+
 }  // namespace merak::config

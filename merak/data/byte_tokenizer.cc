@@ -35,7 +35,7 @@ std::unique_ptr<TokenDataset> tokenize_text_files(const std::vector<std::string>
     const std::vector<int64_t> ids = tokenize_bytes(text);
     tokens.insert(tokens.end(), ids.begin(), ids.end());
   }
-  return in_memory(std::move(tokens), 256);
+  return in_memory(std::move(tokens), 256, "the text files tokenized by byte");
 }
 
 }  // namespace merak::data

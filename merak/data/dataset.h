@@ -19,7 +19,13 @@ class TokenDataset {
   virtual int64_t size() const = 0;                 // number of tokens
   virtual int64_t vocab_hint() const = 0;           // largest id + 1 if known, else 0
   virtual void read(int64_t start, int64_t count, int64_t* out) const = 0;  // ids [start, +count)
+  // Where token i lies, for messages: "FILE: byte N" for a file, a description otherwise.
+  virtual std::string place(int64_t i) const = 0;
 };
+
+// Ends with merak::Error at the first id outside [0, vocab): its place, the id and the
+// vocabulary, followed by `whose` (which setting the vocabulary comes from). One scan.
+void check_ids_below(const TokenDataset& data, int64_t vocab, const std::string& whose);
 
 // Our shard format (documented in merak/data/README.md) and llm.c's (int32 header[256] =
 // {20240520, 1, token count, ...}, then uint16 tokens), both memory-mapped; the format is told
@@ -49,8 +55,9 @@ class LlmcWriter {
   std::FILE* file_ = nullptr;
   int64_t tokens_ = 0;
 };
-// Tokens held in memory (the generated corpus, tokenized text).
-std::unique_ptr<TokenDataset> in_memory(std::vector<int64_t> tokens, int64_t vocab);
+// Tokens held in memory (the generated corpus, tokenized text); `what` names them in messages.
+std::unique_ptr<TokenDataset> in_memory(std::vector<int64_t> tokens, int64_t vocab,
+                                        std::string what = "the tokens held in memory");
 
 // Byte-level tokenizer: vocab 256, id = byte value.
 std::vector<int64_t> tokenize_bytes(const std::string& text);

@@ -112,7 +112,7 @@ std::unique_ptr<TokenDataset> generated_corpus(int64_t tokens, uint64_t seed) {
     text += d.chance(0.2) ? "\n" : " ";  // paragraphs of about five sentences
   }
   text.resize(size_t(tokens));
-  return in_memory(tokenize_bytes(text), 256);
+  return in_memory(tokenize_bytes(text), 256, "the generated corpus");
 }
 
 }  // namespace merak::data

@@ -198,6 +198,10 @@ void MegatronDataset::read(int64_t start, int64_t count, int64_t* out) const {
   for (int64_t i = 0; i < count; ++i) out[i] = token_at(p + i * m.width, m.width, m.is_signed);
 }
 
+std::string MegatronDataset::place(int64_t i) const {
+  return impl_->bin_path + ": byte " + std::to_string(i * impl_->width);
+}
+
 int64_t MegatronDataset::sequence_count() const { return int64_t(impl_->sequences); }
 int64_t MegatronDataset::document_count() const { return int64_t(impl_->doc_entries) - 1; }
 
@@ -248,11 +252,8 @@ class PiecewiseDataset : public TokenDataset {
   void read(int64_t start, int64_t count, int64_t* out) const override {
     MERAK_CHECK(start >= 0 && count >= 0 && start <= size_ - count, "read of tokens [", start,
                 ", ", start + count, ") outside the blend's ", size_, " tokens");
-    // The last piece starting at or before `start`, then the ones after it.
-    size_t k = size_t(std::upper_bound(pieces_.begin(), pieces_.end(), start,
-                                       [](int64_t pos, const Piece& p) { return pos < p.at; }) -
-                      pieces_.begin()) - 1;
-    for (; count > 0; ++k) {
+    // The piece holding `start`, then the ones after it.
+    for (size_t k = piece_index(start); count > 0; ++k) {
       const Piece& p = pieces_[k];
       const int64_t off = start - p.at;
       const int64_t n = std::min(count, p.length - off);
@@ -260,8 +261,19 @@ class PiecewiseDataset : public TokenDataset {
       out += n, start += n, count -= n;
     }
   }
+  std::string place(int64_t i) const override {
+    const Piece& p = pieces_[piece_index(i)];
+    return sources_[size_t(p.source)]->place(p.begin + (i - p.at));
+  }
 
  private:
+  // The last piece starting at or before token i.
+  size_t piece_index(int64_t i) const {
+    return size_t(std::upper_bound(pieces_.begin(), pieces_.end(), i,
+                                   [](int64_t pos, const Piece& p) { return pos < p.at; }) -
+                  pieces_.begin()) - 1;
+  }
+
   std::vector<std::unique_ptr<MegatronDataset>> sources_;
   std::vector<Piece> pieces_;
   int64_t size_ = 0;

@@ -25,6 +25,7 @@ class MegatronDataset : public TokenDataset {
   int64_t size() const override;
   int64_t vocab_hint() const override;  // largest id + 1, by one scan on first use
   void read(int64_t start, int64_t count, int64_t* out) const override;
+  std::string place(int64_t i) const override;  // "PREFIX.bin: byte N"
 
   int64_t sequence_count() const;  // S
   int64_t document_count() const;  // documents: the document index's entries less one

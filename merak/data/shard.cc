@@ -52,6 +52,10 @@ class ShardDataset : public TokenDataset {
     for (int64_t i = 0; i < count; ++i) out[i] = int64_t(load_le(p + i * width_, width_));
   }
 
+  std::string place(int64_t i) const override {
+    return path_ + ": byte " + std::to_string(int64_t(tokens_ - map_->bytes()) + i * width_);
+  }
+
  private:
   std::string path_;
   std::unique_ptr<MappedFile> map_;

@@ -236,7 +236,7 @@ Model import_model(onnx::ModelProto& model, const std::string& file, const Impor
       where = "node #" + std::to_string(i);
       if (node.output_size() > 0) where += " (output '" + node.output(0) + "')";
     }
-    where += " (op " + node.op_type() + ")";
+    where += " (op " + node.op_type() + ", opset " + std::to_string(opset) + ")";
     try {
       b.begin_node(node);
       convert(b, node, opset);

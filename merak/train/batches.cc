@@ -20,6 +20,7 @@ class Slice final : public data::TokenDataset {
   void read(int64_t start, int64_t count, int64_t* out) const override {
     whole_->read(begin_ + start, count, out);
   }
+  std::string place(int64_t i) const override { return whole_->place(begin_ + i); }
 
  private:
   std::shared_ptr<data::TokenDataset> whole_;
@@ -47,7 +48,7 @@ std::unique_ptr<data::TokenDataset> tokenize_text(const config::Config& c,
     ids.insert(ids.end(), doc.begin(), doc.end());
     ids.push_back(tokenizer.eot_id());
   }
-  return data::in_memory(std::move(ids), tokenizer.vocab_size());
+  return data::in_memory(std::move(ids), tokenizer.vocab_size(), "the text tokenized by GPT-2's BPE");
 }
 
 // Megatron prefixes, each optionally after its blend weight, as Megatron's --data-path takes
@@ -104,11 +105,14 @@ std::unique_ptr<data::TokenDataset> open_data(const config::Config& c, Split spl
 BatchSource::BatchSource(const config::Config& c, Split split) : data_(open_data(c, split)) {
   const auto& t = c.train;
   const bool bert = c.model.family == "bert";
-  const int64_t data_vocab = bert ? data::BertVocab::kSize : data_->vocab_hint();
-  if (data_vocab > c.model.vocab)
+  if (bert && data::BertVocab::kSize > c.model.vocab)
     throw config::ConfigError(c.path + ": key 'model.vocab': " + std::to_string(c.model.vocab) +
-                              " is smaller than the data's vocabulary (" +
-                              std::to_string(data_vocab) + ")");
+                              " is smaller than BERT's vocabulary of bytes and special tokens (" +
+                              std::to_string(data::BertVocab::kSize) + ")");
+  // The data's largest id is known from one cached scan; only when it is too large does a second
+  // scan find the first id out of range, for a message that points at it.
+  if (!bert && data_->vocab_hint() > c.model.vocab)
+    data::check_ids_below(*data_, c.model.vocab, "model.vocab in " + c.path);
   if (bert)
     bert_ = std::make_unique<data::BertSampler>(*data_, t.seq_len, t.batch, c.data.mlm_probability,
                                                 c.model.vocab, c.data.seed);

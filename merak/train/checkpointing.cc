@@ -18,6 +18,27 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A resume continues the model the checkpoint holds: a changed model key is refused by name,
+// with both values, before any tensor is read. A saved config this build cannot parse (from a
+// version with other keys) is not compared; the tensors' shapes are still checked as they load.
+void check_same_model(const config::Config& here, const std::string& step_dir,
+                      const std::string& saved_yaml) {
+  const std::string index = step_dir + "/index.json";
+  config::Config saved;
+  try {
+    saved = config::parse(saved_yaml, index);
+  } catch (const config::ConfigError&) {
+    return;
+  }
+  std::string changed;
+  for (const config::KeyChange& c : config::model_changes(saved, here))
+    changed += (changed.empty() ? "key '" : "; key '") + c.key + "': " + c.before +
+               " in the checkpoint, " + c.after + " in " + here.path;
+  if (!changed.empty())
+    throw config::ConfigError(index + ": " + changed +
+                              " (a checkpoint resumes only the model it holds)");
+}
+
 std::string join(const Shape& s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
@@ -214,6 +235,7 @@ void Trainer::resume_from(const std::string& step_dir) {
   int64_t step = 0;
   try {
     const checkpoint::Index index = checkpoint::read_index(step_dir);
+    check_same_model(config_, step_dir, index.config);
     engine_->load_checkpoint(index);
     step = index.step;
   } catch (const std::exception& e) {

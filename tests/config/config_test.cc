@@ -19,6 +19,7 @@ namespace fs = std::filesystem;
 using merak::config::Config;
 using merak::config::ConfigError;
 using merak::config::load;
+using merak::config::model_changes;
 using merak::config::parse;
 using merak::config::to_yaml;
 
@@ -698,4 +699,26 @@ TEST_CASE("auto leaves layout keys to the search; a value given later fixes one"
         Keys{"parallel.pp"});
   // auto is for the layout keys only.
   CHECK(error_of("optimizer:\n  lr: auto\n").find("key 'optimizer.lr'") != std::string::npos);
+}
+
+TEST_CASE("model_changes names the keys that make another model, with both values", "[config]") {
+  const Config base = parse("model:\n  hidden: 128\n  heads: 4\n", "a.yaml");
+  CHECK(model_changes(base, base).empty());
+  // Dropout, the initialisation and anything outside model are free to change on a resume.
+  const Config tuned = parse("model:\n  hidden: 128\n  heads: 4\n  dropout: 0.1\n"
+                             "  init_std: 0.01\noptimizer:\n  lr: 1.0e-3\n", "b.yaml");
+  CHECK(model_changes(base, tuned).empty());
+  // ffn_hidden 0 means 4 * hidden: writing the width out is the same model.
+  CHECK(model_changes(base, parse("model:\n  hidden: 128\n  heads: 4\n  ffn_hidden: 512\n",
+                                  "c.yaml")).empty());
+  const auto changes = model_changes(base, parse("model:\n  hidden: 64\n  heads: 4\n  vocab: 300\n"
+                                                 "  ln_eps: 1.0e-6\n", "d.yaml"));
+  REQUIRE(changes.size() == 3);
+  CHECK(changes[0].key == "model.hidden");
+  CHECK(changes[0].before == "128");
+  CHECK(changes[0].after == "64");
+  CHECK(changes[1].key == "model.vocab");
+  CHECK(changes[1].before == "256");
+  CHECK(changes[1].after == "300");
+  CHECK(changes[2].key == "model.ln_eps");
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # merak_graph's command line: trace a config (gpt20b within 10 s and 300 MB peak RSS, allocating
-# no tensor memory), summary and dump of the result; bad input ends with exit 2 and one line.
+# no tensor memory), summary and dump of the result; bad input (a bad config, a
+# damaged graph file, an ONNX op without a mapping) ends with exit 2 and one line.
 set -u
 tool="$1"
 configs="$2"
@@ -54,4 +55,21 @@ for args in "summary $tmp/missing.pb" "summary $tmp/cut.pb" "dump $tmp/junk.pb" 
   [ "$rc" -eq 2 ] || fail "'$args': exit $rc, want 2 ($out)"
   one_line "'$args'" "$out"
 done
+
+# An ONNX graph with an op the importer has no mapping for: one line naming the file, the node,
+# the op and the opset. Written with Debian's python3-onnx (Det: a determinant, opset 15).
+/usr/bin/python3 - "$tmp/det.onnx" <<'PY' || fail "could not write det.onnx"
+import sys
+from onnx import TensorProto, helper, save
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [])
+graph = helper.make_graph([helper.make_node("Det", ["x"], ["y"], name="det0")], "g", [x], [y])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]), sys.argv[1])
+PY
+out=$("$tool" import "$tmp/det.onnx" -o "$tmp/det.pb" 2>&1); rc=$?
+[ "$rc" -eq 2 ] || fail "unsupported op: exit $rc, want 2 ($out)"
+one_line "unsupported op" "$out"
+grep -q "det.onnx: node 'det0' (op Det, opset 15): unsupported" <<< "$out" ||
+  fail "unsupported op message: $out"
+echo "refused: $out"
 echo "cli_test: all checks passed"

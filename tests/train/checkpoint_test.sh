@@ -7,7 +7,8 @@
 #     (2,2,2) -> (1,1,1), (1,1,1) -> (1,2,2), (1,4,1) -> (2,1,2), (2,1,1) ZeRO-1 -> (1,2,1) 1f1b,
 #     (1,2,1) interleaved v2 -> (1,1,2);
 #   - bad input ends every rank with exit 2 and one line: a bit-flipped or truncated file (naming
-#     file and tensor), another model's checkpoint (naming the tensor and both shapes), a path
+#     file and tensor), another model's checkpoint (naming the changed keys and both values; where the index's
+#     config does not tell, the tensor and both shapes), a path
 #     with no checkpoint, an unwritable checkpoint.dir, a disk that fills up during a save (in
 #     the step loop or in the background), which leaves `latest` where it was.
 set -u
@@ -122,8 +123,13 @@ cp -r "$ck" "$tmp/truncated"
 truncate -s $((size / 3)) "$tmp/truncated/rank_00000.safetensors"
 bad truncated "$tmp/truncated/rank_00000.safetensors: truncated: tensor '" 2,2,1 \
   --resume "$tmp/truncated"
-bad other-model "has shape [256, 128] there, [256, 64] here: a checkpoint of another model?" 1,2,1 \
-  --set model.hidden=64 --set model.heads=2 --resume "$ck"
+bad other-model "$ck/index.json: key 'model.hidden': 128 in the checkpoint, 64 in $configs/gpt-tiny.yaml; key 'model.heads': 4 in the checkpoint, 2 in" \
+  1,2,1 --set model.hidden=64 --set model.heads=2 --resume "$ck"
+# The tensors' shapes are checked too, for an index whose config does not tell the truth.
+cp -r "$ck" "$tmp/relabelled"
+sed -i 's/hidden: 128/hidden: 64/; s/heads: 4/heads: 2/' "$tmp/relabelled/index.json"
+bad other-shapes "has shape [256, 128] there, [256, 64] here: a checkpoint of another model?" \
+  1,2,1 --set model.hidden=64 --set model.heads=2 --resume "$tmp/relabelled"
 bad nothing-there "neither a step (no index.json) nor a checkpoint directory" 1,1,1 \
   --resume "$tmp/empty-dir"
 touch "$tmp/a-file"

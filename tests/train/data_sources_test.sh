@@ -4,7 +4,9 @@
 #     (data.source: megatron), the loss falling;
 #   - weighted Megatron prefixes ([w, a, w, b]) train; a malformed weight list is an exit-2
 #     config error naming data.files;
-#   - a truncated index ends the run with exit 2 naming the file and the byte offset;
+#   - a truncated index ends the run with exit 2 naming the file and the byte offset; so do a
+#     token shard (ours or llm.c's) truncated or with the wrong magic, and a token id not below
+#     model.vocab (the file, the byte, the id, the vocabulary);
 #   - data.source: text with data.tokenizer: gpt2 tokenizes the files in merak_train itself and
 #     gives the first step the same loss as the Megatron file of the same text.
 set -u
@@ -68,4 +70,31 @@ code=$?
 [ "$code" -eq 2 ] && grep -q "cut.idx: byte [0-9]*: " "$tmp/cut.log" ||
   fail "a truncated index: exit $code: $(cat "$tmp/cut.log")"
 echo "truncated index: $(head -1 "$tmp/cut.log")"
+
+# Refused before training: exit 2 and exactly one line, which holds `want` (a regex).
+refused() {  # name want args...
+  local name="$1" want="$2"; shift 2
+  "$train" "${gpt2[@]}" "$@" > "$tmp/$name.log" 2>&1
+  local code=$?
+  [ "$code" -eq 2 ] || fail "$name: exit $code, want 2: $(cat "$tmp/$name.log")"
+  [ "$(wc -l < "$tmp/$name.log")" -eq 1 ] || fail "$name: want one line: $(cat "$tmp/$name.log")"
+  grep -qE "$want" "$tmp/$name.log" || fail "$name: want /$want/ in: $(cat "$tmp/$name.log")"
+  echo "refused: $name: $(cat "$tmp/$name.log")"
+}
+for format in merak llmc; do
+  "$tokenize" "${bpe[@]}" --format "$format" -o "$tmp/book1.$format" "$tmp/book1.txt" \
+    > "$tmp/tok-$format.log" 2>&1 || fail "merak_tokenize $format: $(cat "$tmp/tok-$format.log")"
+  size=$(stat -c %s "$tmp/book1.$format")
+  head -c $((size - 3)) "$tmp/book1.$format" > "$tmp/cut.$format"
+  refused "truncated-$format" "cut\.$format: truncated: header says [0-9]+ tokens, file holds" \
+    --set data.source=tokens --set "data.files=[$tmp/cut.$format]"
+done
+{ printf 'MERAKTOX'; tail -c +9 "$tmp/book1.merak"; } > "$tmp/magic.merak"
+refused wrong-magic "magic\.merak: not a token shard: unknown magic \(first bytes 4d4552414b544f58" \
+  --set data.source=tokens --set "data.files=[$tmp/magic.merak]"
+# GPT-2's BPE gives most English words ids in the thousands: a vocabulary of 1000 is too small.
+refused id-over-vocab "book1\.merak: byte [0-9]+: token id [0-9]{4,5} is not below the vocabulary of 1000 \(model\.vocab in .*gpt-tiny\.yaml\)" \
+  --set data.source=tokens --set "data.files=[$tmp/book1.merak]" --set model.vocab=1000
+refused id-over-vocab-megatron "books\.bin: byte [0-9]+: token id [0-9]{4,5} is not below the vocabulary of 1000" \
+  --set data.source=megatron --set "data.files=[$tmp/books]" --set model.vocab=1000
 echo "PASS"

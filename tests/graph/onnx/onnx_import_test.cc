@@ -56,15 +56,15 @@ std::vector<float> values(const Tensor& t) { return t.contiguous().to_vector<flo
 
 }  // namespace
 
-TEST_CASE("onnx import: an unsupported op names the file, the node and the op") {
-  OnnxModel m;
+TEST_CASE("onnx import: an unsupported op names the file, the node, the op and the opset") {
+  OnnxModel m(13);
   m.input("x", kFloat, {2, 3}).output("y", {2, 3});
   m.node("Sigmoid", {"x"}, {"y"});
   const std::string msg = import_error(m.bytes(), "model.onnx");
   INFO(msg);
   CHECK(msg.rfind("model.onnx: ", 0) == 0);
   CHECK(msg.find("node 'n_y'") != std::string::npos);
-  CHECK(msg.find("(op Sigmoid)") != std::string::npos);
+  CHECK(msg.find("(op Sigmoid, opset 13)") != std::string::npos);
   CHECK(msg.find("unsupported") != std::string::npos);
 }
 
@@ -74,7 +74,7 @@ TEST_CASE("onnx import: a run-time value where a constant is needed is unsupport
   m.node("Pow", {"x", "e"}, {"y"});
   const std::string msg = import_error(m.bytes());
   INFO(msg);
-  CHECK(msg.find("node 'n_y' (op Pow): unsupported") != std::string::npos);
+  CHECK(msg.find("node 'n_y' (op Pow, opset 17): unsupported") != std::string::npos);
   CHECK(msg.find("exponent") != std::string::npos);
 }
 
@@ -422,7 +422,8 @@ TEST_CASE("onnx import: an op from another domain is unsupported, named") {
   m.node("FastGelu", {"x"}, {"y"}).set_domain("com.example");
   const std::string msg = import_error(m.bytes());
   INFO(msg);
-  CHECK(msg.find("test.onnx: node 'n_y' (op FastGelu): unsupported") != std::string::npos);
+  CHECK(msg.find("test.onnx: node 'n_y' (op FastGelu, opset 17): unsupported") !=
+        std::string::npos);
   CHECK(msg.find("com.example") != std::string::npos);
 }
 
@@ -435,7 +436,7 @@ TEST_CASE("onnx import: nodes are checked against their schema even where the ch
   m.node("Relu", {"x"}, {"y"});
   const std::string msg = import_error(m.bytes());
   INFO(msg);
-  CHECK(msg.rfind("test.onnx: node 'bare_gru' (op GRUUnit): ", 0) == 0);
+  CHECK(msg.rfind("test.onnx: node 'bare_gru' (op GRUUnit, opset 17): ", 0) == 0);
 }
 
 TEST_CASE("onnx import: Reshape's 0 copies the input's dim, Flatten and Unsqueeze reshape") {
