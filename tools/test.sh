@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing, then builds and runs every test (the README's test command).
+# Installs what is missing, builds and runs every test, then smokes every fuzz target (the
+# README's test command).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
@@ -23,6 +24,17 @@ for target in $(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2> /dev/null);
   fi
 done
 passed=$((passed - skipped))
+# The loaders' fuzz targets (tools/fuzz: clang, libFuzzer, ASan, UBSan, outside Bazel): a smoke
+# of 3000 executions each from fresh seeds, counted as one test.
+mkdir -p tmp
+if timeout 1800 tools/fuzz/run.sh all 3000 > tmp/fuzz-smoke.log 2>&1; then
+  passed=$((passed + 1))
+  echo "fuzz smoke: PASSED"; tail -n 6 tmp/fuzz-smoke.log
+else
+  failed=$((failed + 1))
+  status=1
+  echo "fuzz smoke: FAILED"; tail -n 60 tmp/fuzz-smoke.log
+fi
 if [ -n "${CI:-}" ]; then bazel shutdown; fi
 rm -f "$log"
 echo "tests: ${passed} passed, ${failed} failed, ${skipped} skipped"

@@ -49,9 +49,11 @@ class Recorder final : public ops::OpObserver {
   }
 };
 
-// Registered at start-up; the library is linked whole (alwayslink) so this always runs.
+// Registered at start-up; the library is linked whole (alwayslink) so this always runs. The
+// recorder lives as long as the program (a static, not a heap object nothing frees).
 struct Install {
-  Install() { ops::add_observer(new Recorder()); }
+  Recorder recorder;
+  Install() { ops::add_observer(&recorder); }
 } install;
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "merak/checkpoint/reader.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,6 +46,7 @@ bool same_region(const Region& a, const Region& b) {
 struct OpenFile {
   int fd = -1, direct_fd = -1;
   size_t align = 4096;
+  int64_t size = 0;  // bytes, when opened
 };
 
 class Files {
@@ -62,6 +64,10 @@ class Files {
     f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (f.fd < 0)
       fail("cannot open '" + path + "': " + std::strerror(errno) + " (tensor '" + tensor + "')");
+    struct stat st;
+    if (::fstat(f.fd, &st) != 0)
+      fail("cannot stat '" + path + "': " + std::strerror(errno) + " (tensor '" + tensor + "')");
+    f.size = int64_t(st.st_size);
     if (const size_t a = direct_io_alignment(f.fd, f.align)) {
       f.align = a;
       f.direct_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
@@ -235,6 +241,11 @@ void read_regions(const Index& index, const std::vector<RegionRead>& reads) {
   for (size_t k = 0; k < pieces.size(); ++k) {
     PieceRead& p = *pieces[k];
     p.file = &files.open(p.path, *p.tensor);
+    // Checked before any read, so no offset past the file reaches the reads' arithmetic.
+    if (p.entry->byte_end > p.file->size)
+      fail(p.path + ": truncated: tensor '" + *p.tensor + "' needs bytes " +
+           std::to_string(p.entry->byte_begin) + ".." + std::to_string(p.entry->byte_end) +
+           ", the file ends at byte " + std::to_string(p.file->size));
     const RegionRead& first = reads[p.readers[0]];
     if (p.readers.size() == 1 && same_region(p.entry->region, first.target))
       p.direct = static_cast<char*>(first.out.raw_data());
@@ -267,8 +278,13 @@ void read_regions(const Index& index, const std::vector<RegionRead>& reads) {
       }
     }
   };
+  // One stream per chunk's worth of bytes, up to kStreams: a small read (a tiny model, one
+  // tensor) is not worth starting threads for.
+  size_t total = 0;
+  for (const auto& c : chunks) total += c.end - c.begin;
+  const size_t streams = std::min({kStreams, chunks.size(), total / kChunkBytes + 1});
   std::vector<std::thread> threads;
-  for (size_t s = 1; s < std::min(kStreams, chunks.size()); ++s) threads.emplace_back(stream);
+  for (size_t s = 1; s < streams; ++s) threads.emplace_back(stream);
   stream();
   for (std::thread& t : threads) t.join();
   if (first_bad < chunks.size()) fail(error);

@@ -1,21 +1,38 @@
 #include "merak/checkpoint/region.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
 namespace merak::checkpoint {
+namespace {
+
+// The product of `shape`; false when it does not fit in int64 (a corrupt index's shape).
+bool checked_numel(const Shape& shape, int64_t* n) {
+  *n = 1;
+  for (int64_t s : shape)
+    if (__builtin_mul_overflow(*n, s, n)) return false;
+  return true;
+}
+
+}  // namespace
 
 int64_t Region::box_numel() const {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
+  // Exact for every region region_fits accepts; saturated for a corrupt one (described in an
+  // error message), so that describing it is defined.
+  int64_t n = 0;
+  return checked_numel(shape, &n) ? n : INT64_MAX;
 }
 
 std::string Region::str() const {
   std::string s = "[";
-  for (size_t d = 0; d < shape.size(); ++d)
-    s += (d ? ", " : "") + std::to_string(offset[d]) + ":" + std::to_string(offset[d] + shape[d]);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int64_t o = d < offset.size() ? offset[d] : 0;  // a corrupt region's ranks may differ
+    int64_t e = 0;
+    s += (d ? ", " : "") + std::to_string(o) + ":" +
+         (__builtin_add_overflow(o, shape[d], &e) ? std::string("?") : std::to_string(e));
+  }
   s += "]";
   if (begin != 0 || end >= 0)
     s += " elements " + std::to_string(begin) + ".." + std::to_string(flat_end());
@@ -29,10 +46,16 @@ bool region_fits(const Region& r, const Shape& global, std::string* why) {
     return false;
   }
   for (size_t d = 0; d < global.size(); ++d)
-    if (r.offset[d] < 0 || r.shape[d] < 0 || r.offset[d] + r.shape[d] > global[d]) {
+    if (r.offset[d] < 0 || r.shape[d] < 0 || r.offset[d] > global[d] ||
+        r.shape[d] > global[d] - r.offset[d]) {
       *why = "region " + r.str() + " lies outside the tensor's shape " + shape_str(global);
       return false;
     }
+  int64_t box = 0;
+  if (!checked_numel(r.shape, &box)) {
+    *why = "region " + r.str() + " has more elements than int64 counts";
+    return false;
+  }
   if (r.begin < 0 || r.flat_end() > r.box_numel() || r.begin > r.flat_end()) {
     *why = "region " + r.str() + ": elements outside its box of " +
            std::to_string(r.box_numel());

@@ -388,7 +388,12 @@ Index read_index(const std::string& step_dir) {
         if (used != sum.size() || sum.empty()) fail(what + ": checksum '" + sum + "' is not hex");
         std::string why;
         if (!region_fits(e.region, t.shape, &why)) fail(what + ": " + why);
-        if (e.byte_end - e.byte_begin != e.region.numel() * int64_t(dtype_size(t.dtype)))
+        if (e.byte_begin < 0 || e.byte_end < e.byte_begin)
+          fail(what + ": a piece's byte range " + std::to_string(e.byte_begin) + ".." +
+               std::to_string(e.byte_end) + " is not a range of a file");
+        int64_t piece_bytes = 0;
+        if (__builtin_mul_overflow(e.region.numel(), int64_t(dtype_size(t.dtype)), &piece_bytes) ||
+            e.byte_end - e.byte_begin != piece_bytes)
           fail(what + ": a piece's byte range does not hold its " +
                std::to_string(e.region.numel()) + " elements");
         t.pieces.push_back(e);

@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <sstream>
 
+#include <yaml-cpp/anchor.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "merak/config/fields.h"
@@ -56,6 +59,38 @@ std::string position(const YAML::Mark& mark) {
   return "line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1) +
          ": ";
 }
+
+// Where each document of a YAML stream starts: the mark of its first node. Builds nothing.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> marks;
+
+  void OnDocumentStart(const YAML::Mark&) override { first_ = true; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    node(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    node(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    node(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void node(const YAML::Mark& mark) {
+    if (first_) marks.push_back(mark);
+    first_ = false;
+  }
+  bool first_ = false;
+};
 
 bool is_section(const std::string& name) {
   for (const std::string& s : detail::section_names()) {
@@ -275,18 +310,31 @@ class Builder {
 
 Config parse(const std::string& yaml_text, const std::string& name,
              const std::vector<std::string>& overrides) {
-  std::vector<YAML::Node> documents;
+  // Not YAML::LoadAll: after a stray ',' ("[a], b", ",") yaml-cpp 0.7 makes empty documents
+  // without moving on, and LoadAll collects them until memory runs out. The events of at most
+  // two documents tell whether there is a second; YAML::Load builds the first.
+  YAML::Node document;
+  bool any = false;
   try {
-    documents = YAML::LoadAll(yaml_text);
+    std::istringstream in(yaml_text);
+    YAML::Parser parser(in);
+    DocumentStarts starts;
+    any = parser.HandleNextDocument(starts);
+    if (any && parser.HandleNextDocument(starts)) {
+      const YAML::Mark second =
+          starts.marks.size() > 1 ? starts.marks[1] : YAML::Mark::null_mark();
+      if (second.pos >= 0 && size_t(second.pos) < yaml_text.size() &&
+          yaml_text[size_t(second.pos)] == ',')
+        throw ConfigError(name + ": " + position(second) + "YAML syntax error: unexpected ','");
+      throw ConfigError(name + ": " + position(second) +
+                        "a second YAML document starts here (a config file holds one)");
+    }
+    if (any) document = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(name + ": " + position(e.mark) + "YAML syntax error: " + e.msg);
   }
-  if (documents.size() > 1) {
-    throw ConfigError(name + ": " + position(documents[1].Mark()) +
-                      "a second YAML document starts here (a config file holds one)");
-  }
   Builder builder(name);
-  if (!documents.empty()) builder.read_document(documents[0]);
+  if (any) builder.read_document(document);
   for (const std::string& assignment : overrides) builder.apply_override(assignment);
   return builder.finish();
 }

@@ -88,7 +88,12 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocab_path, const std::stri
   for (const auto& [spelling, value] : members) {
     MERAK_CHECK(value.kind() == JsonValue::Kind::Number, vocab_path, ": token ", json_quote(spelling),
                 ": id is not a number");
-    const int64_t id = value.int64(vocab_path + ": token " + json_quote(spelling));
+    int64_t id = -1;
+    try {  // a fraction, or an integer past 64 bits
+      id = value.int64(vocab_path + ": token " + json_quote(spelling));
+    } catch (const JsonError& e) {
+      MERAK_FAIL(e.what());
+    }
     MERAK_CHECK(id >= 0 && id < int64_t(members.size()) && !seen[size_t(id)], vocab_path,
                 ": token ", json_quote(spelling), ": id ", id, " is out of range or repeated (",
                 members.size(), " tokens)");

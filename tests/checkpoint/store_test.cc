@@ -105,6 +105,12 @@ TEST_CASE("regions copy exactly their overlap", "[checkpoint]") {
   std::string why;
   CHECK_FALSE(region_fits(box({0, 6}, {6, 4}), g, &why));
   CHECK(why == "region [0:6, 6:10] lies outside the tensor's shape [6, 8]");
+  // A corrupt index's numbers overflowed int64 here (found by fuzzing): now refused.
+  const int64_t big = INT64_MAX;
+  CHECK_FALSE(region_fits(box({big, 0}, {6, 8}), g, &why));
+  CHECK(why == "region [9223372036854775807:?, 0:8] lies outside the tensor's shape [6, 8]");
+  CHECK_FALSE(region_fits(box({0, 0}, {big / 2, 4}), {big / 2, 4}, &why));
+  CHECK(why.find("has more elements than int64 counts") != std::string::npos);
 }
 
 TEST_CASE("a checksum changes with any one bit", "[checkpoint]") {

@@ -9,7 +9,7 @@ suite="$1"
 export OMPI_MCA_btl=self,vader
 status=0
 for mode in "" --shared-memory --staged; do
-  timeout 180 mpirun --allow-run-as-root --oversubscribe -np 8 "$suite" $mode
+  timeout $((180 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np 8 "$suite" $mode
   rc=$?
   [ "$rc" -eq 124 ] && echo "FAIL: the suite ${mode:-(mpi)} did not end within 180 s"
   [ "$rc" -ne 0 ] && status=1

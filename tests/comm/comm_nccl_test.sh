@@ -12,4 +12,4 @@ if [ "$rc" -ne 0 ]; then
 fi
 np=${MERAK_NCCL_RANKS:-$((out < 8 ? out : 8))}
 echo "comm_nccl_test: $out GPU(s), $np rank(s)"
-timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$np" "$suite"
+timeout $((300 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np "$np" "$suite"

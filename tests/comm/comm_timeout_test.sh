@@ -10,7 +10,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 # non-zero status, well before 30 s, printing MESSAGE exactly once.
 expect_timeout() {
   local np="$1" scenario="$2" want="$3" start=$SECONDS out rc secs
-  out=$(timeout 60 mpirun --allow-run-as-root --oversubscribe -np "$np" "$bin" "$scenario" 2 2>&1)
+  out=$(timeout $((60 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np "$np" "$bin" "$scenario" 2 2>&1)
   rc=$?
   secs=$((SECONDS - start))
   [ "$rc" -ne 124 ] || fail "$scenario: the job hung (killed after 60 s): $out"

@@ -43,8 +43,13 @@ class MpiKit : public merak::comm::test::Kit {
   }
   void* alloc(size_t bytes) override { return std::malloc(bytes); }
   void release(void* p) override { std::free(p); }
-  void upload(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
-  void download(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  // An empty buffer may have no address: memcpy must not see it (its pointers must be valid).
+  void upload(void* dst, const void* src, size_t n) override {
+    if (n) std::memcpy(dst, src, n);
+  }
+  void download(void* dst, const void* src, size_t n) override {
+    if (n) std::memcpy(dst, src, n);
+  }
 
  private:
   Mode mode_;

@@ -408,6 +408,9 @@ TEST_CASE("file errors name the file; syntax errors name the line", "[config]") 
   CHECK(error_of("model:\n  layers: 2\n---\ntrain:\n  steps: 3\n") ==
         "x.yaml: line 4, column 1: a second YAML document starts here (a config file holds "
         "one)");
+  // yaml-cpp's LoadAll never got past a stray ',' after a document (found by fuzzing).
+  CHECK(error_of("[a], b") == "x.yaml: line 1, column 4: YAML syntax error: unexpected ','");
+  CHECK(error_of(",") == "x.yaml: line 1, column 1: YAML syntax error: unexpected ','");
 }
 
 TEST_CASE("--set overrides apply after the file, in order", "[config]") {

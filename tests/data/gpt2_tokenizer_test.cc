@@ -194,6 +194,11 @@ TEST_CASE("gpt2: file errors name the file and the place", "[data][gpt2]") {
   write_file(bad_json, "{\"a\": 0, \"b\": 5}");
   CHECK_THROWS_WITH(Gpt2Tokenizer::load(bad_json, merges),
                     Catch::Contains(bad_json + ": token \"b\": id 5"));
+  // An id past 64 bits threw JsonError, not merak::Error (found by fuzzing).
+  write_file(bad_json, "{\"a\": 0, \"b\": 123456789012345678901234567890}");
+  CHECK_THROWS_AS(Gpt2Tokenizer::load(bad_json, merges), merak::Error);
+  CHECK_THROWS_WITH(Gpt2Tokenizer::load(bad_json, merges),
+                    Catch::Contains(bad_json + ": token \"b\": expected an integer"));
 
   const std::string bad_merges = temp_path("gpt2_bad.bpe");
   write_file(bad_merges, "#version: 0.2\nĠ t\nĠta\n");

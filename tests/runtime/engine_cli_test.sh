@@ -10,7 +10,7 @@ tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 fail() { echo "FAIL: $*"; exit 1; }
 export OMPI_MCA_btl=self,vader
 export OMPI_MCA_mpi_yield_when_idle=1
-mpi() { timeout 120 mpirun --allow-run-as-root --oversubscribe -np "$@"; }
+mpi() { timeout $((120 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np "$@"; }
 cfg="$configs/gpt-tiny-3d.yaml"
 
 out=$("$train" --config "$cfg" 2>&1); rc=$?

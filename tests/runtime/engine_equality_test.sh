@@ -13,7 +13,7 @@ export MERAK_NUM_THREADS=1
 status=0
 run() {  # family dp pp tp [dropout]
   local n=$(($2 * $3 * $4)) p="${5:-0.0}"
-  timeout 240 mpirun --allow-run-as-root --oversubscribe -np "$n" \
+  timeout $((240 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np "$n" \
     "$bin" --family "$1" --dropout "$p" --layout "$2,$3,$4" --expect "$tmp/$1-$p.ref"
   local rc=$?
   [ "$rc" -eq 124 ] && echo "FAIL: $1 ($2,$3,$4) did not end within 240 s"

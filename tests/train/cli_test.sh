@@ -141,7 +141,7 @@ same_plan "$tmp/flags.json" "$tmp/keys.json" ||
   > "$tmp/quiet.log" 2>&1 || fail "--log-level warn: $(tail -3 "$tmp/quiet.log")"
 grep -q '^step     2/2 | loss' "$tmp/quiet.log" || fail "--log-level warn lost the step line"
 ! grep -q '^merak_train: configs' "$tmp/quiet.log" || fail "--log-level warn kept the header"
-OMPI_MCA_btl=self,vader timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 "$train" \
+OMPI_MCA_btl=self,vader timeout $((120 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np 2 "$train" \
   --config "$configs/gpt-tiny.yaml" --set train.steps=1 --set parallel.pp=2 --log-level debug \
   > "$tmp/debug.log" 2>&1 || fail "--log-level debug at pp 2: $(tail -3 "$tmp/debug.log")"
 grep -q '^\[rank 1\] place: dp 0, pp 1, tp 0' "$tmp/debug.log" ||

@@ -32,7 +32,7 @@ run() {
   local d p t
   IFS=, read -r d p t <<< "$layout"
   local n=$((d * p * t)) launch=()
-  [ "$n" -gt 1 ] && launch=(timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$n")
+  [ "$n" -gt 1 ] && launch=(timeout $((300 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np "$n")
   "${launch[@]}" "$train" --config "$configs/gpt-tiny.yaml" "${small[@]}" \
     --set parallel.dp="$d" --set parallel.pp="$p" --set parallel.tp="$t" \
     --metrics "$tmp/$name.jsonl" "$@" > "$tmp/$name.log" 2>&1 ||

@@ -13,7 +13,7 @@ logits="$5"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 fail() { echo "FAIL: $*"; exit 1; }
 export OMPI_MCA_btl=self,vader
-out=$(timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 "$train" \
+out=$(timeout $((120 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np 4 "$train" \
       --config "$configs/gpt-tiny.yaml" --set parallel.pp=2 --set parallel.tp=2 \
       --set train.micro_batch=4 --set train.steps=2 --set checkpoint.dir="$tmp/ck" 2>&1) ||
   fail "training: $out"
@@ -49,7 +49,7 @@ run1 init-hf-gpt2 "$tmp/hf-gpt2.safetensors"
 run1 init-torch "$tmp/torch_gpt2.safetensors"
 "$train" --config "$configs/gpt-tiny.yaml" --set train.steps=1 --metrics "$tmp/fresh.jsonl" \
   > /dev/null 2>&1 || fail "fresh run"
-timeout 120 mpirun --allow-run-as-root --oversubscribe -np 4 "$train" \
+timeout $((120 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np 4 "$train" \
   --config "$configs/gpt-tiny.yaml" --set parallel.dp=2 --set parallel.tp=2 --set train.steps=1 \
   --set model.init_from="$tmp/torch_gpt2.safetensors" --metrics "$tmp/init3d.jsonl" \
   > "$tmp/init3d.log" 2>&1 || fail "init_from at dp 2 x tp 2: $(tail -2 "$tmp/init3d.log")"

@@ -41,7 +41,7 @@ assert "stages" in d, sorted(d)  # the chosen layout's plan, as without auto
 PY
 
 # A job of 4 ranks searches (rank 0), prints its choice, and every rank trains with it.
-out=$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np 4 "$train" "${tiny[@]}" \
+out=$(timeout $((300 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np 4 "$train" "${tiny[@]}" \
       --set train.steps=3 2>&1) || fail "mpirun -np 4 with parallel=auto: $out"
 chosen=$(sed -n 's/^chosen: //p' <<< "$out")
 dp=$(sed -n 's/^dp \([0-9]*\), pp \([0-9]*\), tp \([0-9]*\),.*/\1 \2 \3/p' <<< "$chosen")

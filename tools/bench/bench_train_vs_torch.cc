@@ -1,10 +1,21 @@
 // Training speed of Merak's GPT next to the same model in plain PyTorch (python/merak_ref) on
 // the same shapes, thread count, batch and optimizer (forward, backward, global-norm clip,
-// AdamW). Merak runs first, then tools/bench/bench_train_vs_torch.py under /usr/bin/python3
-// with torch.set_num_threads and OpenBLAS limited to the same threads; one table compares them.
+// AdamW). Merak and tools/bench/bench_train_vs_torch.py (under /usr/bin/python3, with
+// torch.set_num_threads and OpenBLAS limited to the same threads) take turns, --rounds times;
+// each figure is the median over the rounds of a run's median step.
+//
+// PyTorch runs as a careful user would run it, and its fastest setting makes the ratio: with
+// OpenBLAS's own kernel choice for this CPU (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, which
+// this machine's environment sets to Haswell's kernels), and with the SkylakeX kernels named
+// where the CPU has AVX-512 (OpenBLAS 0.3.21 does not know the newest CPUs and may pick generic
+// kernels for them); each with glibc's default malloc and with one that keeps freed memory (see
+// torch_settings); all with OMP_WAIT_POLICY=PASSIVE (PyTorch's OpenMP threads otherwise spin on
+// the cores OpenBLAS's threads need). Each setting's time and the core OpenBLAS reported are
+// printed.
 //
 //   bazel run //tools/bench:bench_train_vs_torch -- [--threads 2] [--batch 4] [--seq 64]
-//       [--warmup 2] [--steps 5] [--shapes small,124m] [--no-torch] [--peak GFLOPS_PER_CORE]
+//       [--warmup 2] [--steps 5] [--rounds 3] [--shapes small,124m] [--no-torch]
+//       [--peak GFLOPS_PER_CORE]
 //
 // Model FLOPs per token are the model's own count (6 N + 6 L T C for GPT); "of peak" divides the
 // achieved model FLOP/s by the measured per-core FMA peak times the threads.
@@ -48,7 +59,7 @@ const std::map<std::string, Shape> kShapes = {
 struct Options {
   int threads = 2;
   int64_t batch = 4, seq = 64;
-  int warmup = 2, steps = 5;
+  int warmup = 2, steps = 5, rounds = 3;
   std::vector<std::string> shapes = {"small", "124m"};
   bool torch = true;
   double peak = 0;  // GFLOP/s per core; 0 = measure
@@ -57,7 +68,7 @@ struct Options {
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--threads N] [--batch N] [--seq N] [--warmup N] [--steps N >= 5]\n"
-               "          [--shapes small,124m] [--no-torch] [--peak GFLOPS_PER_CORE]\n",
+               "          [--rounds N] [--shapes small,124m] [--no-torch] [--peak GFLOPS_PER_CORE]\n",
                argv0);
   std::exit(2);
 }
@@ -77,6 +88,7 @@ Options parse(int argc, char** argv) {
     else if (arg == "--seq") o.seq = std::atoll(v);
     else if (arg == "--warmup") o.warmup = std::atoi(v);
     else if (arg == "--steps") o.steps = std::atoi(v);
+    else if (arg == "--rounds") o.rounds = std::atoi(v);
     else if (arg == "--peak") o.peak = std::atof(v);
     else if (arg == "--shapes") {
       o.shapes.clear();
@@ -91,7 +103,7 @@ Options parse(int argc, char** argv) {
     } else usage(argv[0]);
   }
   if (o.threads < 1 || o.batch < 1 || o.seq < 1 || o.warmup < 0 || o.steps < 5 || o.peak < 0 ||
-      o.shapes.empty())
+      o.rounds < 1 || o.shapes.empty())
     usage(argv[0]);
   return o;
 }
@@ -107,7 +119,24 @@ struct Timing {
   int64_t params = 0;
   double flops_per_token = 0;
   double others = 0;  // cores' worth of CPU other processes used meanwhile (see Busy)
+  std::string core;   // PyTorch: the kernel set OpenBLAS reported
 };
+
+// Per phase, the median over rounds (each round's figures are already medians of its steps);
+// `others` is the worst round's.
+Timing median_of(const std::vector<Timing>& rounds) {
+  Timing t = rounds.front();
+  auto pick = [&rounds](double Timing::*field) {
+    std::vector<double> v;
+    for (const Timing& r : rounds) v.push_back(r.*field);
+    return median(v);
+  };
+  t.step = pick(&Timing::step), t.forward = pick(&Timing::forward);
+  t.backward = pick(&Timing::backward), t.clip = pick(&Timing::clip);
+  t.adamw = pick(&Timing::adamw);
+  for (const Timing& r : rounds) t.others = std::max(t.others, r.others);
+  return t;
+}
 
 // The machine is shared: CPU time every process spent (from /proc/stat) minus what this process
 // and its children spent, over a run's wall time, says how many cores others took meanwhile.
@@ -211,32 +240,37 @@ std::string torch_script(const char* argv0) {
   return "";
 }
 
-// The environment PyTorch runs in, each setting unless the caller's environment has it:
-//  * OPENBLAS_NUM_THREADS, OMP_NUM_THREADS: the benchmark's thread count;
-//  * OPENBLAS_CORETYPE: OpenBLAS 0.3.21 does not know recent Xeons (family 6, model 207) and
-//    falls back to its generic "Prescott" SSE3 kernels at ~20 GFLOP/s; name the AVX-512 (or
-//    AVX2) kernels the CPU can run, so PyTorch's matmuls get their real speed;
-//  * OMP_WAIT_POLICY=PASSIVE: PyTorch's OpenMP threads otherwise spin on the same cores that
-//    OpenBLAS's own threads need, which made its steps ~2x slower and erratic here.
-std::string torch_env(const Options& o) {
-  std::ostringstream env;
-  auto set = [&env](const char* name, const std::string& value) {
-    const char* have = std::getenv(name);
-    env << name << "=" << (have ? std::string(have) : value) << " ";
-  };
-  set("OPENBLAS_NUM_THREADS", std::to_string(o.threads));
-  set("OMP_NUM_THREADS", std::to_string(o.threads));
+// One way to run PyTorch: a name and the `env` arguments that set it up (see the top comment).
+struct TorchSetting {
+  std::string name, env;
+};
+
+std::vector<TorchSetting> torch_settings(const Options& o) {
+  const std::string common = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=" +
+                             std::to_string(o.threads) + " OMP_NUM_THREADS=" +
+                             std::to_string(o.threads) + " OMP_WAIT_POLICY=PASSIVE";
+  std::vector<std::pair<std::string, std::string>> cores = {{"OpenBLAS's choice", ""}};
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) set("OPENBLAS_CORETYPE", "SkylakeX");
-  else if (__builtin_cpu_supports("avx2")) set("OPENBLAS_CORETYPE", "Haswell");
-  set("OMP_WAIT_POLICY", "PASSIVE");
-  return env.str();
+  if (__builtin_cpu_supports("avx512f")) cores.push_back({"SkylakeX", " OPENBLAS_CORETYPE=SkylakeX"});
+  // glibc's malloc hands large blocks back to the kernel at free, so each step faults its
+  // temporaries in afresh (about 10 us a 4 KiB page on a paravirtualised guest: PyTorch's 124M
+  // step took 4.9 s here, 1.2 s without it). PyTorch's CPU tuning advice is a caching malloc
+  // (jemalloc, tcmalloc); glibc's tunables do the same: keep freed memory in the heap.
+  const std::string kept_heap = " MALLOC_MMAP_THRESHOLD_=17179869184"
+                                " MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=1073741824";
+  std::vector<TorchSetting> settings;
+  for (const auto& [name, env] : cores) {
+    settings.push_back({name, common + env});
+    settings.push_back({name + ", heap kept", common + env + kept_heap});
+  }
+  return settings;
 }
 
 // Runs the PyTorch side for one shape; returns its median step seconds and phases (0 on error).
-Timing time_torch(const std::string& script, const Shape& s, const Options& o) {
+Timing time_torch(const std::string& script, const TorchSetting& setting, const Shape& s,
+                  const Options& o) {
   std::ostringstream cmd;
-  cmd << torch_env(o) << "/usr/bin/python3 " << script << " --threads " << o.threads << " --batch " << o.batch
+  cmd << setting.env << " /usr/bin/python3 " << script << " --threads " << o.threads << " --batch " << o.batch
       << " --seq " << o.seq << " --warmup " << o.warmup << " --steps " << o.steps
       << " --layers " << s.layers << " --hidden " << s.hidden << " --heads " << s.heads
       << " --vocab " << s.vocab << " --max-seq " << (s.max_seq > 0 ? s.max_seq : o.seq);
@@ -245,10 +279,13 @@ Timing time_torch(const std::string& script, const Shape& s, const Options& o) {
   FILE* p = popen(cmd.str().c_str(), "r");
   if (!p) return t;
   char line[4096];
+  char core[64] = "";
   while (std::fgets(line, sizeof line, p)) {
-    if (std::sscanf(line, "RESULT step %lf forward %lf backward %lf clip %lf adamw %lf", &t.step,
-                    &t.forward, &t.backward, &t.clip, &t.adamw) == 5)
+    if (std::sscanf(line, "RESULT step %lf forward %lf backward %lf clip %lf adamw %lf core %63s",
+                    &t.step, &t.forward, &t.backward, &t.clip, &t.adamw, core) == 6) {
+      t.core = core;
       continue;
+    }
     std::fputs(line, stderr);  // the script's own notes (BLAS in use, per-step times)
   }
   if (pclose(p) != 0) t.step = 0;
@@ -274,16 +311,47 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench: tools/bench/bench_train_vs_torch.py not found; PyTorch skipped\n");
 
   const double tokens = double(o.batch * o.seq);
+  const std::vector<TorchSetting> settings =
+      script.empty() ? std::vector<TorchSetting>() : torch_settings(o);
   struct Row {
     Shape shape;
-    Timing merak, torch;
+    std::vector<Timing> merak_rounds;
+    std::vector<std::vector<Timing>> torch_rounds;  // [setting][round]
+    Timing merak, torch;                             // medians; torch: the fastest setting's
+    std::vector<Timing> by_setting;
+    std::string best;                                // the fastest setting's name
   };
   std::vector<Row> rows;
-  for (const auto& name : o.shapes) rows.push_back({kShapes.at(name), time_merak(kShapes.at(name), o), {}});
-  // PyTorch after every Merak run, so the two never share the cores.
-  if (!script.empty()) {
-    std::fprintf(stderr, "  torch environment: %s\n", torch_env(o).c_str());
-    for (auto& r : rows) r.torch = time_torch(script, r.shape, o);
+  for (const auto& name : o.shapes) {
+    rows.push_back({kShapes.at(name), {}, {}, {}, {}, {}, ""});
+    rows.back().torch_rounds.resize(settings.size());
+  }
+  // Turns: every Merak run, then every PyTorch run, per round, so the two never share the cores
+  // and drift in the machine's speed reaches both alike.
+  for (int round = 0; round < o.rounds; ++round) {
+    std::fprintf(stderr, "round %d of %d\n", round + 1, o.rounds);
+    for (auto& r : rows) r.merak_rounds.push_back(time_merak(r.shape, o));
+    for (auto& r : rows)
+      for (size_t k = 0; k < settings.size(); ++k) {
+        std::fprintf(stderr, "  torch, %s: %s\n", settings[k].name.c_str(),
+                     settings[k].env.c_str());
+        r.torch_rounds[k].push_back(time_torch(script, settings[k], r.shape, o));
+      }
+  }
+  for (auto& r : rows) {
+    r.merak = median_of(r.merak_rounds);
+    for (size_t k = 0; k < settings.size(); ++k) {
+      const auto& runs = r.torch_rounds[k];
+      const bool failed =
+          std::any_of(runs.begin(), runs.end(), [](const Timing& t) { return t.step <= 0; });
+      Timing t = median_of(runs);
+      if (failed) t.step = 0;
+      r.by_setting.push_back(t);
+      if (t.step > 0 && (r.torch.step <= 0 || t.step < r.torch.step)) {
+        r.torch = t;
+        r.best = settings[k].name;
+      }
+    }
   }
 
   std::printf("\n%-17s %9s %8s %9s %8s %7s | %9s %8s | %7s\n", "shape", "params", "merak ms",
@@ -299,7 +367,21 @@ int main(int argc, char** argv) {
     else
       std::printf(" %9s %8s | %7s\n", "-", "-", "-");
   }
-  std::printf("\nratio = merak tokens/s / PyTorch tokens/s. Median phases (ms): forward / backward "
+  if (!settings.empty()) {
+    std::printf("\nPyTorch's settings (median ms a step; OMP_WAIT_POLICY=PASSIVE, %d threads); "
+                "the fastest makes the ratio:\n", o.threads);
+    for (const auto& r : rows) {
+      std::printf("  %s\n", r.shape.name.c_str());
+      for (size_t k = 0; k < settings.size(); ++k) {
+        const Timing& t = r.by_setting[k];
+        std::printf("    %-32s core %-12s ", settings[k].name.c_str(),
+                    t.core.empty() ? "?" : t.core.c_str());
+        if (t.step > 0) std::printf("%9.1f%s\n", 1e3 * t.step, settings[k].name == r.best ? " *" : "");
+        else std::printf("%9s\n", "failed");
+      }
+    }
+  }
+  std::printf("\nratio = merak tokens/s / PyTorch's (its fastest setting). Median phases (ms): forward / backward "
               "/ clip / AdamW\n(merak's clip is the norm left after backward, which takes it as "
               "gradients complete; its scaling is inside AdamW)\n");
   for (const auto& r : rows) {
@@ -314,7 +396,10 @@ int main(int argc, char** argv) {
   }
   // Other processes' load skews the figures; say so rather than print them as if clean.
   double worst = 0;
-  for (const auto& r : rows) worst = std::max({worst, r.merak.others, r.torch.others});
+  for (const auto& r : rows) {
+    worst = std::max(worst, r.merak.others);
+    for (const Timing& t : r.by_setting) worst = std::max(worst, t.others);
+  }
   std::printf("\nother processes used up to %.2f cores during a run%s\n", worst,
               worst > 0.1 ? " -- the machine was busy: the figures above are skewed, rerun" : "");
   return 0;

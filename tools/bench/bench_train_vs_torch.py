@@ -1,7 +1,8 @@
 """PyTorch side of bench_train_vs_torch: python/merak_ref's GPT trained for a few steps on one
 shape (forward, backward, clip_grad_norm_ at 1.0, torch.optim.AdamW), timed like the Merak side.
 Prints which BLAS library torch has loaded, per-step times on stderr, and one line
-`RESULT step S forward S backward S clip S adamw S` (median seconds) on stdout.
+`RESULT step S forward S backward S clip S adamw S core NAME` (median seconds; the kernel set
+OpenBLAS chose) on stdout.
 Run with /usr/bin/python3 (Debian's python3-torch)."""
 import argparse
 import ctypes
@@ -83,7 +84,7 @@ def main():
             adamw.append(t4 - t3)
     m = statistics.median
     print(f"RESULT step {m(step):.6f} forward {m(fwd):.6f} backward {m(bwd):.6f} "
-          f"clip {m(clip):.6f} adamw {m(adamw):.6f}")
+          f"clip {m(clip):.6f} adamw {m(adamw):.6f} core {openblas_core().replace(' ', '_')}")
 
 
 if __name__ == "__main__":

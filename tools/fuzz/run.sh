@@ -1,20 +1,73 @@
 #!/usr/bin/env bash
-# The importer's fuzz run: builds the fuzzer, writes a fresh seed corpus of real exports, and
-# runs RUNS executions (default 100000) from it. libFuzzer exits non-zero, leaving the input as
-# tmp/fuzz/crash-* (or leak-*, timeout-*, oom-*), on any crash, sanitizer report, leak, input
-# slower than 60 s or use of more than 2 GB.
-# Usage: tools/fuzz/run.sh [RUNS] [more libFuzzer flags]
+# Fuzz runs: builds the targets, writes fresh seed corpora of real files (make_corpus.sh) and
+# runs each target RUNS executions (default 100000) from its seeds, one target after another.
+# Prints one line per target: executions, crashes, executions per second, seconds. libFuzzer
+# stops a target at its first finding (a crash, sanitizer report, leak, input slower than 60 s
+# or use of more than 2 GB), leaving the input as tmp/fuzz/TARGET-crash-* (or -leak-,
+# -timeout-, -oom-) and its log as tmp/fuzz/TARGET.log; the script then goes on with the other
+# targets and exits non-zero at the end.
+# Usage: tools/fuzz/run.sh [all|TARGET] [RUNS] [more libFuzzer flags]
+#        tools/fuzz/run.sh [RUNS] [more libFuzzer flags]                 (all targets)
+# TARGET: config, checkpoint, tokens, gpt2_tokenizer or onnx_import (a _fuzzer suffix is fine).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=tmp/fuzz
+all=(config checkpoint tokens gpt2_tokenizer onnx_import)
+which=all
+if [ $# -gt 0 ] && ! [[ $1 =~ ^[0-9]+$ ]]; then which=$1; shift; fi
 runs=${1:-100000}
 shift $(($# > 0 ? 1 : 0))
-tools/fuzz/build.sh "$out"
-rm -rf "$out/seeds" "$out/corpus"
-tools/fuzz/make_corpus.sh "$out/seeds"
-mkdir -p "$out/corpus"
+if [ "$which" = all ]; then names=("${all[@]}"); else names=("${which%_fuzzer}"); fi
+targets=()
+for n in "${names[@]}"; do
+  [[ " ${all[*]} " == *" $n "* ]] || { echo "run.sh: no target '$n' (${all[*]})" >&2; exit 2; }
+  targets+=("${n}_fuzzer")
+done
+
+tools/fuzz/build.sh "$out" "${targets[@]}"
+for t in "${targets[@]}"; do rm -rf "$out/seeds/$t" "$out/corpus/$t"; done
+tools/fuzz/make_corpus.sh "$out/seeds" "${targets[@]}"
 export ASAN_OPTIONS=detect_leaks=1
-# Readable stack traces: ASan wants the symbolizer's real path, not Debian's symlink to it.
+export UBSAN_OPTIONS=print_stacktrace=1
+# Readable stack traces: the sanitizers want the symbolizer's real path, not Debian's symlink.
 if sym=$(command -v llvm-symbolizer); then export ASAN_SYMBOLIZER_PATH=$(readlink -f "$sym"); fi
-"$out/onnx_import_fuzzer" -runs="$runs" -timeout=60 -rss_limit_mb=2048 \
-  -artifact_prefix="$out/" -print_final_stats=1 "$@" "$out/corpus" "$out/seeds"
+
+failed=0
+lines=()
+for t in "${targets[@]}"; do
+  mkdir -p "$out/corpus/$t"
+  # Each seed whole (fuzzing may cut the largest ones to -max_len), once.
+  seed_failed=0
+  if ! "$out/$t" "$out/seeds/$t"/* > "$out/$t.seeds.log" 2>&1; then
+    echo "$t: a seed fails, see $out/$t.seeds.log" >&2
+    seed_failed=1
+    failed=1
+  fi
+  # The full GPT-2 files (1.5 MB) would make every mutation of them slow: fuzz up to 64 KB (the
+  # small pairs) and their cut prefixes.
+  limit=()
+  [ "$t" != gpt2_tokenizer_fuzzer ] || limit=(-max_len=65536)
+  before=$(ls "$out" | grep -c "^$t-" || true)
+  start=$(date +%s.%N)
+  rc=0
+  "$out/$t" -runs="$runs" -timeout=60 -rss_limit_mb=2048 -dict=tools/fuzz/split.dict \
+    -artifact_prefix="$out/$t-" -print_final_stats=1 "${limit[@]}" "$@" \
+    "$out/corpus/$t" "$out/seeds/$t" > "$out/$t.log" 2>&1 || rc=$?
+  secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
+  found=$(( $(ls "$out" | grep -c "^$t-" || true) - before + seed_failed ))
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out/$t.log" | tail -1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$out/$t.log" | tail -1)
+  # libFuzzer says 0 for a run under a second: executions over the whole run's seconds then.
+  if [ "${rate:-0}" = 0 ] && [ -n "$execs" ]; then
+    rate=$(awk -v n="$execs" -v s="$secs" 'BEGIN { printf "%d", n / s }')
+  fi
+  if [ $rc -ne 0 ] && [ $found -eq 0 ]; then found=1; fi  # a finding without an artifact
+  [ $rc -eq 0 ] || { failed=1; tail -n 40 "$out/$t.log"; }
+  lines+=("$(printf '%-24s %12s %8s %8s %9.1f' "$t" "${execs:-?}" "$found" "${rate:-?}" "$secs")")
+done
+printf '%-24s %12s %8s %8s %9s\n' target executions crashes exec/s seconds
+printf '%s\n' "${lines[@]}"
+if [ $failed -ne 0 ]; then
+  echo "findings: $(ls -d "$out"/*_fuzzer-* 2>/dev/null | tr '\n' ' ')" >&2
+  exit 1
+fi
