@@ -124,7 +124,8 @@ uint64_t NodeAllReduce::post(float* data, int64_t count, ReduceOp op) {
     wait_all(&Counters::finished, last_use, "finished");
   }
   const int me = group_.rank();
-  std::memcpy(slot(me, round), data, size_t(count) * sizeof(float));
+  // An empty buffer may have no address: memcpy must not see a null pointer.
+  if (count > 0) std::memcpy(slot(me, round), data, size_t(count) * sizeof(float));
   posted_ = round;
   counters_[size_t(me)].posted->store(round, std::memory_order_release);
   pending_.push_back({round, data, count, op});

@@ -193,7 +193,9 @@ void NodeSum::progress() {
 }
 
 void NodeSum::collect(int k, float* out) {
-  std::memcpy(out, sum(k), size_t(floats(k)) * sizeof(float));
+  const float* summed = sum(k);  // waits for the sum and lends it, even an empty one
+  // An empty region may come with no buffer at all: memcpy must not see a null pointer.
+  if (floats(k) > 0) std::memcpy(out, summed, size_t(floats(k)) * sizeof(float));
   release(k);
 }
 

@@ -20,7 +20,7 @@ std::unique_ptr<WorkImpl> done(const char* what) { return std::make_unique<DoneW
 
 // Input to output unless they are the same memory (one member's gather or scatter is a copy).
 void copy(const Buffer& in, const Buffer& out) {
-  if (in.data != out.data) std::memcpy(out.data, in.data, in.bytes());
+  if (in.data != out.data && in.bytes() > 0) std::memcpy(out.data, in.data, in.bytes());
 }
 
 }  // namespace
