@@ -123,7 +123,8 @@ cleanup
 # end within the timeout plus a margin for the abort, one of them naming a group and world rank
 # 3 as the peer it waited for; then the stopped one is killed too.
 victim=3
-timeout_s=5
+# Longer where everything runs slower (sanitizers): the first steps must not trip it.
+timeout_s=$((5 * ${MERAK_TEST_TIMEOUT_SCALE:-1}))
 start stopped --set parallel.comm_timeout=$timeout_s
 stopped=${ranks[victim]}
 t0=$(date +%s.%N)
