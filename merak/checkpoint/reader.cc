@@ -175,6 +175,12 @@ void check_read(const Index& index, const RegionRead& r) {
               r.target.numel(), " contiguous ", dtype_name(r.dtype), " on the host");
 }
 
+// The file holds fewer bytes than the piece needs.
+std::string truncated(const PieceRead& p) {
+  return p.path + ": truncated: tensor '" + *p.tensor + "' needs bytes " +
+         std::to_string(p.entry->byte_begin) + ".." + std::to_string(p.entry->byte_end);
+}
+
 // Reads one chunk into its piece and sums its checksum blocks.
 void read_chunk(PieceRead& p, const Chunk& c) {
   if (!p.direct)  // placed as the piece is in the file against the direct-I/O alignment
@@ -186,9 +192,7 @@ void read_chunk(PieceRead& p, const Chunk& c) {
   char* bytes = p.data();
   const size_t got = c.begin + read_bytes(*p.file, bytes + c.begin, c.end - c.begin,
                                           p.entry->byte_begin + int64_t(c.begin));
-  if (got != c.end)
-    fail(p.path + ": truncated: tensor '" + *p.tensor + "' needs bytes " +
-         std::to_string(p.entry->byte_begin) + ".." + std::to_string(p.entry->byte_end));
+  if (got != c.end) fail(truncated(p));
   for (size_t at = c.begin; at < c.end; at += kChecksumBlock)
     p.block_sums[at / kChecksumBlock] =
         block_checksum(bytes + at, std::min(kChecksumBlock, c.end - at));
@@ -243,9 +247,7 @@ void read_regions(const Index& index, const std::vector<RegionRead>& reads) {
     p.file = &files.open(p.path, *p.tensor);
     // Checked before any read, so no offset past the file reaches the reads' arithmetic.
     if (p.entry->byte_end > p.file->size)
-      fail(p.path + ": truncated: tensor '" + *p.tensor + "' needs bytes " +
-           std::to_string(p.entry->byte_begin) + ".." + std::to_string(p.entry->byte_end) +
-           ", the file ends at byte " + std::to_string(p.file->size));
+      fail(truncated(p) + ", the file ends at byte " + std::to_string(p.file->size));
     const RegionRead& first = reads[p.readers[0]];
     if (p.readers.size() == 1 && same_region(p.entry->region, first.target))
       p.direct = static_cast<char*>(first.out.raw_data());

@@ -49,9 +49,7 @@ class ConcatDataset : public TokenDataset {
     MERAK_CHECK(start >= 0 && count >= 0 && start <= size() - count, "read of tokens [", start,
                 ", ", start + count, ") outside ", parts_.size(), " shards of ", size(),
                 " tokens");
-    // The part holding `start`: the last one starting at or before it.
-    size_t i = size_t(std::upper_bound(starts_.begin(), starts_.end(), start) - starts_.begin());
-    --i;
+    size_t i = part_index(start);
     while (count > 0) {
       const int64_t offset = start - starts_[i];
       const int64_t n = std::min(count, parts_[i]->size() - offset);
@@ -63,12 +61,16 @@ class ConcatDataset : public TokenDataset {
     }
   }
   std::string place(int64_t i) const override {
-    const size_t k =
-        size_t(std::upper_bound(starts_.begin(), starts_.end(), i) - starts_.begin()) - 1;
+    const size_t k = part_index(i);
     return parts_[k]->place(i - starts_[k]);
   }
 
  private:
+  // The part holding token i: the last one starting at or before it.
+  size_t part_index(int64_t i) const {
+    return size_t(std::upper_bound(starts_.begin(), starts_.end(), i) - starts_.begin()) - 1;
+  }
+
   std::vector<std::unique_ptr<TokenDataset>> parts_;
   std::vector<int64_t> starts_;  // starts_[i] = first global index of part i; back() = size
 };

@@ -21,6 +21,7 @@
 // achieved model FLOP/s by the measured per-core FMA peak times the threads.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -317,13 +318,14 @@ int main(int argc, char** argv) {
     Shape shape;
     std::vector<Timing> merak_rounds;
     std::vector<std::vector<Timing>> torch_rounds;  // [setting][round]
-    Timing merak, torch;                             // medians; torch: the fastest setting's
-    std::vector<Timing> by_setting;
-    std::string best;                                // the fastest setting's name
+    Timing merak;                                    // medians over the rounds
+    std::vector<Timing> by_setting;                  // medians over the rounds, per setting
+    size_t best = SIZE_MAX;                          // the fastest setting that ran
+    Timing torch() const { return best < by_setting.size() ? by_setting[best] : Timing(); }
   };
   std::vector<Row> rows;
   for (const auto& name : o.shapes) {
-    rows.push_back({kShapes.at(name), {}, {}, {}, {}, {}, ""});
+    rows.push_back({kShapes.at(name), {}, {}, {}, {}, SIZE_MAX});
     rows.back().torch_rounds.resize(settings.size());
   }
   // Turns: every Merak run, then every PyTorch run, per round, so the two never share the cores
@@ -347,10 +349,7 @@ int main(int argc, char** argv) {
       Timing t = median_of(runs);
       if (failed) t.step = 0;
       r.by_setting.push_back(t);
-      if (t.step > 0 && (r.torch.step <= 0 || t.step < r.torch.step)) {
-        r.torch = t;
-        r.best = settings[k].name;
-      }
+      if (t.step > 0 && (r.torch().step <= 0 || t.step < r.torch().step)) r.best = k;
     }
   }
 
@@ -361,9 +360,9 @@ int main(int argc, char** argv) {
     std::printf("%-17s %8.1fM %8.1f %9.0f %8.1f %6.1f%% |", r.shape.name.c_str(),
                 double(r.merak.params) / 1e6, 1e3 * r.merak.step, tokens / r.merak.step, gflops,
                 100 * gflops / peak);
-    if (r.torch.step > 0)
-      std::printf(" %9.1f %8.0f | %6.2fx\n", 1e3 * r.torch.step, tokens / r.torch.step,
-                  r.torch.step / r.merak.step);
+    if (r.torch().step > 0)
+      std::printf(" %9.1f %8.0f | %6.2fx\n", 1e3 * r.torch().step, tokens / r.torch().step,
+                  r.torch().step / r.merak.step);
     else
       std::printf(" %9s %8s | %7s\n", "-", "-", "-");
   }
@@ -376,7 +375,7 @@ int main(int argc, char** argv) {
         const Timing& t = r.by_setting[k];
         std::printf("    %-32s core %-12s ", settings[k].name.c_str(),
                     t.core.empty() ? "?" : t.core.c_str());
-        if (t.step > 0) std::printf("%9.1f%s\n", 1e3 * t.step, settings[k].name == r.best ? " *" : "");
+        if (t.step > 0) std::printf("%9.1f%s\n", 1e3 * t.step, k == r.best ? " *" : "");
         else std::printf("%9s\n", "failed");
       }
     }
@@ -388,10 +387,10 @@ int main(int argc, char** argv) {
     std::printf("  %-17s merak %6.1f / %6.1f / %5.1f / %5.1f (others %.2f cores)",
                 r.shape.name.c_str(), 1e3 * r.merak.forward, 1e3 * r.merak.backward,
                 1e3 * r.merak.clip, 1e3 * r.merak.adamw, r.merak.others);
-    if (r.torch.step > 0)
+    if (r.torch().step > 0)
       std::printf("   torch %6.1f / %6.1f / %5.1f / %6.1f (others %.2f cores)",
-                  1e3 * r.torch.forward, 1e3 * r.torch.backward, 1e3 * r.torch.clip,
-                  1e3 * r.torch.adamw, r.torch.others);
+                  1e3 * r.torch().forward, 1e3 * r.torch().backward, 1e3 * r.torch().clip,
+                  1e3 * r.torch().adamw, r.torch().others);
     std::printf("\n");
   }
   // Other processes' load skews the figures; say so rather than print them as if clean.
