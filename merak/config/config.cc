@@ -289,7 +289,7 @@ class Builder {
     // Keys that existed once and now live elsewhere: say where.
     if (key == "model.recompute")
       return "no longer a model key: recomputation is chosen by parallel.recompute (none, full, "
-             "ratio)";
+             "memory, ratio)";
     std::vector<std::string> keys;
     std::string group;
     for (const Field& f : fields_) {

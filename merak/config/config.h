@@ -103,7 +103,10 @@ struct ParallelConfig {
   std::string schedule = "1f1b";
   int64_t virtual_stages = 1;      // model chunks per pipeline rank; > 1 only with interleaved
   int64_t micro_batches = 0;       // per replica and step; 0 = from train.micro_batch
-  std::string recompute = "none";  // none | full | ratio (Merak's rule from recompute_ratio)
+  // none | full (every stage holding several micro-batches) | memory (only the stages that would
+  // not fit their device without it, chosen by the partitioner) | ratio (Merak's rule from
+  // recompute_ratio)
+  std::string recompute = "none";
   double recompute_ratio = 1.0;    // first stage's share under `ratio`, in [0, 1]
   bool zero1 = false;              // optimizer state sharded over dp
   // Data-parallel gradient buckets: each bucket's all-reduce starts as soon as backward has

@@ -208,7 +208,7 @@ std::optional<Problem> first_problem(const Config& c) {
                   "), got " + str(p.virtual_stages));
   }
   k.at_least(p.micro_batches, 0, "parallel.micro_batches");
-  k.one_of(p.recompute, {"none", "full", "ratio"}, "parallel.recompute");
+  k.one_of(p.recompute, {"none", "full", "memory", "ratio"}, "parallel.recompute");
   k.require(p.bucket_mb > 0 && p.bucket_mb <= 4096, "parallel.bucket_mb",
             "must be in (0, 4096], got " + str(p.bucket_mb));
   k.require(p.recompute_ratio >= 0 && p.recompute_ratio <= 1, "parallel.recompute_ratio",

@@ -20,6 +20,21 @@ Schedule parse_schedule(const std::string& name) {
   throw std::invalid_argument("schedule '" + name + "' is not one of 1f1b, gpipe, zb");
 }
 
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::Full: return "full";
+    case Recompute::AsNeeded: return "memory";
+    default: return "none";
+  }
+}
+
+Recompute parse_recompute(const std::string& name) {
+  if (name == "none") return Recompute::None;
+  if (name == "full") return Recompute::Full;
+  if (name == "memory") return Recompute::AsNeeded;
+  throw std::invalid_argument("recompute '" + name + "' is not one of none, full, memory");
+}
+
 PerParameter bytes_per_parameter(const MemoryOptions& o) {
   const bool half = o.precision == Precision::BF16 || o.precision == Precision::F16;
   PerParameter p;
@@ -37,19 +52,20 @@ int64_t in_flight(const MemoryOptions& o, int64_t stage, int64_t stages) {
   return std::min(m, stages - stage + extra);
 }
 
-bool recomputes(const MemoryOptions& o, int64_t stage, int64_t stages) {
-  return o.recompute && in_flight(o, stage, stages) > 1;
+bool can_recompute(const MemoryOptions& o, int64_t stage, int64_t stages) {
+  return o.recompute != Recompute::None && in_flight(o, stage, stages) > 1;
 }
 
 StageMemory stage_memory(const MemoryOptions& o, int64_t stage, int64_t stages, double params,
-                         double activations, double boundary_in, double working) {
+                         double activations, double boundary_in, double working, bool recompute) {
   const PerParameter per = bytes_per_parameter(o);
   StageMemory m;
   m.weights = params * per.weight;
   m.grads = params * per.grad;
   m.optimizer = params * per.optimizer;
   m.in_flight = in_flight(o, stage, stages);
-  m.activations = recomputes(o, stage, stages) ? double(m.in_flight) * boundary_in + activations
+  m.recompute = recompute && can_recompute(o, stage, stages);
+  m.activations = m.recompute ? double(m.in_flight) * boundary_in + activations
                               : double(m.in_flight) * activations;
   m.working = working;
   m.accumulates = o.micro_batches > 1;

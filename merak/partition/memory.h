@@ -11,7 +11,8 @@
 //     with recomputation a stage keeps only its boundary inputs per micro-batch in flight, plus
 //     one micro-batch's full activations while that one is recomputed and run backward; a stage
 //     holding a single micro-batch (the last under 1F1B) never recomputes: it would save
-//     nothing, as in Merak's shifted critical path schedule;
+//     nothing, as in Merak's shifted critical path schedule. Which stages recompute is the
+//     Recompute mode's: all that can, or only those that do not fit the device without it;
 //   working set   the largest transient of one node's backward: its input gradients, and its
 //     output gradients, live next to everything above.
 // Gradient buffers fill during backward while activations are freed. With several micro-batches
@@ -36,13 +37,21 @@ const char* schedule_name(Schedule s);
 // "1f1b", "gpipe", "zb"; throws std::invalid_argument
 Schedule parse_schedule(const std::string& name);
 
+// Recomputation: none; every stage that can (Full); or only the stages whose memory without it
+// passes the device's (AsNeeded: the paper's stage-aware recomputation decided exactly, stage by
+// stage, by the partitioner that sizes the stages).
+enum class Recompute { None, Full, AsNeeded };
+const char* recompute_name(Recompute r);
+// "none", "full", "memory"; throws std::invalid_argument
+Recompute parse_recompute(const std::string& name);
+
 struct MemoryOptions {
   Precision precision = Precision::F32;
   Schedule schedule = Schedule::OneFOneB;
   int64_t micro_batches = 1;
   int64_t dp = 1;
   bool zero1 = false;
-  bool recompute = false;
+  Recompute recompute = Recompute::None;
 };
 
 struct PerParameter {
@@ -52,12 +61,14 @@ PerParameter bytes_per_parameter(const MemoryOptions& o);
 
 // Micro-batches whose activations stage `stage` of `stages` holds at once.
 int64_t in_flight(const MemoryOptions& o, int64_t stage, int64_t stages);
-// Whether that stage recomputes its forward before backward.
-bool recomputes(const MemoryOptions& o, int64_t stage, int64_t stages);
+// Whether that stage may recompute its forward before backward: the mode allows it and the stage
+// holds more than one micro-batch (with one there is nothing to save).
+bool can_recompute(const MemoryOptions& o, int64_t stage, int64_t stages);
 
 struct StageMemory {
   double weights = 0, grads = 0, optimizer = 0, activations = 0, working = 0;
   int64_t in_flight = 0;
+  bool recompute = false;   // activations counted as the stage recomputing keeps them
   bool accumulates = true;  // several micro-batches a step: gradients live next to activations
   double total() const {
     const double transient = accumulates ? grads + activations + working
@@ -67,8 +78,9 @@ struct StageMemory {
 };
 
 // One stage's memory from its parameter elements, one micro-batch's saved activation bytes,
-// its boundary-input bytes per micro-batch, and its largest backward working set.
+// its boundary-input bytes per micro-batch, and its largest backward working set, recomputing
+// or not (`recompute` is ignored where the stage cannot: can_recompute).
 StageMemory stage_memory(const MemoryOptions& o, int64_t stage, int64_t stages, double params,
-                         double activations, double boundary_in, double working);
+                         double activations, double boundary_in, double working, bool recompute);
 
 }  // namespace merak::partition

@@ -66,8 +66,8 @@ Result run_partition(const PreparedGraph& g, const Request& req) {
     return r;
   }
   const Blocks blocks = find_blocks(ranks[0].model.graph());
-  r.uniform = uniform_layers(stages, blocks, req.pp);
-  r.balanced = parameter_balanced(stages, blocks, req.pp);
+  r.uniform = uniform_layers(stages, blocks, req.pp, limit);
+  r.balanced = parameter_balanced(stages, blocks, req.pp, limit);
   for (size_t s = 0; s + 1 < r.ours.cuts.size(); ++s)
     r.stage_modules.push_back(
         describe_stage(ranks[0].model.graph(), blocks, r.ours.cuts[s], r.ours.cuts[s + 1]));

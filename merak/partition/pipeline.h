@@ -2,10 +2,16 @@
 //
 // Ours is exact: a dynamic program over every cut point finds the split that minimises the
 // slowest stage's time (forward + backward + recompute + boundary transfers, StageModel) among
-// all splits whose every stage fits in device memory. O(stages * nodes^2) steps of O(1) at
-// worst, each stage grown a node at a time from its end; a scan stops where the stage's compute
-// time alone exceeds the best found, or its memory without boundary inputs (which only grows)
-// passes the limit. The memory of a stage is only asked where its time would win.
+// all splits whose every stage fits in device memory, each stage recomputing as the memory
+// options' mode says (under AsNeeded: only where it would not fit otherwise). O(stages *
+// nodes^2) steps of O(1) at worst, each stage grown a node at a time from its end; a scan stops
+// where the stage's compute time alone exceeds the best found, or its memory without boundary
+// inputs (which only grows) passes the limit. Two things make it fast on deep graphs without
+// giving up exactness: whether any split fits is settled first in O(stages * nodes) (stages
+// from the last, each ending at the nearest cut the later stages reach from: memory only falls
+// as a stage loses nodes at its right end), and a split that fits, found the same way under a
+// bisected time cap, bounds the answer, so the program only looks below it and skips the cut
+// points no cheaper split passes through.
 //
 // The baselines, on the same cost model: uniform layers per stage (Megatron: the blocks split
 // evenly, embeddings on the first stage, head on the last) and parameter-balanced stages
@@ -42,21 +48,24 @@ class NoFit : public std::runtime_error {
   double needed;
 };
 
-// The stage estimates of a given split.
+// The stage estimates of a given split on a device of `memory_limit` bytes (<= 0: no limit;
+// under Recompute::AsNeeded it decides which stages recompute).
 Partition evaluate(const StageModel& model, const std::vector<int64_t>& cuts,
-                   const std::string& method);
+                   const std::string& method, double memory_limit = 0);
 
 // Exact min-max split into `stages` stages of at most `memory_limit` bytes each (<= 0: no
 // limit). Throws NoFit, or an Error when there are fewer nodes than stages.
 Partition partition_pipeline(const StageModel& model, int64_t stages, double memory_limit);
 
-// The smallest per-device memory of any split into `stages` stages (exact, same DP on memory).
+// The smallest per-device memory of any split into `stages` stages (exact: the feasibility test
+// above under a bisected cap).
 double min_peak_memory(const StageModel& model, int64_t stages);
 
-// Baselines; nullopt when the graph has no block stack or fewer units than stages.
+// Baselines; nullopt when the graph has no block stack or fewer units than stages. Their stages
+// are estimated as evaluate() does.
 std::optional<Partition> uniform_layers(const StageModel& model, const Blocks& blocks,
-                                        int64_t stages);
+                                        int64_t stages, double memory_limit = 0);
 std::optional<Partition> parameter_balanced(const StageModel& model, const Blocks& blocks,
-                                            int64_t stages);
+                                            int64_t stages, double memory_limit = 0);
 
 }  // namespace merak::partition

@@ -121,7 +121,7 @@ Plan build_plan(const std::vector<TpRank>& tp_ranks, const StageModel& model,
   plan.set_schedule(schedule_name(st.memory.schedule));
   plan.set_micro_batches(st.memory.micro_batches);
   plan.set_zero1(st.memory.zero1);
-  plan.set_recompute(st.memory.recompute);
+  plan.set_recompute(st.memory.recompute != Recompute::None);
   plan.set_device_memory_bytes(model.cost().hardware().memory_bytes);
   for (int64_t c : cuts) plan.add_cuts(c);
   const double slowest = ours.max_time();
@@ -300,7 +300,7 @@ Plan build_plan(const std::vector<TpRank>& tp_ranks, const StageModel& model,
         prog.add_groups(pp_group_name(d, t));
         if (!tied_here.empty() && st.pp > 1) prog.add_groups(tied_group_name(d, t));
         *prog.mutable_predicted() = prediction(ours.stages[size_t(p)]);
-        prog.set_recompute(recomputes(st.memory, p, st.pp));
+        prog.set_recompute(ours.stages[size_t(p)].memory.recompute);
       }
   }
   // Ranks in rank order (built in pp, dp, tp order, which is rank order; with one replica, the

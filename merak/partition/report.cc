@@ -65,7 +65,8 @@ std::string explain(const Result& r, const Request& req, const ReportHeader& h) 
      << req.hardware.device << ", " << fmt("%.0f GiB", double(req.hardware.memory_bytes) / kGiB)
      << "); " << plan.precision() << ", " << plan.schedule() << ", " << plan.micro_batches()
      << (plan.micro_batches() == 1 ? " micro-batch" : " micro-batches")
-     << (plan.recompute() ? ", recompute" : "")
+     << (plan.recompute() ? std::string(", recompute ") + recompute_name(req.memory.recompute)
+                          : std::string())
      << (plan.zero1() ? ", ZeRO-1" : "") << "\n\n";
 
   const std::vector<std::string> head = {"stage", "modules", "params", "GFLOP f+b", "fwd ms",
@@ -140,7 +141,8 @@ std::string to_json(const Result& r, const Request& req, const ReportHeader& h) 
         << ", \"p2p_seconds\": " << json_number(e.p2p)
         << ", \"time_seconds\": " << json_number(e.time())
         << ", \"memory_bytes\": " << json_number(e.memory.total())
-        << ", \"in_flight\": " << e.memory.in_flight << "}";
+        << ", \"in_flight\": " << e.memory.in_flight
+        << ", \"recompute\": " << (e.memory.recompute ? "true" : "false") << "}";
     }
     s << "]";
     return s.str();

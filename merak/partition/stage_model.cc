@@ -133,16 +133,26 @@ StageContents StageModel::contents(int64_t i, int64_t j) const {
   return c;
 }
 
-double StageModel::memory(int64_t stage, int64_t stages, const StageContents& c) const {
+double StageModel::memory(int64_t stage, int64_t stages, const StageContents& c,
+                          bool recompute) const {
   return stage_memory(mem_, stage, stages, c.params, c.activations, cross_bytes_[size_t(c.first)],
-                      c.working)
+                      c.working, recompute)
              .total() +
          c.constants;
 }
 
 double StageModel::memory_floor(int64_t stage, int64_t stages, const StageContents& c) const {
-  return stage_memory(mem_, stage, stages, c.params, c.activations, 0, c.working).total() +
+  // Recomputing (where the mode lets the stage) never keeps more: boundary inputs aside, it
+  // holds one micro-batch's activations where it would hold several.
+  return stage_memory(mem_, stage, stages, c.params, c.activations, 0, c.working, true).total() +
          c.constants;
+}
+
+bool StageModel::recomputes(int64_t stage, int64_t stages, const StageContents& c,
+                            double limit) const {
+  if (!can_recompute(mem_, stage, stages)) return false;
+  if (mem_.recompute == Recompute::Full) return true;
+  return limit > 0 && memory(stage, stages, c, false) > limit;
 }
 
 double StageModel::p2p(int64_t stage, int64_t stages, int64_t i, int64_t j) const {
@@ -158,34 +168,39 @@ double StageModel::p2p(int64_t stage, int64_t stages, int64_t i, int64_t j) cons
   return t;
 }
 
-double StageModel::compute(int64_t stage, int64_t stages, int64_t i, int64_t j) const {
+double StageModel::compute(int64_t stage, int64_t stages, int64_t i, int64_t j,
+                           bool recompute) const {
   const double fwd = fwd_sum_[size_t(j)] - fwd_sum_[size_t(i)];
   const double bwd = bwd_sum_[size_t(j)] - bwd_sum_[size_t(i)];
-  return fwd + bwd + (recomputes(mem_, stage, stages) ? fwd : 0);
+  return fwd + bwd + (recompute && can_recompute(mem_, stage, stages) ? fwd : 0);
 }
 
-double StageModel::time(int64_t stage, int64_t stages, int64_t i, int64_t j) const {
-  return compute(stage, stages, i, j) + p2p(stage, stages, i, j);
+double StageModel::time(int64_t stage, int64_t stages, int64_t i, int64_t j,
+                        bool recompute) const {
+  return compute(stage, stages, i, j, recompute) + p2p(stage, stages, i, j);
 }
 
-double StageModel::memory(int64_t stage, int64_t stages, int64_t i, int64_t j) const {
-  return memory(stage, stages, contents(i, j));
+double StageModel::memory(int64_t stage, int64_t stages, int64_t i, int64_t j,
+                          bool recompute) const {
+  return memory(stage, stages, contents(i, j), recompute);
 }
 
-StageEstimate StageModel::estimate(int64_t stage, int64_t stages, int64_t i, int64_t j) const {
+StageEstimate StageModel::estimate(int64_t stage, int64_t stages, int64_t i, int64_t j,
+                                   double limit) const {
   StageEstimate e;
   e.first = i;
   e.end = j;
+  const StageContents c = contents(i, j);
+  const bool recompute = recomputes(stage, stages, c, limit);
   e.fwd = fwd_sum_[size_t(j)] - fwd_sum_[size_t(i)];
   e.bwd = bwd_sum_[size_t(j)] - bwd_sum_[size_t(i)];
-  e.recompute = recomputes(mem_, stage, stages) ? e.fwd : 0;
+  e.recompute = recompute ? e.fwd : 0;
   e.p2p = p2p(stage, stages, i, j);
   e.fwd_flops = fwd_flops_sum_[size_t(j)] - fwd_flops_sum_[size_t(i)];
   e.bwd_flops = bwd_flops_sum_[size_t(j)] - bwd_flops_sum_[size_t(i)];
-  const StageContents c = contents(i, j);
   e.params = c.params;
   e.memory = stage_memory(mem_, stage, stages, c.params, c.activations, cross_bytes_[size_t(i)],
-                          c.working);
+                          c.working, recompute);
   e.memory.weights += c.constants;
   return e;
 }

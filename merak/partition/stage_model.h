@@ -45,12 +45,12 @@ class StageModel {
   const CostModel& cost() const { return cost_; }
   const MemoryOptions& memory_options() const { return mem_; }
 
-  // Stage `stage` of `stages` holding nodes [i, j). compute() is time() without the boundary
+  // Stage `stage` of `stages` holding nodes [i, j), recomputing its forward or not (`recompute`
+  // counts only where the stage can: can_recompute). compute() is time() without the boundary
   // transfers: it only grows as the stage grows.
-  double time(int64_t stage, int64_t stages, int64_t i, int64_t j) const;
-  double compute(int64_t stage, int64_t stages, int64_t i, int64_t j) const;
-  double memory(int64_t stage, int64_t stages, int64_t i, int64_t j) const;
-  StageEstimate estimate(int64_t stage, int64_t stages, int64_t i, int64_t j) const;
+  double time(int64_t stage, int64_t stages, int64_t i, int64_t j, bool recompute) const;
+  double compute(int64_t stage, int64_t stages, int64_t i, int64_t j, bool recompute) const;
+  double memory(int64_t stage, int64_t stages, int64_t i, int64_t j, bool recompute) const;
 
   // Nodes [j, j): empty, ready to grow. grow() adds the node before `first`, in O(the items
   // that node uses): a scan over i = j-1, j-2, ... costs O(j - i) in all. contents() is the
@@ -58,11 +58,18 @@ class StageModel {
   StageContents empty(int64_t j) const;
   void grow(StageContents& c) const;
   StageContents contents(int64_t i, int64_t j) const;
-  // The memory of stage `stage` of `stages` holding `c`; floor() leaves out the boundary inputs
-  // kept under recomputation, so it only grows as the stage grows leftwards (memory() need not:
-  // the boundary at `first` moves) and no stage [i', end), i' <= first, needs less.
-  double memory(int64_t stage, int64_t stages, const StageContents& c) const;
+  // The memory of stage `stage` of `stages` holding `c`; floor() is the least of it over the
+  // choices the mode allows, leaving out the boundary inputs kept under recomputation, so it
+  // only grows as the stage grows leftwards (memory() need not: the boundary at `first` moves)
+  // and no stage [i', end), i' <= first, needs less.
+  double memory(int64_t stage, int64_t stages, const StageContents& c, bool recompute) const;
   double memory_floor(int64_t stage, int64_t stages, const StageContents& c) const;
+
+  // Whether the stage holding `c` recomputes under the mode on a device of `limit` bytes (<= 0:
+  // no limit): Full wherever it can; AsNeeded where it can and would not fit the limit without.
+  bool recomputes(int64_t stage, int64_t stages, const StageContents& c, double limit) const;
+  // The stage's times, FLOPs and memory as the mode runs it on a device of `limit` bytes.
+  StageEstimate estimate(int64_t stage, int64_t stages, int64_t i, int64_t j, double limit) const;
 
   // Values crossing cut c (ascending value index), their bytes, and whether each carries a
   // gradient back.

@@ -1,8 +1,7 @@
 #include "merak/runtime/simulator.h"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
+#include <cstdint>
 
 #include "merak/core/error.h"
 
@@ -42,8 +41,9 @@ namespace {
 bool is_send(Op op) { return op == Op::SendActivation || op == Op::SendGrad; }
 bool is_recv(Op op) { return op == Op::RecvActivation || op == Op::RecvGrad; }
 
-// A message is named by what it carries, the model stage receiving it and the micro-batch.
-using MessageKey = std::tuple<bool /*grad*/, int /*receiving model stage*/, int /*mb*/>;
+// A message is named by what it carries, the model stage receiving it and the micro-batch: an
+// index into a table (a layout search simulates hundreds of long pipelines).
+using MessageKey = size_t;
 
 struct Transfer {
   int from = 0, to = 0, send_index = 0;
@@ -55,8 +55,9 @@ struct Transfer {
 
 class Simulation {
  public:
-  Simulation(const std::vector<Program>& programs, const SimCosts& costs)
-      : programs_(programs), costs_(costs), stages_(static_cast<int>(programs.size())) {
+  Simulation(const std::vector<Program>& programs, const SimCosts& costs, bool spans)
+      : programs_(programs), costs_(costs), stages_(static_cast<int>(programs.size())),
+        record_(spans) {
     MERAK_CHECK(stages_ >= 1, "simulate: no programs");
     const size_t n = costs.forward.size();
     MERAK_CHECK(n >= 1 && n % stages_ == 0, "simulate: costs for ", n,
@@ -84,12 +85,27 @@ class Simulation {
     for (const Program& p : programs_)
       for (const Instruction& inst : p) max_mb = std::max(max_mb, inst.micro_batch);
     r.micro_batches = max_mb + 1;
+    mbs_ = r.micro_batches;
     r.violations = check_programs(programs_, v_, r.micro_batches);
 
     pc_.assign(stages_, 0);
     clock_.assign(stages_, 0.0);
     waited_on_.assign(stages_, {});
     r.spans.assign(stages_, {});
+    r.busy.assign(stages_, 0);
+    r.wait.assign(stages_, 0);
+    r.recompute.assign(stages_, 0);
+    size_t instructions = 0;
+    for (int rank = 0; rank < stages_; ++rank) {
+      if (record_) {
+        waited_on_[rank].reserve(programs_[rank].size());
+        r.spans[rank].reserve(programs_[rank].size());
+      }
+      instructions += programs_[rank].size();
+    }
+    transfers_.reserve(instructions / 2);  // at most one a send
+    sent_.assign(2 * size_t(stages_ * v_) * size_t(r.micro_batches), -1);
+    link_last_.assign(size_t(stages_) * size_t(stages_), -1);
     for (bool progress = true; progress;) {
       progress = false;
       for (int rank = 0; rank < stages_; ++rank)
@@ -117,9 +133,10 @@ class Simulation {
       default: return false;
     }
     if (is_send(inst.op)) peer = to;
-    if (peer < 0 || peer > last || inst.chunk < 0 || inst.chunk >= v_) return false;
+    if (peer < 0 || peer > last || inst.chunk < 0 || inst.chunk >= v_ || inst.micro_batch < 0)
+      return false;
     peer %= stages_;
-    key = MessageKey{grad, to, inst.micro_batch};
+    key = (size_t(grad) * size_t(last + 1) + size_t(to)) * size_t(mbs_) + size_t(inst.micro_batch);
     return true;
   }
 
@@ -145,35 +162,40 @@ class Simulation {
     const double t = clock_[rank];
     Span span{rank, index, inst, t, t};
     int waited = -1;
-    MessageKey key;
+    MessageKey key = 0;
     int peer = 0;
     if (is_recv(inst.op)) {
       if (message(rank, inst, key, peer)) {
-        auto it = sent_.find(key);
-        if (it == sent_.end()) return false;
-        const Transfer& tr = transfers_[it->second];
+        const int sent = sent_[key];
+        if (sent < 0) return false;
+        const Transfer& tr = transfers_[size_t(sent)];
         span.end = std::max(t, tr.end);
-        if (tr.end > t) waited = it->second;
+        if (tr.end > t) waited = sent;
       }
     } else if (is_send(inst.op)) {
-      if (message(rank, inst, key, peer) && !sent_.count(key)) {
-        auto last = link_last_.find({rank, peer});
-        Transfer tr{rank, peer, index, inst, t, 0, last == link_last_.end() ? -1 : last->second,
-                    false};
+      if (message(rank, inst, key, peer) && sent_[key] < 0) {
+        int& last = link_last_[size_t(rank) * size_t(stages_) + size_t(peer)];
+        Transfer tr{rank, peer, index, inst, t, 0, last, false};
         if (tr.link_prev >= 0 && transfers_[tr.link_prev].end > t) {
           tr.start = transfers_[tr.link_prev].end;
           tr.link_bound = true;
         }
         tr.end = tr.start + costs_.p2p;
         sent_[key] = static_cast<int>(transfers_.size());
-        link_last_[{rank, peer}] = static_cast<int>(transfers_.size());
+        last = static_cast<int>(transfers_.size());
         transfers_.push_back(tr);
       }
     } else {
       span.end = t + compute_cost(rank, inst);
     }
-    waited_on_[rank].push_back(waited);
-    r.spans[rank].push_back(span);
+    const double d = span.end - span.start;
+    if (is_recv(inst.op)) r.wait[rank] += d;
+    else r.busy[rank] += d;
+    if (inst.op == Op::Recompute) r.recompute[rank] += d;
+    if (record_) {
+      waited_on_[rank].push_back(waited);
+      r.spans[rank].push_back(span);
+    }
     clock_[rank] = span.end;
     ++pc_[rank];
     return true;
@@ -181,7 +203,7 @@ class Simulation {
 
   // Who a blocked receive waits for, in words.
   std::string blocker(int rank, const Instruction& inst) const {
-    MessageKey key;
+    MessageKey key = 0;
     int peer = 0;
     if (!message(rank, inst, key, peer)) return "a sender that does not exist";
     const Op send = inst.op == Op::RecvActivation ? Op::SendActivation : Op::SendGrad;
@@ -206,22 +228,13 @@ class Simulation {
         r.blocked.push_back({rank, pc_[rank], p[pc_[rank]], blocker(rank, p[pc_[rank]])});
       }
     }
-    r.busy.assign(stages_, 0);
-    r.wait.assign(stages_, 0);
-    r.recompute.assign(stages_, 0);
     double total_busy = 0;
     for (int rank = 0; rank < stages_; ++rank) {
-      for (const Span& s : r.spans[rank]) {
-        const double d = s.end - s.start;
-        if (is_recv(s.inst.op)) r.wait[rank] += d;
-        else r.busy[rank] += d;
-        if (s.inst.op == Op::Recompute) r.recompute[rank] += d;
-      }
       r.step_time = std::max(r.step_time, clock_[rank]);
       total_busy += r.busy[rank];
     }
     r.bubble = r.step_time > 0 ? 1 - total_busy / (stages_ * r.step_time) : 0;
-    if (!r.deadlocked) r.critical_path = critical_path(r);
+    if (!r.deadlocked && record_) r.critical_path = critical_path(r);
   }
 
   // Walks back from the instruction that ends the step: along its rank while the rank was not
@@ -263,18 +276,20 @@ class Simulation {
   const std::vector<Program>& programs_;
   const SimCosts& costs_;
   int stages_, v_ = 1;
+  bool record_;  // spans and the critical path
   std::vector<int> pc_;
   std::vector<double> clock_;
   std::vector<std::vector<int>> waited_on_;  // per span: the transfer its receive waited for
   std::vector<Transfer> transfers_;
-  std::map<MessageKey, int> sent_;                  // message -> its transfer
-  std::map<std::pair<int, int>, int> link_last_;  // (from, to) -> the link's latest transfer
+  int mbs_ = 0;               // micro-batches: the message table's last dimension
+  std::vector<int> sent_;       // message -> its transfer, -1 before it is sent
+  std::vector<int> link_last_;  // link from * stages + to -> its latest transfer, -1: none
 };
 
 }  // namespace
 
-SimResult simulate(const std::vector<Program>& programs, const SimCosts& costs) {
-  return Simulation(programs, costs).run();
+SimResult simulate(const std::vector<Program>& programs, const SimCosts& costs, bool spans) {
+  return Simulation(programs, costs, spans).run();
 }
 
 }  // namespace merak::runtime

@@ -80,7 +80,9 @@ struct SimResult {
 // Simulates one step. programs[r] is rank r's list; the micro-batch count is taken from the
 // largest micro-batch index. Never throws for a bad schedule (that is what it reports); throws
 // for costs of the wrong size or negative.
-SimResult simulate(const std::vector<Program>& programs, const SimCosts& costs);
+// Without `spans` the result has no spans and no critical path (the rest as with them): what a
+// layout search, which simulates hundreds of long pipelines, reads.
+SimResult simulate(const std::vector<Program>& programs, const SimCosts& costs, bool spans = true);
 
 // The order checks alone (run by simulate() too): violations, one line each.
 std::vector<std::string> check_programs(const std::vector<Program>& programs, int virtual_stages,

@@ -85,9 +85,10 @@ std::vector<Layout> enumerate(const config::Config& c, int64_t world, int64_t pe
         fixed.parallel.dp = dp;
         mbs.push_back(config::micro_batch_size(fixed));
       }
-      const std::vector<std::string> recomputes =
-          is_auto(c, "parallel.recompute") ? std::vector<std::string>{"none", "full"}
-                                           : std::vector<std::string>{p.recompute};
+      // Left to the search, recomputation is decided stage by stage from the memory model
+      // ("memory": none where a stage fits without it, full where it must), which is never
+      // slower than recomputing everywhere or nowhere.
+      const std::string recompute = is_auto(c, "parallel.recompute") ? "memory" : p.recompute;
       std::vector<std::string> schedules = {p.schedule};
       if (is_auto(c, "parallel.schedule"))
         schedules = pp == 1 ? std::vector<std::string>{"1f1b"}
@@ -99,21 +100,20 @@ std::vector<Layout> enumerate(const config::Config& c, int64_t world, int64_t pe
                                                                    ? false
                                                                    : p.zero1};
       for (int64_t mb : mbs)
-        for (const std::string& rc : recomputes)
-          for (const std::string& sc : schedules)
-            for (bool z : zero1s) {
-              if (sc == "shifted" && rc == "none") continue;  // it moves recomputation only
-              Layout l{dp, pp, tp, mb, 1, sc, rc, z};
-              if (sc == "interleaved")
-                l.virtual_stages = is_auto(c, "parallel.virtual_stages") ? 2 : p.virtual_stages;
-              else if (!is_auto(c, "parallel.virtual_stages"))
-                l.virtual_stages = p.virtual_stages;
-              if (l.pp * l.virtual_stages > c.model.layers) continue;
-              // The config's own rules (interleaved's micro-batch multiple, ZeRO-1 with 16-bit
-              // replicas, ...): a layout the run would refuse is not a candidate.
-              if (config::detail::first_problem(with_layout(c, l))) continue;
-              out.push_back(l);
-            }
+        for (const std::string& sc : schedules)
+          for (bool z : zero1s) {
+            if (sc == "shifted" && recompute == "none") continue;  // it moves recomputation
+            Layout l{dp, pp, tp, mb, 1, sc, recompute, z};
+            if (sc == "interleaved")
+              l.virtual_stages = is_auto(c, "parallel.virtual_stages") ? 2 : p.virtual_stages;
+            else if (!is_auto(c, "parallel.virtual_stages"))
+              l.virtual_stages = p.virtual_stages;
+            if (l.pp * l.virtual_stages > c.model.layers) continue;
+            // The config's own rules (interleaved's micro-batch multiple, ZeRO-1 with 16-bit
+            // replicas, ...): a layout the run would refuse is not a candidate.
+            if (config::detail::first_problem(with_layout(c, l))) continue;
+            out.push_back(l);
+          }
     }
   return out;
 }
@@ -143,26 +143,28 @@ Prediction predict(const config::Config& c, const Layout& l, const partition::Re
     costs.backward.push_back(zb ? s.bwd / 2 : s.bwd);
     if (zb) costs.weight_grad.push_back(s.bwd / 2);
     costs.recompute.push_back(s.recompute);
-    so.recompute.push_back(s.recompute > 0 ? 1.0 : 0.0);
+    so.recompute.push_back(s.memory.recompute ? 1.0 : 0.0);
     costs.p2p = std::max(costs.p2p, s.p2p);
   }
   const runtime::SimResult sim = runtime::simulate(
       runtime::make_schedules(runtime::parse_schedule_kind(l.schedule), int(l.pp), micro_batches,
                               so),
-      costs);
+      costs, /*spans=*/false);
   Prediction p;
   p.bubble = sim.bubble;
   const partition::Placement place{l.dp, l.pp, l.tp};
   const partition::CostModel cost(req.hardware, req.memory.precision, place);
-  // Gradient reduction: each stage's gradients over its dp replicas (a reduce-scatter and
-  // all-gather under ZeRO-1 move the same bytes as one all-reduce), overlapped with the last
-  // micro-batch's backward of that stage only (gradients are final then).
+  // Gradient reduction: each stage's gradients over its dp replicas. Bucketed all-reduces
+  // overlap the last micro-batch's backward of that stage only (gradients are final then);
+  // ZeRO-1's reduce-scatter follows backward and its all-gather of the updated parameters the
+  // optimizer step, the same bytes as one all-reduce and none of it hidden.
   if (l.dp > 1) {
     const double grad_bytes = req.memory.precision == partition::Precision::F32 ? 4 : 2;
     for (int s = 0; s < model_stages; ++s) {
       const double reduce =
           cost.all_reduce_seconds(st[size_t(s)].params * grad_bytes, l.dp, cost.dp_link());
-      p.exposed_dp_seconds = std::max(p.exposed_dp_seconds, reduce - st[size_t(s)].bwd);
+      p.exposed_dp_seconds =
+          std::max(p.exposed_dp_seconds, l.zero1 ? reduce : reduce - st[size_t(s)].bwd);
     }
   }
   // The optimizer step after it, on every rank at once: the slowest rank's (a rank holds
@@ -181,7 +183,7 @@ Prediction predict(const config::Config& c, const Layout& l, const partition::Re
   p.mfu = peak > 0 ? p.tflops_per_device * 1e12 / peak : 0;
   for (const partition::StageEstimate& s : st) {
     p.stage_memory.push_back(s.memory.total());
-    p.stage_recompute.push_back(s.recompute > 0);
+    p.stage_recompute.push_back(s.memory.recompute);
   }
   return p;
 }
@@ -238,9 +240,9 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
                      " divisible by dp, tp dividing the " + std::to_string(c.model.heads) +
                      " heads within a node of " + std::to_string(s.devices_per_node) + ")");
 
-  // Layouts that differ only in recomputation or ZeRO-1 form one group, tried from the cheapest
-  // technique on: recomputation only adds time and ZeRO-1 moves the same gradient bytes, so the
-  // first of them that fits is the group's best ("none where memory allows, full where it must").
+  // Layouts that differ only in ZeRO-1 form one group (ZeRO-1 saves memory and optimizer time
+  // and exposes its gradient exchange: either may win); each variant that fits is costed and
+  // the group's fastest is ranked.
   const ModelFacts facts = model_facts(c);
   const partition::Precision precision = partition::parse_precision(c.train.precision);
   // No rank computes faster than its peak at the best efficiency any of its kernels reaches.
@@ -273,22 +275,16 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
       continue;
     }
     Layout base = l;
-    base.recompute = is_auto(c, "parallel.recompute") ? "" : l.recompute;
     base.zero1 = is_auto(c, "parallel.zero1") ? false : l.zero1;
     auto [it, fresh] = group_of.emplace(base.str(), groups.size());
     if (fresh) {
-      const double compute = facts.flops_per_step / (double(world) * sustained) *
-                             (l.recompute == "none" ? 1.0 : 4.0 / 3.0);
+      // Recomputation only adds to this (the refined bound below counts it where it must be).
+      const double compute = facts.flops_per_step / (double(world) * sustained);
       const int64_t m = config::model_micro_batches_per_replica(with_layout(c, l));
       groups.push_back({{}, compute * fill_factor(l, m)});
     }
     groups[it->second].variants.push_back(l);
   }
-  for (Group& g : groups)
-    std::stable_sort(g.variants.begin(), g.variants.end(), [](const Layout& a, const Layout& b) {
-      return std::make_pair(a.recompute != "none", a.zero1) <
-             std::make_pair(b.recompute != "none", b.zero1);
-    });
   std::stable_sort(groups.begin(), groups.end(),
                    [](const Group& a, const Group& b) { return a.bound < b.bound; });
 
@@ -334,9 +330,10 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
   };
   // A tighter bound than the group's, once its graph is prepared, on the slowest stage's time
   // T per micro-batch (communication left out), stretched by the pipeline's fill. With B the
-  // graph's work and F its forward: T >= B / pp. When every variant recomputes and the pipeline
-  // holds several micro-batches, all stages but the last add their forward again; the last
-  // stage's forward is at most T, so pp T >= B + F - T, T >= (B + F) / (pp + 1).
+  // graph's work and F its forward: T >= B / pp. When every stage that can recomputes (full,
+  // ratio) and the pipeline holds several micro-batches, all stages but the last add their
+  // forward again; the last stage's forward is at most T, so pp T >= B + F - T,
+  // T >= (B + F) / (pp + 1). (Recomputation "memory" may leave every stage without it.)
   auto refined_bound = [&](const Group& g) {
     const Layout& l = g.variants.front();
     const auto it = work_per_micro_batch.find(graph_key(l));
@@ -347,13 +344,13 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
     const double fill = fill_factor(l, m);
     double bound = w.busy / pp * double(m) * fill;
     // The shifted schedule moves recomputation into the drain's idle time: no fill on top.
-    if (l.recompute != "none" && m > 1)
+    if ((l.recompute == "full" || l.recompute == "ratio") && m > 1)
       bound = std::max(bound, (w.busy + w.forward) / (pp + 1) * double(m) *
                                   (l.schedule == "shifted" ? 1.0 : fill));
     return std::max(g.bound, bound);
   };
   const graph::Model untraced;
-  // A group's first variant that fits, partitioned and simulated (read-only on shared state).
+  // A group's fastest variant that fits, partitioned and simulated (read-only on shared state).
   struct Outcome {
     std::optional<Ranked> ranked;
     int64_t costed = 0;
@@ -376,12 +373,18 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
         r = partition::run_partition(prepared.at(key), in.request);
       } catch (const partition::NoFit& e) {
         out.needs.emplace_back(e.needed, l);
-        continue;  // the next technique may make room
+        continue;  // the other variant may make room
       } catch (const Error&) {
         break;  // a split this graph cannot take (fewer blocks than stages): no variant can
       }
-      out.ranked = Ranked{l, predict(lc, l, in.request, r, facts)};
-      break;
+      // Shifted differs from 1F1B only where a stage recomputes: without, it is its twin.
+      const auto recomputes = [](const partition::StageEstimate& e) { return e.memory.recompute; };
+      if (l.schedule == "shifted" && is_auto(c, "parallel.schedule") &&
+          std::none_of(r.ours.stages.begin(), r.ours.stages.end(), recomputes))
+        continue;
+      Ranked ranked{l, predict(lc, l, in.request, r, facts)};
+      if (!out.ranked || ranked.predicted.step_seconds < out.ranked->predicted.step_seconds)
+        out.ranked = std::move(ranked);
     }
     return out;
   };

@@ -45,7 +45,8 @@ struct Ranked {
 
 struct LayoutSearch {
   int64_t world = 1, devices_per_node = 1;
-  std::vector<Ranked> ranked;   // every layout that fits, fastest first
+  std::vector<Ranked> ranked;   // every layout that fits (with ZeRO-1 or without, whichever
+                                // is faster), fastest first
   int64_t candidates = 0;       // valid layouts of the world size
   int64_t costed = 0;           // of them, partitioned and simulated
   double seconds = 0;

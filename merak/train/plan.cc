@@ -50,7 +50,8 @@ PartitionInput partition_input(const config::Config& c, const graph::Model* trac
                         : p.schedule == "zb"  ? partition::Schedule::ZeroBubble
                                               : partition::Schedule::OneFOneB;
   req.memory.micro_batches = config::model_micro_batches_per_replica(c);
-  req.memory.recompute = p.recompute != "none";
+  // Merak's ratio rule recomputes wherever its ratio is above 0: the model costs it as full.
+  req.memory.recompute = partition::parse_recompute(p.recompute == "ratio" ? "full" : p.recompute);
   req.memory.zero1 = p.zero1;
   if (traced) {
     in.model = *traced;

@@ -50,16 +50,23 @@ optim::LossScalerOptions loss_scaling(const config::LossScaleConfig& l) {
 
 }  // namespace
 
-runtime::EngineOptions engine_options(const config::Config& c) {
+runtime::EngineOptions engine_options(const config::Config& c, const partition::Plan& plan) {
   runtime::EngineOptions o;
   o.compute = dtype_from_name(c.train.precision);
   o.loss_scale = loss_scaling(c.train.loss_scale);
   o.schedule = runtime::parse_schedule_kind(c.parallel.schedule);
   o.virtual_stages = int(c.parallel.virtual_stages);
   const int stages = int(c.parallel.pp * c.parallel.virtual_stages);  // model stages
-  if (c.parallel.recompute == "full") o.recompute.assign(size_t(stages), 1.0);
-  if (c.parallel.recompute == "ratio")
+  if (c.parallel.recompute == "ratio") {
     o.recompute = runtime::ratio_rule_recompute(stages, c.parallel.recompute_ratio);
+  } else {
+    o.recompute.assign(size_t(stages), 0.0);
+    for (const partition::RankProgram& r : plan.ranks()) {
+      MERAK_CHECK(r.pp() >= 0 && r.pp() < stages, "the plan's rank ", r.rank(), " is on stage ",
+                  r.pp(), " of ", stages);
+      if (r.recompute()) o.recompute[size_t(r.pp())] = 1.0;
+    }
+  }
   o.seed = c.train.seed;
   o.adamw.lr = c.optimizer.lr;
   o.adamw.beta1 = c.optimizer.beta1;
@@ -164,16 +171,15 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
     set_num_threads(default_rank_threads(place.local_size));
 
   // Each rank's device, checked before anything else travels; the job agrees on the outcome.
-  options_ = engine_options(c);
+  Device device;
   std::string problem;
   try {
     std::string why;
     const int gpus = c.train.device == "cuda" ? cuda::device_count(&why) : 0;
-    options_.device =
-        choose_device(c, grid_.rank(), place.local_rank, place.local_size, gpus, why);
+    device = choose_device(c, grid_.rank(), place.local_rank, place.local_size, gpus, why);
     // The groups must carry the memory the ranks compute in (make_grid builds them so).
     const DeviceType carried = grid_.pp().memory();
-    if (world > 1 && carried != options_.device.type)
+    if (world > 1 && carried != device.type)
       throw SetupError(c.path + ": key 'train.device': " + c.train.device + ", but the job's " +
                        "groups carry " + (carried == DeviceType::CPU ? "host" : "device") +
                        " memory (" + grid_.pp().backend() + "): build the grid with "
@@ -184,6 +190,8 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
   agree(grid_.host(), problem);
 
   const partition::Plan plan = shared_plan(grid_.host(), c);
+  options_ = engine_options(c, plan);
+  options_.device = device;
   options_.trace = trace;
   engine_ = std::make_unique<runtime::Engine>(grid_, plan, options_);
   // The data is opened by the ranks whose stages read it; one that does not fit the model (a

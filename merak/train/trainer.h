@@ -53,9 +53,11 @@ struct EvalStats {
   double seconds = 0;
 };
 
-// The engine settings a config describes (schedule, recomputation per stage, optimizer, seed,
-// transports; device and precision are the Trainer's to add).
-runtime::EngineOptions engine_options(const config::Config& config);
+// The engine settings a config and its plan describe (schedule, recomputation per stage,
+// optimizer, seed, transports; the device is the Trainer's to add). Which model stages recompute
+// is the plan's choice (parallel.recompute none, full or memory: the partitioner decided it
+// with the memory model), or Merak's ratio rule under parallel.recompute ratio.
+runtime::EngineOptions engine_options(const config::Config& config, const partition::Plan& plan);
 
 // Micro-batch g of a step is rows [g * micro, (g + 1) * micro) of the step's global batch.
 runtime::MicroBatchFn micro_batch_source(const BatchSource& source, int64_t micro);

@@ -250,7 +250,7 @@ TEST_CASE("wrong types are named with what was expected and what was found", "[c
   // A key that moved says where it went.
   CHECK(error_of("model:\n  recompute: true\n") ==
         "x.yaml: key 'model.recompute': no longer a model key: recomputation is chosen by "
-        "parallel.recompute (none, full, ratio)");
+        "parallel.recompute (none, full, memory, ratio)");
   CHECK(error_of("data:\n  seed: -1\n") ==
         "x.yaml: key 'data.seed': expected a non-negative integer, got '-1'");
   CHECK(error_of("data:\n  files: a.txt\n") ==

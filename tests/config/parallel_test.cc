@@ -78,7 +78,7 @@ TEST_CASE("parallel values out of range name the key", "[config][parallel]") {
         "p.yaml: key 'parallel.schedule': must be one of gpipe, 1f1b, shifted, interleaved, zb, got "
         "'1f1c' (did you mean '1f1b'?)");
   CHECK(error_of("parallel:\n  recompute: fulll\n") ==
-        "p.yaml: key 'parallel.recompute': must be one of none, full, ratio, got 'fulll' "
+        "p.yaml: key 'parallel.recompute': must be one of none, full, memory, ratio, got 'fulll' "
         "(did you mean 'full'?)");
   CHECK(error_of("parallel:\n  recompute_ratio: 1.5\n") ==
         "p.yaml: key 'parallel.recompute_ratio': must be in [0, 1], got 1.5");

@@ -125,19 +125,30 @@ TEST_CASE("the memory model: bytes per parameter, in-flight micro-batches, recom
   o.schedule = Schedule::OneFOneB;
 
   // 1000 parameters, 100 MB of activations a micro-batch, 1 MB boundary input, 5 MB working.
-  StageMemory plain = stage_memory(o, 1, 4, 1000, 100e6, 1e6, 5e6);
+  StageMemory plain = stage_memory(o, 1, 4, 1000, 100e6, 1e6, 5e6, false);
   CHECK(plain.activations == 3 * 100e6);
   CHECK(plain.total() == Approx(16000 + 300e6 + 5e6));
-  o.recompute = true;
-  StageMemory rc = stage_memory(o, 1, 4, 1000, 100e6, 1e6, 5e6);
-  CHECK(rc.activations == 3 * 1e6 + 100e6);
-  CHECK(recomputes(o, 1, 4));
-  CHECK_FALSE(recomputes(o, 3, 4));  // the last stage holds one micro-batch: nothing to save
-  CHECK(stage_memory(o, 3, 4, 1000, 100e6, 1e6, 5e6).activations == 100e6);
+  // Without a recomputation mode a stage cannot recompute, whatever is asked.
+  CHECK_FALSE(can_recompute(o, 1, 4));
+  CHECK_FALSE(stage_memory(o, 1, 4, 1000, 100e6, 1e6, 5e6, true).recompute);
+  for (Recompute mode : {Recompute::Full, Recompute::AsNeeded}) {
+    o.recompute = mode;
+    StageMemory rc = stage_memory(o, 1, 4, 1000, 100e6, 1e6, 5e6, true);
+    CHECK(rc.recompute);
+    CHECK(rc.activations == 3 * 1e6 + 100e6);
+    CHECK(stage_memory(o, 1, 4, 1000, 100e6, 1e6, 5e6, false).activations == 3 * 100e6);
+    CHECK(can_recompute(o, 1, 4));
+    CHECK_FALSE(can_recompute(o, 3, 4));  // the last stage holds one micro-batch: nothing to save
+    CHECK_FALSE(stage_memory(o, 3, 4, 1000, 100e6, 1e6, 5e6, true).recompute);
+    CHECK(stage_memory(o, 3, 4, 1000, 100e6, 1e6, 5e6, true).activations == 100e6);
+  }
+  CHECK(parse_recompute("memory") == Recompute::AsNeeded);
+  CHECK(std::string(recompute_name(Recompute::AsNeeded)) == "memory");
+  CHECK_THROWS_WITH(parse_recompute("some"), Catch::Contains("none, full, memory"));
   // One micro-batch a step: gradients fill as activations are freed, so the larger one counts.
   o.micro_batches = 1;
-  o.recompute = false;
-  StageMemory once = stage_memory(o, 0, 1, 1000, 100e6, 0, 5e6);
+  o.recompute = Recompute::None;
+  StageMemory once = stage_memory(o, 0, 1, 1000, 100e6, 0, 5e6, false);
   CHECK(once.total() == Approx(4000 + 8000 + 105e6));
 }
 

@@ -34,11 +34,15 @@ struct Setup {
   }
 };
 
-// Every split into p stages: the smallest slowest-stage time among those within `limit` (<= 0:
-// any), and the smallest largest-stage memory.
+// Every split into p stages, and every choice of which stages recompute that the mode allows
+// (none: no stage; full: every stage; memory: any subset): the smallest slowest-stage time among
+// those within `limit` (<= 0: any), and the smallest largest-stage memory. (A choice to recompute
+// counts only where a stage can: the models ignore it elsewhere.)
 void brute_force(const StageModel& m, int64_t p, double limit, double* best_time,
                  double* best_memory) {
   const int64_t n = m.nodes();
+  const Recompute mode = m.memory_options().recompute;
+  const uint32_t all = (1u << p) - 1;
   *best_time = INFINITY;
   *best_memory = INFINITY;
   std::vector<int64_t> cuts(size_t(p + 1));
@@ -46,13 +50,18 @@ void brute_force(const StageModel& m, int64_t p, double limit, double* best_time
   cuts[size_t(p)] = n;
   std::function<void(int64_t)> go = [&](int64_t s) {
     if (s == p) {
-      double t = 0, mem = 0;
-      for (int64_t k = 0; k < p; ++k) {
-        t = std::max(t, m.time(k, p, cuts[size_t(k)], cuts[size_t(k + 1)]));
-        mem = std::max(mem, m.memory(k, p, cuts[size_t(k)], cuts[size_t(k + 1)]));
+      for (uint32_t mask = 0; mask <= all; ++mask) {
+        if ((mode == Recompute::None && mask != 0) || (mode == Recompute::Full && mask != all))
+          continue;
+        double t = 0, mem = 0;
+        for (int64_t k = 0; k < p; ++k) {
+          const bool rc = (mask >> k) & 1;
+          t = std::max(t, m.time(k, p, cuts[size_t(k)], cuts[size_t(k + 1)], rc));
+          mem = std::max(mem, m.memory(k, p, cuts[size_t(k)], cuts[size_t(k + 1)], rc));
+        }
+        *best_memory = std::min(*best_memory, mem);
+        if (limit <= 0 || mem <= limit) *best_time = std::min(*best_time, t);
       }
-      *best_memory = std::min(*best_memory, mem);
-      if (limit <= 0 || mem <= limit) *best_time = std::min(*best_time, t);
       return;
     }
     for (int64_t c = cuts[size_t(s - 1)] + 1; c <= n - (p - s); ++c) {
@@ -70,14 +79,15 @@ TEST_CASE("the pipeline split is exact: it matches brute force over every cut", 
   mem.precision = Precision::BF16;
   mem.micro_batches = 8;
   int capped_cases = 0;  // splits where the fastest is not also the leanest, so a cap binds
-  for (bool recompute : {false, true})
+  int mixed_cases = 0;   // capped splits under "memory" where some stages recompute, some not
+  for (Recompute recompute : {Recompute::None, Recompute::Full, Recompute::AsNeeded})
     for (int64_t p : {2, 3, 4}) {
       mem.recompute = recompute;
       Setup s(test::trace(test::tiny_gpt(2), 4, 16), p, mem);
       double best_time = 0, best_memory = 0;
       brute_force(s.stages, p, 0, &best_time, &best_memory);
       const Partition free = partition_pipeline(s.stages, p, 0);
-      INFO("p " << p << ", recompute " << recompute);
+      INFO("p " << p << ", recompute " << recompute_name(recompute));
       CHECK(free.max_time() == Approx(best_time).epsilon(1e-12));
       CHECK(min_peak_memory(s.stages, p) == Approx(best_memory).epsilon(1e-12));
 
@@ -91,8 +101,26 @@ TEST_CASE("the pipeline split is exact: it matches brute force over every cut", 
       CHECK(capped.max_time() == Approx(capped_time).epsilon(1e-12));
       CHECK(capped.max_memory() <= cap);
       CHECK(capped.max_time() >= free.max_time());
+      // Under "memory" each stage recomputes exactly where it would not fit without (the
+      // estimates say which); across caps from the leanest to the fastest split's memory some
+      // splits mix stages that do and stages that do not.
+      if (recompute != Recompute::AsNeeded) continue;
+      for (int k = 0; k <= 16; ++k) {
+        const double c = best_memory + (free.max_memory() - best_memory) * k / 16.0;
+        const Partition split = partition_pipeline(s.stages, p, c);
+        int recomputing = 0;
+        for (int64_t q = 0; q < p; ++q) {
+          const StageEstimate& e = split.stages[size_t(q)];
+          recomputing += e.memory.recompute;
+          CHECK(e.recompute == (e.memory.recompute ? e.fwd : 0.0));
+          CHECK(e.memory.recompute ==
+                (q + 1 < p && s.stages.memory(q, p, e.first, e.end, false) > c));
+        }
+        if (recomputing > 0 && recomputing < p - 1) ++mixed_cases;
+      }
     }
   CHECK(capped_cases >= 3);
+  CHECK(mixed_cases >= 1);
 }
 
 TEST_CASE("when nothing fits, the error gives the smallest memory any split needs",

@@ -49,7 +49,7 @@ TEST_CASE("a stage grown node by node holds each of its items once, as counted f
     MemoryOptions mem;
     mem.precision = precision;
     mem.micro_batches = 8;
-    mem.recompute = true;
+    mem.recompute = Recompute::Full;
     const StageModel model(g, cost, mem);
     const int64_t n = model.nodes();
     for (int64_t j = 1; j <= n; ++j) {
@@ -67,12 +67,14 @@ TEST_CASE("a stage grown node by node holds each of its items once, as counted f
         CHECK(c.activations == want.activations);
         CHECK(c.working == working);
         CHECK(c.params == model.params(c.first, j));
-        // The floor leaves out the boundary inputs only: below the memory, and growing.
-        for (int64_t s : {int64_t(0), int64_t(3)}) {
-          const double memory = model.memory(s, 4, c);
-          CHECK(memory == model.memory(s, 4, c.first, j));
-          CHECK(model.memory_floor(s, 4, c) <= memory);
-        }
+        // The floor leaves out the boundary inputs only: below the memory either way, and
+        // growing.
+        for (int64_t s : {int64_t(0), int64_t(3)})
+          for (bool recompute : {false, true}) {
+            const double memory = model.memory(s, 4, c, recompute);
+            CHECK(memory == model.memory(s, 4, c.first, j, recompute));
+            CHECK(model.memory_floor(s, 4, c) <= memory);
+          }
         CHECK(model.memory_floor(0, 4, c) >= floor);
         floor = model.memory_floor(0, 4, c);
       }

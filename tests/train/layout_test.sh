@@ -51,6 +51,39 @@ grep -q "| dp $1, pp $2, tp $3 on 4 ranks$" <<< "$out" ||
 grep -q "^step     3/3 | loss " <<< "$out" || fail "no third step: $out"
 echo "mpirun -np 4 parallel=auto: trained with $chosen"
 
+# Recomputation per stage from the memory model (parallel.recompute: memory): on a device with
+# room between what stage 0 of 4 needs with and without recomputing, the plan has stage 0
+# recompute and not all the others, and a 4-rank run recomputes on exactly those stages (the
+# recompute spans of its trace).
+stage_memory() {  # stage_memory RECOMPUTE [HARDWARE]: stage 0's bytes, the limit, the flags
+  "$train" --config "$configs/gpt-tiny.yaml" --set parallel.pp=4 --set train.micro_batch=1 \
+    --set parallel.recompute="$1" --set parallel.hardware="${2:-cpu-local}" --dry-run --json |
+    /usr/bin/python3 -c 'import json, sys
+d = json.load(sys.stdin)
+print(int(d["stages"][0]["memory_bytes"]), int(d["memory_limit_bytes"]),
+      ",".join(str(int(s["recompute"])) for s in d["stages"]))'
+}
+read -r plain limit _ <<< "$(stage_memory none)" || fail "dry run, recompute none"
+read -r lean _ _ <<< "$(stage_memory full)" || fail "dry run, recompute full"
+[ "$lean" -lt "$plain" ] || fail "recomputing does not save stage 0 memory: $lean vs $plain"
+profile="$configs/hardware/cpu-local.yaml"
+gib=$(sed -n 's/^memory_gib: //p' "$profile")
+sed "s/^memory_gib: .*/memory_gib: $(/usr/bin/python3 -c "print($gib * ($plain + $lean) / 2 / $limit)")/" \
+  "$profile" > "$tmp/tight.yaml"
+read -r _ _ flags <<< "$(stage_memory memory "$tmp/tight.yaml")" || fail "dry run, recompute memory"
+[[ $flags == 1,* && $flags == *,0 && $flags == *0,* ]] ||
+  fail "want stage 0 to recompute, not all others, never the last: $flags"
+out=$(timeout $((300 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np 4 "$train" \
+      --config "$configs/gpt-tiny.yaml" --set parallel.pp=4 --set train.micro_batch=1 \
+      --set parallel.recompute=memory --set parallel.hardware="$tmp/tight.yaml" \
+      --set train.steps=2 --trace "$tmp/tight_trace.json" 2>&1) || fail "mpirun, recompute memory: $out"
+ran=$(/usr/bin/python3 -c 'import json, sys
+spans = json.load(open(sys.argv[1]))["traceEvents"]
+ranks = {e["tid"] for e in spans if e.get("cat") == "recompute"}
+print(",".join(str(int(r in ranks)) for r in range(4)))' "$tmp/tight_trace.json") || fail "the trace"
+[ "$ran" = "$flags" ] || fail "the plan recomputes on stages $flags, the run on $ran"
+echo "recompute memory: stages $flags recompute (device of $(sed -n 's/^memory_gib: //p' "$tmp/tight.yaml") GiB), the run's too"
+
 # What cannot be: a model no layout of the world fits, tp beyond a node, a fixed layout of
 # another size. Exit 2, one line with the reason.
 bad() {  # bad EXPECTED ARGS...

@@ -143,7 +143,8 @@ partition::Request onnx_request(const Args& a) {
     usage(std::string("--schedule: ") + e.what());
   }
   req.memory.zero1 = a.flag("--zero1");
-  req.memory.recompute = a.flag("--recompute");
+  req.memory.recompute =
+      a.flag("--recompute") ? partition::Recompute::Full : partition::Recompute::None;
   if (!a.one("--micro-batches").empty())
     req.memory.micro_batches = positive(a.one("--micro-batches"), "--micro-batches");
   return req;

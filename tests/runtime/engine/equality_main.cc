@@ -179,7 +179,7 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     const partition::Plan plan = train::shared_plan(grid.world(), cfg);
     const runtime::MicroBatchFn batches =
         train::micro_batch_source(source, config::model_micro_batch_size(cfg));
-    runtime::Engine engine(grid, plan, train::engine_options(cfg));
+    runtime::Engine engine(grid, plan, train::engine_options(cfg, plan));
     const Expected& want = combo.subpipeline ? halves : whole;
     double worst = 0, worst_norm = 0;
     int overlapped = 0;
@@ -197,16 +197,18 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
         std::printf("  step %lld: loss %.9g, single process %.9g\n", (long long)i + 1, r.loss,
                     want.loss[size_t(i)]);
     }
-    // The schedule decides who recomputes: every stage under "full", but never the last
-    // stage of the shifted schedule; nobody under "none".
+    // The plan decides who recomputes and the engine follows it: under "full" every model
+    // stage holding more than one micro-batch at once (all of them under GPipe; all but the
+    // last otherwise), nobody under "none". Counted in ranks: under interleaved "full" the last
+    // rank's first chunk still recomputes.
     int recomputing = 0;
     for (double r : runtime::all_gather_doubles(grid.world(), {engine.recomputes() ? 1.0 : 0.0}))
       recomputing += int(r);
-    // Counted in ranks: every rank recomputes some chunk under interleaved "full".
-    const bool last_skips = std::string(schedule) == "shifted";
-    const int want_recomputing = std::string(recompute) == "none" ? 0
-                                 : last_skips ? dp * (pp - 1) * tp
-                                              : dp * pp * tp;
+    const std::string sc = schedule;
+    const int want_recomputing =
+        std::string(recompute) == "none" || config::model_micro_batches_per_replica(cfg) < 2 ? 0
+        : sc == "gpipe" || sc == "interleaved" ? dp * pp * tp
+                                               : dp * (pp - 1) * tp;
     // Only the first stage reads tokens and only the last reads targets.
     bool reads_right = true;
     for (int k = 0; k < engine.chunks(); ++k) {
