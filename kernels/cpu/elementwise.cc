@@ -4,8 +4,10 @@
 // walks the output in rows after merging the dims every input steps through uniformly.
 #include "kernels/cpu/vec_math.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -332,6 +334,33 @@ MERAK_REGISTER_KERNEL(neg, CPU, [](const std::vector<Tensor>& in, const std::vec
                       [](auto x) { return wrap_sub(decltype(x)(0), x); });  // -MIN wraps to MIN
 });
 
+// |MIN| wraps to MIN, as -MIN does.
+MERAK_REGISTER_KERNEL(abs, CPU, [](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                                   const Attrs&) {
+  signed_unary_kernel(in[0], out[0], "abs", [](auto x) { return std::abs(x); },
+                      [](auto x) { return x < 0 ? wrap_sub(decltype(x)(0), x) : x; });
+});
+
+MERAK_REGISTER_KERNEL(sign, CPU, [](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                                    const Attrs&) {
+  signed_unary_kernel(
+      in[0], out[0], "sign",
+      [](auto x) { return x != x ? x : decltype(x)((x > 0) - (x < 0)); },  // NaN stays NaN
+      [](auto x) { return decltype(x)((x > 0) - (x < 0)); });
+});
+
+// The larger (smaller) of a and b; a NaN on either side is the result. Integers compare exactly.
+MERAK_REGISTER_KERNEL(maximum, CPU, [](const std::vector<Tensor>& in,
+                                       const std::vector<Tensor>& out, const Attrs&) {
+  arith_kernel(in, out, "maximum", [](auto x, auto y) { return x > y || x != x ? x : y; },
+               [](auto x, auto y) { return std::max(x, y); });
+});
+MERAK_REGISTER_KERNEL(minimum, CPU, [](const std::vector<Tensor>& in,
+                                       const std::vector<Tensor>& out, const Attrs&) {
+  arith_kernel(in, out, "minimum", [](auto x, auto y) { return x < y || x != x ? x : y; },
+               [](auto x, auto y) { return std::min(x, y); });
+});
+
 // --- unary math ---
 
 // f32 results below e^-87.33 (subnormal) flush to 0.
@@ -360,6 +389,17 @@ MERAK_REGISTER_KERNEL(pow, CPU, [](const std::vector<Tensor>& in, const std::vec
     unary_kernel<T>(x, y, kGrainHeavy / 4, [te = T(e)](T v) { return std::pow(v, te); });
   });
 });
+
+MERAK_REGISTER_KERNEL(pow_tensor, CPU, [](const std::vector<Tensor>& in,
+                                          const std::vector<Tensor>& out, const Attrs&) {
+  MERAK_DISPATCH_FLOAT(out[0].dtype(), "pow_tensor", [&] {
+    binary_kernel<scalar_t, scalar_t>(in[0], in[1], out[0], kGrainHeavy / 4,
+                                      [](scalar_t a, scalar_t b) { return std::pow(a, b); });
+  });
+});
+
+MERAK_UNARY_KERNEL(floor, kGrain, [](scalar_t x) { return std::floor(x); });
+MERAK_UNARY_KERNEL(ceil, kGrain, [](scalar_t x) { return std::ceil(x); });
 
 // --- activations and their gradients ---
 
@@ -404,20 +444,50 @@ MERAK_REGISTER_KERNEL(gelu_grad, CPU, [](const std::vector<Tensor>& in,
   });
 });
 
-// --- comparison and selection ---
+// --- comparison, logical ops and selection ---
 
-MERAK_REGISTER_KERNEL(eq, CPU, [](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
-                                  const Attrs&) {
-  const auto f = [](auto x, auto y) { return x == y; };
+namespace {
+
+// A comparison: bool out, inputs of any dtype but the 16-bit ones, each in its own type
+// (integers exactly, not through a float).
+template <typename F>
+void compare_kernel(const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                    const char* name, const F& f) {
   switch (in[0].dtype()) {
     case DType::F32: return binary_kernel<float, bool>(in[0], in[1], out[0], kGrain, f);
     case DType::F64: return binary_kernel<double, bool>(in[0], in[1], out[0], kGrain, f);
     case DType::I32: return binary_kernel<int32_t, bool>(in[0], in[1], out[0], kGrain, f);
     case DType::I64: return binary_kernel<int64_t, bool>(in[0], in[1], out[0], kGrain, f);
     case DType::Bool: return binary_kernel<bool, bool>(in[0], in[1], out[0], kGrain, f);
-    default: MERAK_FAIL("eq: dtype ", dtype_name(in[0].dtype()), " not supported");
+    default: MERAK_FAIL(name, ": dtype ", dtype_name(in[0].dtype()), " not supported");
   }
-});
+}
+
+}  // namespace
+
+#define MERAK_CPU_COMPARE(name, expr)                                                    \
+  MERAK_REGISTER_KERNEL(name, CPU, [](const std::vector<Tensor>& in,                     \
+                                      const std::vector<Tensor>& out, const Attrs&) {    \
+    compare_kernel(in, out, #name, [](auto x, auto y) { return expr; });                 \
+  })
+
+MERAK_CPU_COMPARE(eq, x == y);
+MERAK_CPU_COMPARE(lt, x < y);
+MERAK_CPU_COMPARE(gt, x > y);
+MERAK_CPU_COMPARE(le, x <= y);
+MERAK_CPU_COMPARE(ge, x >= y);
+
+// Logical ops: bool inputs (the definitions check), bool out.
+#define MERAK_CPU_LOGICAL(name, expr)                                                    \
+  MERAK_REGISTER_KERNEL(name, CPU, [](const std::vector<Tensor>& in,                     \
+                                      const std::vector<Tensor>& out, const Attrs&) {    \
+    binary_kernel<bool, bool>(in[0], in[1], out[0], kGrain,                              \
+                              [](bool x, bool y) -> bool { return expr; });              \
+  })
+
+MERAK_CPU_LOGICAL(logical_and, x && y);
+MERAK_CPU_LOGICAL(logical_or, x || y);
+MERAK_CPU_LOGICAL(logical_xor, x != y);
 
 namespace {
 

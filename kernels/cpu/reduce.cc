@@ -1,11 +1,12 @@
-// CPU reductions (sum, mean, max). The input (contiguous) is viewed as alternating groups of
-// kept and reduced dims, adjacent dims of one kind merged and size-1 dims dropped; each reduced
-// group, innermost first, is then an [outer, R, inner] reduction over R:
+// CPU reductions (sum, mean, max, min, prod). The input (contiguous) is viewed as alternating
+// groups of kept and reduced dims, adjacent dims of one kind merged and size-1 dims dropped; each
+// reduced group, innermost first, is then an [outer, R, inner] reduction over R:
 //   inner == 1: contiguous rows (the last-dim case): multi-lane accumulators, pairwise above a
 //               block, so f32 sums stay accurate and vectorise without -ffast-math;
 //   inner > 1:  strided rows added elementwise (the leading-dims case, e.g. a bias gradient),
 //               vectorised over columns, accumulated in blocks of rows.
-// f32 accumulates in f32, f64 in f64.
+// f32 accumulates in f32, f64 in f64. min and prod (rare: constants ONNX import folds) take plain
+// loops, without the lanes of sum and max.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -17,7 +18,7 @@
 namespace merak::ops {
 namespace {
 
-enum class Reduce { Sum, Max };
+enum class Reduce { Sum, Max, Min, Prod };
 
 constexpr int64_t kGrain = 32768;    // elements below which a reduction stays single-threaded
 constexpr int64_t kCols = 512;       // columns per task in the strided case (fits L1)
@@ -57,6 +58,41 @@ inline T max_nan(T a, T b) {
   return (b > a || b != b) ? b : a;
 }
 
+template <typename T>
+inline T min_nan(T a, T b) {
+  return (b < a || b != b) ? b : a;
+}
+
+// a and b combined by `op`; NaN propagates through max and min.
+template <typename T>
+inline T combine(Reduce op, T a, T b) {
+  switch (op) {
+    case Reduce::Sum: return a + b;
+    case Reduce::Max: return max_nan(a, b);
+    case Reduce::Min: return min_nan(a, b);
+    case Reduce::Prod: return a * b;
+  }
+  return a;
+}
+
+// Min or product of p[0, n), n >= 1, left to right.
+template <typename T, typename F>
+T fold_contig(const T* p, int64_t n, const F& f) {
+  T acc = p[0];
+  for (int64_t i = 1; i < n; ++i) acc = f(acc, p[i]);
+  return acc;
+}
+
+// dst[c] = f over r < rows of x[r * ld + c], for c < ncols (rows >= 1).
+template <typename T, typename F>
+void fold_strided(const T* x, int64_t rows, int64_t ld, int64_t ncols, T* dst, const F& f) {
+  std::copy(x, x + ncols, dst);
+  for (int64_t r = 1; r < rows; ++r) {
+    const T* row = x + r * ld;
+    for (int64_t c = 0; c < ncols; ++c) dst[c] = f(dst[c], row[c]);
+  }
+}
+
 // Max of p[0, n), n >= 1; NaN propagates. Same lane layout as sum_contig.
 template <typename T>
 T max_contig(const T* p, int64_t n) {
@@ -89,13 +125,14 @@ T max_contig(const T* p, int64_t n) {
 // dst[c] = reduce over r < rows of x[r * ld + c], for c < ncols.
 template <typename T>
 void reduce_strided(const T* x, int64_t rows, int64_t ld, int64_t ncols, T* dst, Reduce op) {
-  if (op == Reduce::Max) {
-    std::copy(x, x + ncols, dst);
-    for (int64_t r = 1; r < rows; ++r) {
-      const T* row = x + r * ld;
-      for (int64_t c = 0; c < ncols; ++c) dst[c] = max_nan(dst[c], row[c]);
-    }
-    return;
+  switch (op) {
+    // Lambdas, not function pointers, so that the loops inline and vectorise.
+    case Reduce::Max:
+      return fold_strided(x, rows, ld, ncols, dst, [](T a, T b) { return max_nan(a, b); });
+    case Reduce::Min:
+      return fold_strided(x, rows, ld, ncols, dst, [](T a, T b) { return min_nan(a, b); });
+    case Reduce::Prod: return fold_strided(x, rows, ld, ncols, dst, [](T a, T b) { return a * b; });
+    case Reduce::Sum: break;
   }
   T part[kCols];
   std::fill(dst, dst + ncols, T(0));
@@ -120,7 +157,16 @@ void reduce_tasks(const T* x, int64_t R, int64_t inner, int64_t r0, int64_t r1, 
     const int64_t o = t / chunks, c0 = (t % chunks) * kCols;
     const T* src = x + (o * R + r0) * inner + c0;
     if (inner == 1) {
-      dst[o] = op == Reduce::Sum ? sum_contig(src, r1 - r0) : max_contig(src, r1 - r0);
+      switch (op) {
+        case Reduce::Sum: dst[o] = sum_contig(src, r1 - r0); break;
+        case Reduce::Max: dst[o] = max_contig(src, r1 - r0); break;
+        case Reduce::Min:
+          dst[o] = fold_contig(src, r1 - r0, [](T a, T b) { return min_nan(a, b); });
+          break;
+        case Reduce::Prod:
+          dst[o] = fold_contig(src, r1 - r0, [](T a, T b) { return a * b; });
+          break;
+      }
     } else {
       reduce_strided(src, r1 - r0, inner, std::min(kCols, inner - c0), dst + o * inner + c0, op);
     }
@@ -153,11 +199,7 @@ void reduce3(const T* x, T* out, int64_t outer, int64_t R, int64_t inner, Reduce
   std::copy(partial.begin(), partial.begin() + n, out);
   for (int64_t p = 1; p < parts; ++p) {
     const T* q = partial.data() + p * n;
-    if (op == Reduce::Sum) {
-      for (int64_t i = 0; i < n; ++i) out[i] += q[i];
-    } else {
-      for (int64_t i = 0; i < n; ++i) out[i] = max_nan(out[i], q[i]);
-    }
+    for (int64_t i = 0; i < n; ++i) out[i] = combine(op, out[i], q[i]);
   }
 }
 
@@ -176,8 +218,9 @@ void reduce_kernel(const Tensor& x, const Tensor& y, const std::vector<int64_t>&
   T* out = y.data<T>();
   const int64_t n_out = y.numel();
   if (n_out == 0) return;
-  if (count == 0) {  // empty reduction (max rejects it at inference): sum 0, mean NaN
-    std::fill(out, out + n_out, mean ? std::numeric_limits<T>::quiet_NaN() : T(0));
+  if (count == 0) {  // empty (max and min reject it at inference): sum 0, mean NaN, prod 1
+    const T empty = mean ? std::numeric_limits<T>::quiet_NaN() : T(op == Reduce::Prod ? 1 : 0);
+    std::fill(out, out + n_out, empty);
     return;
   }
 
@@ -244,5 +287,11 @@ MERAK_REGISTER_KERNEL(mean, CPU, [](const std::vector<Tensor>& in, const std::ve
                                     const Attrs& a) { run("mean", in, out, a, Reduce::Sum, true); });
 MERAK_REGISTER_KERNEL(max, CPU, [](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
                                    const Attrs& a) { run("max", in, out, a, Reduce::Max, false); });
+MERAK_REGISTER_KERNEL(min, CPU, [](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                                   const Attrs& a) { run("min", in, out, a, Reduce::Min, false); });
+MERAK_REGISTER_KERNEL(prod, CPU, [](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                                    const Attrs& a) {
+  run("prod", in, out, a, Reduce::Prod, false);
+});
 
 }  // namespace merak::ops

@@ -4,17 +4,13 @@
 // kernels. ONNX's own conventions (negative indices, Slice's clamping, axes as inputs, opset
 // forms of attributes) are put into the registry op's form here.
 //
-// What stays ONNX-side, and why:
-// - values no op computes: Constant, Shape, Size, ConstantOfShape, and the positions that
-//   Range's length and Trilu's mask depend on (the values then go through arange and where);
-// - the ONNX ops the registry has no op for (fold_unregistered: comparisons other than Equal,
-//   And/Or/Xor, Max/Min, Abs/Sign/Floor/Ceil, Pow with a tensor exponent, ReduceProd and
-//   ReduceMin). They read and write elements through double (floating dtypes) or int64.
+// What stays ONNX-side: the structural values no op computes (Constant, Shape, Size,
+// ConstantOfShape, and the positions that Range's length and Trilu's mask depend on; the values
+// then go through arange and where). Every arithmetic, comparison, logical op and reduction is
+// a registry op's kernel.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <functional>
-#include <map>
 #include <numeric>
 
 #include "merak/graph/onnx_fold_internal.h"
@@ -103,27 +99,39 @@ std::vector<int64_t> axes_of(const onnx::NodeProto& node, const Inputs& in, size
   return attr_ints(node, "axes", {});
 }
 
-// Add, Sub, Mul, Div, Sqrt, Exp, ..., Equal, Where: their registry op as it is. Integers take
-// the kernels' i32/i64 paths (Div truncates toward zero and fails on a zero divisor).
+// Add, Sub, Mul, Div, Sqrt, Exp, ..., Abs, Floor, Equal, Less, And, Where: their registry op
+// as it is. Integers take the kernels' i32/i64 paths (Div truncates toward zero and fails on a
+// zero divisor; Abs and Sign are exact); comparisons give bool and logical ops need it.
 Tensor elementwise(const std::string& op, const Inputs& in) {
   const Tensor& x = need(in, 0, "input");
-  if (op == "Sqrt" || op == "Exp" || op == "Log" || op == "Erf" || op == "Tanh")
+  if (op == "Sqrt" || op == "Exp" || op == "Log" || op == "Erf" || op == "Tanh" ||
+      op == "Floor" || op == "Ceil")
     MERAK_CHECK(is_floating(x.dtype()), op, " needs a floating input");
   return compute(registry_op(op), in);
 }
 
-// Pow with a one-element exponent is the registry's pow; integers compute in f64 and convert
-// back (truncating, saturating) as ONNX's reference does. false: a tensor exponent.
-bool pow(const Inputs& in, Tensor& out) {
+// Max and Min of any number of inputs: the registry's maximum / minimum, left to right (NaN
+// wins; integers exact).
+Tensor extremum(const std::string& op, const Inputs& in) {
+  Tensor out = need(in, 0, "data_0");
+  for (size_t i = 1; i < in.size(); ++i) out = elementwise(op, {out, need(in, i, "data")});
+  return out;
+}
+
+// Pow: the registry's pow for a one-element exponent, else pow_tensor. Integer bases compute in
+// f64 and convert back (truncating, saturating) as ONNX's reference does; the exponent takes
+// the base's computing dtype (ONNX lets the two differ).
+Tensor pow(const Inputs& in) {
   const Tensor &x = need(in, 0, "X"), &y = need(in, 1, "Y");
-  if (y.numel() != 1) return false;
+  const DType t = !is_floating(x.dtype()) ? DType::F64 : is_half(x.dtype()) ? DType::F32
+                                                                             : x.dtype();
+  if (y.numel() != 1) return cast(run("pow_tensor", {cast(x, t), cast(y, t)}), x.dtype());
   const Attrs exponent = Attrs().set("exponent", element_as_double(y, 0));
-  out = is_floating(x.dtype()) ? compute("pow", {x}, exponent)
-                               : cast(run("pow", {cast(x, DType::F64)}, exponent), x.dtype());
+  Tensor out = cast(run("pow", {cast(x, t)}, exponent), x.dtype());
   // A one-element exponent of higher rank adds leading 1s to the shape.
   const Shape shape = broadcast_shapes(x.shape(), y.shape());
   if (shape != out.shape()) out = reshape(out, shape);
-  return true;
+  return out;
 }
 
 // not x is x == false, as conversion maps it.
@@ -188,8 +196,8 @@ Tensor slice(const onnx::NodeProto& node, const Inputs& in) {
   return x;
 }
 
-// Reduce{Sum,Mean,Max}: the registry's sum, mean, max over the axes. Integers reduce in f64
-// and convert back, failing where f64 no longer holds every integer.
+// Reduce{Sum,Mean,Max,Min,Prod}: the registry's sum, mean, max, min, prod over the axes.
+// Integers reduce in f64 and convert back, failing where f64 no longer holds every integer.
 bool reduce(const onnx::NodeProto& node, const Inputs& in, Tensor& out) {
   const std::string& op = node.op_type();
   if (op.rfind("Reduce", 0) != 0 || !registry_op(op)) return false;
@@ -261,197 +269,12 @@ Tensor trilu(const onnx::NodeProto& node, const Inputs& in) {
   return compute(registry_op("Where"), {keep, x, Tensor::zeros({}, x.dtype())});
 }
 
-// --- ONNX ops without a registry op ---
+// --- values no op computes ---
 
 Tensor fresh(const Shape& shape, DType dtype) {
   check_size(shape, dtype);
   return Tensor::empty(shape, dtype);
 }
-
-void put_double(const Tensor& t, int64_t i, double v) {
-  void* p = t.raw_data();
-  switch (t.dtype()) {
-    case DType::F32: static_cast<float*>(p)[i] = float(v); break;
-    case DType::F64: static_cast<double*>(p)[i] = v; break;
-    case DType::BF16: static_cast<uint16_t*>(p)[i] = f32_to_bf16(float(v)); break;
-    case DType::F16: static_cast<uint16_t*>(p)[i] = f32_to_f16(float(v)); break;
-    case DType::Bool: static_cast<bool*>(p)[i] = v != 0; break;
-    case DType::I64: static_cast<int64_t*>(p)[i] = saturating_int(v); break;
-    case DType::I32:
-      static_cast<int32_t*>(p)[i] = int32_t(uint32_t(uint64_t(saturating_int(v))));
-      break;
-  }
-}
-
-void put_int(const Tensor& t, int64_t i, int64_t v) {
-  void* p = t.raw_data();
-  switch (t.dtype()) {
-    case DType::I64: static_cast<int64_t*>(p)[i] = v; break;
-    case DType::I32: static_cast<int32_t*>(p)[i] = int32_t(uint32_t(uint64_t(v))); break;
-    case DType::Bool: static_cast<bool*>(p)[i] = v != 0; break;
-    default: put_double(t, i, double(v));
-  }
-}
-
-// `x` broadcast to `shape` as a contiguous tensor.
-Tensor broadcast_to(const Tensor& x, const Shape& shape) {
-  check_size(shape, x.dtype());
-  return x.expand(shape).contiguous();
-}
-
-using IntFn = std::function<int64_t(int64_t, int64_t)>;
-using FloatFn = std::function<double(double, double)>;
-
-// a (op) b with broadcasting; the result has `out_dtype`. Integer and bool inputs compute with
-// `fi` when given, else everything goes through `ff` in double.
-Tensor binary(const Tensor& a, const Tensor& b, DType out_dtype, const IntFn& fi,
-              const FloatFn& ff) {
-  const Shape shape = broadcast_shapes(a.shape(), b.shape());
-  const Tensor x = broadcast_to(a, shape), y = broadcast_to(b, shape);
-  Tensor out = fresh(shape, out_dtype);
-  const bool integral = !is_floating(a.dtype()) && !is_floating(b.dtype()) && fi;
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    if (integral) {
-      put_int(out, i, fi(element_as_int(x, i), element_as_int(y, i)));
-    } else {
-      put_double(out, i, ff(element_as_double(x, i), element_as_double(y, i)));
-    }
-  }
-  return out;
-}
-
-bool fold_binary(const std::string& op, const Inputs& in, Tensor& out) {
-  static const std::map<std::string, std::pair<IntFn, FloatFn>> arith = {
-      {"Max",
-       {[](int64_t a, int64_t b) { return std::max(a, b); },
-        [](double a, double b) { return a != a || b != b ? NAN : std::max(a, b); }}},
-      {"Min",
-       {[](int64_t a, int64_t b) { return std::min(a, b); },
-        [](double a, double b) { return a != a || b != b ? NAN : std::min(a, b); }}},
-      {"Pow", {nullptr, [](double a, double b) { return std::pow(a, b); }}},
-  };
-  static const std::map<std::string, std::function<bool(double, double)>> compare = {
-      {"Less", std::less<double>()},
-      {"Greater", std::greater<double>()},
-      {"LessOrEqual", std::less_equal<double>()},
-      {"GreaterOrEqual", std::greater_equal<double>()},
-  };
-  static const std::map<std::string, std::function<bool(bool, bool)>> logic = {
-      {"And", std::logical_and<bool>()},
-      {"Or", std::logical_or<bool>()},
-      {"Xor", [](bool a, bool b) { return a != b; }},
-  };
-  if (auto it = arith.find(op); it != arith.end()) {
-    const Tensor &a = need(in, 0, "A"), &b = need(in, 1, "B");
-    if (op != "Pow")
-      MERAK_CHECK(a.dtype() == b.dtype(), "inputs are ", dtype_name(a.dtype()), " and ",
-                  dtype_name(b.dtype()));
-    out = binary(a, b, a.dtype(), it->second.first, it->second.second);
-    // Max and Min take any number of inputs.
-    for (size_t i = 2; (op == "Max" || op == "Min") && i < in.size(); ++i) {
-      MERAK_CHECK(need(in, i, "data").dtype() == a.dtype(), "inputs differ in dtype");
-      out = binary(out, in[i], a.dtype(), it->second.first, it->second.second);
-    }
-    return true;
-  }
-  if (auto it = compare.find(op); it != compare.end()) {
-    const Tensor &a = need(in, 0, "A"), &b = need(in, 1, "B");
-    MERAK_CHECK(a.dtype() == b.dtype(), "inputs are ", dtype_name(a.dtype()), " and ",
-                dtype_name(b.dtype()));
-    const auto f = it->second;
-    // Integers compare exactly (as int64), not through double.
-    out = binary(
-        a, b, DType::Bool,
-        [f](int64_t x, int64_t y) {
-          return int64_t(f(x < y ? -1.0 : x > y ? 1.0 : 0.0, 0.0));
-        },
-        [f](double x, double y) { return f(x, y) ? 1.0 : 0.0; });
-    return true;
-  }
-  if (auto it = logic.find(op); it != logic.end()) {
-    const Tensor &a = need(in, 0, "A"), &b = need(in, 1, "B");
-    MERAK_CHECK(a.dtype() == DType::Bool && b.dtype() == DType::Bool, op, " needs bool inputs");
-    const auto f = it->second;
-    out = binary(
-        a, b, DType::Bool, [f](int64_t x, int64_t y) { return int64_t(f(x, y)); }, nullptr);
-    return true;
-  }
-  return false;
-}
-
-bool fold_unary(const std::string& op, const Inputs& in, Tensor& out) {
-  static const std::map<std::string, std::function<double(double)>> floating = {
-      {"Abs", [](double x) { return std::fabs(x); }},
-      {"Floor", [](double x) { return std::floor(x); }},
-      {"Ceil", [](double x) { return std::ceil(x); }},
-      {"Sign", [](double x) { return double((x > 0) - (x < 0)); }},
-  };
-  auto it = floating.find(op);
-  if (it == floating.end()) return false;
-  const Tensor& x = need(in, 0, "X");
-  std::function<int64_t(int64_t)> fi;
-  if (op == "Abs") fi = [](int64_t v) { return v < 0 ? int64_t(0 - uint64_t(v)) : v; };
-  if (op == "Sign") fi = [](int64_t v) { return int64_t((v > 0) - (v < 0)); };
-  if (!fi) MERAK_CHECK(is_floating(x.dtype()), op, " needs a floating input");
-  out = fresh(x.shape(), x.dtype());
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    if (fi && !is_floating(x.dtype())) {
-      put_int(out, i, fi(element_as_int(x, i)));
-    } else {
-      put_double(out, i, it->second(element_as_double(x, i)));
-    }
-  }
-  return true;
-}
-
-// ReduceProd and ReduceMin of a constant: reduced axes moved last, then row by row.
-bool fold_reduce(const onnx::NodeProto& node, const Inputs& in, Tensor& out) {
-  const std::string& op = node.op_type();
-  if (op != "ReduceProd" && op != "ReduceMin") return false;
-  const Tensor& x = need(in, 0, "data");
-  std::vector<int64_t> axes = onnx_axes(axes_of(node, in, 1), x.dim(), "axes");
-  if (axes.empty()) {
-    if (attr_int(node, "noop_with_empty_axes", 0)) {
-      out = x;
-      return true;
-    }
-    axes.resize(size_t(x.dim()));
-    std::iota(axes.begin(), axes.end(), 0);
-  }
-  const bool keepdims = attr_int(node, "keepdims", 1) != 0;
-  std::vector<int64_t> order;
-  Shape out_shape;
-  int64_t row = 1;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    const bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
-    if (!reduced) order.push_back(d);
-    if (!reduced || keepdims) out_shape.push_back(reduced ? 1 : x.size(d));
-  }
-  for (int64_t a : axes) {
-    order.push_back(a);
-    row *= x.size(a);
-  }
-  const Tensor moved = x.permute(order).contiguous();
-  out = fresh(out_shape, x.dtype());
-  const bool integral = !is_floating(x.dtype());
-  for (int64_t r = 0; r < out.numel(); ++r) {
-    double acc = op == "ReduceProd" ? 1 : INFINITY;
-    for (int64_t j = 0; j < row; ++j) {
-      const double v = element_as_double(moved, r * row + j);
-      acc = op == "ReduceProd" ? acc * v : std::min(acc, v);
-    }
-    MERAK_CHECK(!integral || std::fabs(acc) < 9e15, op, " of integers leaves double precision");
-    put_double(out, r, acc);
-  }
-  return true;
-}
-
-bool fold_unregistered(const onnx::NodeProto& node, const Inputs& in, Tensor& out) {
-  return fold_binary(node.op_type(), in, out) || fold_unary(node.op_type(), in, out) ||
-         fold_reduce(node, in, out);
-}
-
-// --- values no op computes ---
 
 Tensor constant_of_shape(const onnx::NodeProto& node, const Inputs& in) {
   const Shape shape = int_values(need(in, 0, "shape"), "shape");
@@ -572,11 +395,13 @@ bool fold_node(const onnx::NodeProto& node, const Inputs& in, std::vector<Tensor
     out = logical_not(need(in, 0, "X"));
   } else if (op == "Reciprocal") {
     out = reciprocal(need(in, 0, "X"));
-  } else if (op == "Pow" && pow(in, out)) {
-    // a one-element exponent
+  } else if (op == "Pow") {
+    out = pow(in);
+  } else if (op == "Max" || op == "Min") {
+    out = extremum(op, in);
   } else if (registry_op(op) && op.rfind("Reduce", 0) != 0) {
     out = elementwise(op, in);
-  } else if (reduce(node, in, out) || fold_unregistered(node, in, out)) {
+  } else if (reduce(node, in, out)) {
     // computed above
   } else {
     return false;

@@ -260,10 +260,16 @@ void arithmetic(Builder& b, const NodeProto& n, const std::string& op) {
   b.emit(op, {b.use(a), b.use(c)}, {}, {out});
 }
 
+// Pow: a constant one-element exponent that leaves the base's shape as it is becomes pow's
+// attribute; any other exponent (of the base's dtype) is pow_tensor's second input.
 void pow(Builder& b, const NodeProto& n) {
   const auto e = scalar_constant(b, input(n, 1));
-  if (!e) throw Unsupported("Pow with an exponent that is not a constant scalar");
-  b.emit("pow", {b.use(input(n, 0))}, Attrs().set("exponent", *e), {output(n, 0)});
+  const Shape& base = meta(b, n, 0).shape;
+  if (e && broadcast_shapes(base, meta(b, n, 1).shape) == base) {
+    b.emit("pow", {b.use(input(n, 0))}, Attrs().set("exponent", *e), {output(n, 0)});
+    return;
+  }
+  b.emit("pow_tensor", {b.use(input(n, 0)), b.use(input(n, 1))}, {}, {output(n, 0)});
 }
 
 void reciprocal(Builder& b, const NodeProto& n) {
@@ -413,6 +419,26 @@ void unary(Builder& b, const NodeProto& n) {
   b.emit(registry_op(n.op_type()), {b.use(input(n, 0))}, {}, {output(n, 0)});
 }
 
+// An ONNX op that is its registry_op() on the two inputs (comparisons, logical ops).
+void binary(Builder& b, const NodeProto& n) {
+  b.emit(registry_op(n.op_type()), {b.use(input(n, 0)), b.use(input(n, 1))}, {}, {output(n, 0)});
+}
+
+// Max and Min of any number of inputs: the binary registry op, left to right.
+void extremum(Builder& b, const NodeProto& n) {
+  MERAK_CHECK(n.input_size() >= 1 && !input(n, 0).empty(), "input 0 is missing");
+  if (n.input_size() == 1) {
+    b.set_alias(output(n, 0), input(n, 0));
+    return;
+  }
+  std::string acc = b.use(input(n, 0));
+  for (int i = 1; i < n.input_size(); ++i) {
+    const std::string out = i + 1 == n.input_size() ? output(n, 0) : b.temp();
+    b.emit(registry_op(n.op_type()), {acc, b.use(input(n, i))}, {}, {out});
+    acc = out;
+  }
+}
+
 void arithmetic_op(Builder& b, const NodeProto& n) { arithmetic(b, n, registry_op(n.op_type())); }
 
 Converter plain(void (*f)(Builder&, const NodeProto&)) {
@@ -447,6 +473,12 @@ const std::map<std::string, Converter>& converters() {
       {"Log", plain(unary)},
       {"Neg", plain(unary)},
       {"Relu", plain(unary)},
+      {"Abs", plain(unary)},
+      {"Sign", plain(unary)},
+      {"Floor", plain(unary)},
+      {"Ceil", plain(unary)},
+      {"Max", plain(extremum)},
+      {"Min", plain(extremum)},
       {"MatMul", plain(matmul)},
       {"Gemm", plain(gemm)},
       {"Softmax", [](Builder& b, const NodeProto& n, int64_t o) { softmax(b, n, "softmax", o); }},
@@ -456,11 +488,16 @@ const std::map<std::string, Converter>& converters() {
       {"ReduceMean", reduce},
       {"ReduceSum", reduce},
       {"ReduceMax", reduce},
-      {"Equal",
-       [](Builder& b, const NodeProto& n, int64_t) {
-         b.emit(registry_op("Equal"), {b.use(input(n, 0)), b.use(input(n, 1))}, {},
-                {output(n, 0)});
-       }},
+      {"ReduceMin", reduce},
+      {"ReduceProd", reduce},
+      {"Equal", plain(binary)},
+      {"Less", plain(binary)},
+      {"Greater", plain(binary)},
+      {"LessOrEqual", plain(binary)},
+      {"GreaterOrEqual", plain(binary)},
+      {"And", plain(binary)},
+      {"Or", plain(binary)},
+      {"Xor", plain(binary)},
       {"Not", plain(not_op)},
       {"Where", plain(where)},
   };
@@ -471,10 +508,15 @@ const std::map<std::string, Converter>& converters() {
 
 const char* registry_op(const std::string& onnx_op) {
   static const std::map<std::string, const char*> table = {
-      {"Add", "add"},   {"Sub", "sub"},   {"Mul", "mul"},     {"Div", "div"},
-      {"Sqrt", "sqrt"}, {"Erf", "erf"},   {"Tanh", "tanh"},   {"Exp", "exp"},
-      {"Log", "log"},   {"Neg", "neg"},   {"Relu", "relu"},   {"Equal", "eq"},
-      {"Where", "where"}, {"ReduceMean", "mean"}, {"ReduceSum", "sum"}, {"ReduceMax", "max"},
+      {"Add", "add"},     {"Sub", "sub"},     {"Mul", "mul"},     {"Div", "div"},
+      {"Sqrt", "sqrt"},   {"Erf", "erf"},     {"Tanh", "tanh"},   {"Exp", "exp"},
+      {"Log", "log"},     {"Neg", "neg"},     {"Relu", "relu"},   {"Abs", "abs"},
+      {"Sign", "sign"},   {"Floor", "floor"}, {"Ceil", "ceil"},   {"Max", "maximum"},
+      {"Min", "minimum"}, {"Equal", "eq"},    {"Less", "lt"},     {"Greater", "gt"},
+      {"LessOrEqual", "le"}, {"GreaterOrEqual", "ge"}, {"And", "logical_and"},
+      {"Or", "logical_or"}, {"Xor", "logical_xor"}, {"Where", "where"},
+      {"ReduceMean", "mean"}, {"ReduceSum", "sum"}, {"ReduceMax", "max"}, {"ReduceMin", "min"},
+      {"ReduceProd", "prod"},
   };
   auto it = table.find(onnx_op);
   return it == table.end() ? nullptr : it->second;

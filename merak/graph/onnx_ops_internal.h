@@ -12,7 +12,8 @@ namespace merak::graph::onnx_detail {
 
 // The registry op that computes ONNX op `onnx_op` from the same inputs (its attributes put
 // into the registry op's form by the caller): Add -> add, Sqrt -> sqrt, Equal -> eq,
-// ReduceSum -> sum, ...; null when no single registry op does. Conversion and constant folding
+// Max -> maximum (n-ary Max chains it), ReduceSum -> sum, ...; null when no single registry op
+// does (Pow: pow or pow_tensor, by its exponent). Conversion and constant folding
 // both read this one table, so a folded constant is what the emitted op would compute.
 const char* registry_op(const std::string& onnx_op);
 

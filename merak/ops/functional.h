@@ -23,6 +23,13 @@ Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
+Tensor pow_tensor(const Tensor& a, const Tensor& b);            // a^b, broadcasting
+Tensor maximum(const Tensor& a, const Tensor& b);               // broadcasting; NaN wins
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);                                   // -1, 0, 1
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor erf(const Tensor& x);
 Tensor relu(const Tensor& x);
@@ -30,6 +37,13 @@ Tensor relu_grad(const Tensor& dy, const Tensor& y);            // dy * (y > 0)
 Tensor gelu(const Tensor& x, const std::string& approximate = "tanh");  // "tanh" or "none" (erf)
 Tensor gelu_grad(const Tensor& dy, const Tensor& x, const std::string& approximate = "tanh");
 Tensor eq(const Tensor& a, const Tensor& b);                    // bool, broadcasting
+Tensor lt(const Tensor& a, const Tensor& b);                    // a < b, bool, broadcasting
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor logical_and(const Tensor& a, const Tensor& b);          // bool inputs, broadcasting
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);  // cond ? a : b
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);  // mask ? value : x
 Tensor cast(const Tensor& x, DType dtype);
@@ -38,6 +52,8 @@ Tensor cast(const Tensor& x, DType dtype);
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor max(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor min(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 // Sums a broadcast gradient back to `shape` (the inverse of broadcasting); identity if equal.
 Tensor sum_to(const Tensor& x, const Shape& shape);
 

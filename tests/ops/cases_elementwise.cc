@@ -159,6 +159,61 @@ MERAK_OP_CASES(sub) { return binary_cases([](double a, double b) { return a - b;
 MERAK_OP_CASES(mul) { return binary_cases([](double a, double b) { return a * b; }, false); }
 MERAK_OP_CASES(div) { return binary_cases([](double a, double b) { return a / b; }, true); }
 
+// --- maximum, minimum, pow_tensor ---
+
+double max_ref(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? kNaN : std::max(a, b);
+}
+double min_ref(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? kNaN : std::min(a, b);
+}
+
+std::vector<OpCase> extremum_cases(double (*ref)(double, double)) {
+  const ElemFn f = [ref](const Args& v) { return ref(v[0], v[1]); };
+  std::vector<OpCase> cs = binary_cases(ref, false);
+  // Ties split the gradient evenly, which is what central differences see at the kink
+  // (+h moves the result, -h does not): the check confirms the convention.
+  cs.push_back(make_case(
+      "ties share the gradient",
+      {make_f64({4}, {0.5, -0.25, 0.75, 0.125}), make_f64({4}, {0.5, 0.25, 0.75, 0.0})}, f));
+  cs.push_back(forward_only(make_case(
+      "NaN on either side wins",
+      {make_f64({4}, {kNaN, 1.0, kNaN, -kInf}), make_f64({4}, {1.0, kNaN, kNaN, kInf})}, f)));
+  // Integers exactly, at i32's extremes (no gradient: forward only).
+  for (DType t : {DType::I32, DType::I64})
+    cs.push_back(forward_only(make_case(
+        std::string(dtype_name(t)) + " broadcast",
+        {tensor_of({2, 3}, {-5, 7, 0, 2147483647, -2147483647, 3}, t),
+         tensor_of({3}, {4, 7, -1}, t)},
+        f, Attrs(), t)));
+  return cs;
+}
+
+MERAK_OP_CASES(maximum) { return extremum_cases(max_ref); }
+MERAK_OP_CASES(minimum) { return extremum_cases(min_ref); }
+
+// A positive base (ln a in the exponent's gradient), exponents of either sign.
+MERAK_OP_CASES(pow_tensor) {
+  const ElemFn f = [](const Args& v) { return std::pow(v[0], v[1]); };
+  std::vector<OpCase> cs;
+  uint64_t seed = 190;
+  for (const auto& [label, shapes] : binary_shapes()) {
+    cs.push_back(make_case(
+        label, {rand_f64(shapes.first, seed, 0.3, 2), rand_f64(shapes.second, seed + 1, -2, 2)},
+        f));
+    seed += 2;
+  }
+  cs.push_back(forward_only(
+      make_case("large row broadcast",
+                {rand_f64({200, 300}, seed, 0.1, 3), rand_f64({300}, seed + 1, -3, 3)}, f)));
+  // Integer exponents of negative bases are real; 0^0 is 1; a fractional power of a negative
+  // base is NaN.
+  cs.push_back(
+      forward_only(make_case("negative bases, zero",
+                             {make_f64({4}, {-2, -2, 0, -8}), make_f64({4}, {3, -2, 0, 0.5})}, f)));
+  return cs;
+}
+
 // --- scalar arithmetic ---
 
 std::vector<OpCase> scalar_cases(bool multiply) {
@@ -297,6 +352,47 @@ MERAK_OP_CASES(erf) {
   return cs;
 }
 
+MERAK_OP_CASES(abs) {
+  const auto f = [](double x) { return std::fabs(x); };
+  auto cs = unary_cases(f, 0.05, 2, true);  // away from the kink at 0
+  cs.push_back(special_values({0, -0.0, -kInf, kNaN, -1e30}, f));
+  // Integers exactly; |MIN| wraps to MIN as -MIN does.
+  const int64_t min = std::numeric_limits<int64_t>::min();
+  cs.push_back(forward_only(OpCase{
+      "i64, MIN wraps", {Tensor::from_vector(std::vector<int64_t>{-3, 0, 9, min}, {4})}, Attrs(),
+      [min](const std::vector<Tensor>&, const Attrs&) {
+        return std::vector<Tensor>{Tensor::from_vector(std::vector<int64_t>{3, 0, 9, min}, {4})};
+      }}));
+  cs.push_back(forward_only(make_case("i32", {tensor_of({3}, {-7, 7, -2147483647}, DType::I32)},
+                                      [f](const Args& v) { return f(v[0]); }, Attrs(),
+                                      DType::I32)));
+  return cs;
+}
+
+MERAK_OP_CASES(sign) {
+  const auto f = [](double x) { return std::isnan(x) ? x : double((x > 0) - (x < 0)); };
+  auto cs = unary_cases(f, -2, 2);
+  cs.push_back(special_values({0, -0.0, 1e-30, -1e-30, kInf, -kInf, kNaN}, f));
+  for (DType t : {DType::I32, DType::I64})
+    cs.push_back(make_case(std::string(dtype_name(t)), {tensor_of({4}, {-9, 0, 4, -1}, t)},
+                           [f](const Args& v) { return f(v[0]); }, Attrs(), t));
+  return cs;
+}
+
+MERAK_OP_CASES(floor) {
+  const auto f = [](double x) { return std::floor(x); };
+  auto cs = unary_cases(f, -3, 3);
+  cs.push_back(special_values({0, -0.0, -0.5, 0.5, 2, -2, 2.5, -2.5, 1e20, kInf, -kInf, kNaN}, f));
+  return cs;
+}
+
+MERAK_OP_CASES(ceil) {
+  const auto f = [](double x) { return std::ceil(x); };
+  auto cs = unary_cases(f, -3, 3);
+  cs.push_back(special_values({0, -0.0, -0.5, 0.5, 2, -2, 2.5, -2.5, 1e20, kInf, -kInf, kNaN}, f));
+  return cs;
+}
+
 // --- activations ---
 
 MERAK_OP_CASES(relu) {
@@ -371,8 +467,9 @@ MERAK_OP_CASES(gelu_grad) {
 
 // --- comparison and selection ---
 
-MERAK_OP_CASES(eq) {
-  const ElemFn f = [](const Args& v) { return v[0] == v[1] ? 1.0 : 0.0; };
+// A comparison's cases: every broadcast path, each dtype it takes, NaN and signed zeros.
+std::vector<OpCase> compare_cases(const std::function<bool(double, double)>& cmp) {
+  const ElemFn f = [cmp](const Args& v) { return cmp(v[0], v[1]) ? 1.0 : 0.0; };
   // Small integers make ties likely, in every dtype.
   auto ints = [](const Shape& s, uint64_t seed, DType t) {
     return tensor_of(s, values(rand_int(s, seed, 0, 3)), t);
@@ -390,12 +487,57 @@ MERAK_OP_CASES(eq) {
     cs.push_back(make_case(std::string(dtype_name(t)) + " inputs, broadcast",
                            {ints({3, 4}, seed++, t), ints({4}, seed++, t)}, f, Attrs(),
                            DType::Bool));
+  // Integers beyond 2^53 compare exactly, not through a double.
+  const int64_t big = int64_t(1) << 60;
+  cs.push_back(OpCase{"i64 beyond double's precision",
+                      {Tensor::from_vector(std::vector<int64_t>{big, big + 1, -big}, {3}),
+                       Tensor::from_vector(std::vector<int64_t>{big + 1, big, -big}, {3})},
+                      Attrs(),
+                      [cmp](const std::vector<Tensor>&, const Attrs&) {
+                        const int64_t b = int64_t(1) << 60;
+                        const std::vector<int64_t> x = {b, b + 1, -b}, y = {b + 1, b, -b};
+                        Tensor out = Tensor::empty({3}, DType::Bool);
+                        for (size_t i = 0; i < 3; ++i) {
+                          // The three orders (less, greater, equal) as doubles that keep them.
+                          const double dx = x[i] < y[i] ? 0 : x[i] > y[i] ? 2 : 1;
+                          out.data<bool>()[i] = cmp(dx, 1);
+                        }
+                        return std::vector<Tensor>{out};
+                      }});
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  cs.push_back(make_case("NaN is unequal to itself, -0 equals 0",
-                         {make_f64({3}, {nan, -0.0, 1.0}), make_f64({3}, {nan, 0.0, 1.0})}, f,
-                         Attrs(), DType::Bool));
+  cs.push_back(
+      make_case("NaN compares false, -0 equals 0",
+                {make_f64({4}, {nan, -0.0, 1.0, 2.0}), make_f64({4}, {nan, 0.0, 1.0, nan})}, f,
+                Attrs(), DType::Bool));
   return cs;
 }
+
+MERAK_OP_CASES(eq) { return compare_cases(std::equal_to<double>()); }
+MERAK_OP_CASES(lt) { return compare_cases(std::less<double>()); }
+MERAK_OP_CASES(gt) { return compare_cases(std::greater<double>()); }
+MERAK_OP_CASES(le) { return compare_cases(std::less_equal<double>()); }
+MERAK_OP_CASES(ge) { return compare_cases(std::greater_equal<double>()); }
+
+// Logical ops: bool inputs over the broadcast paths.
+std::vector<OpCase> logical_cases(const std::function<bool(bool, bool)>& op) {
+  const ElemFn f = [op](const Args& v) { return op(v[0] != 0, v[1] != 0) ? 1.0 : 0.0; };
+  std::vector<OpCase> cs;
+  uint64_t seed = 170;
+  for (const auto& [label, shapes] : binary_shapes()) {
+    cs.push_back(make_case(label,
+                           {rand_bool(shapes.first, seed), rand_bool(shapes.second, seed + 1)}, f,
+                           Attrs(), DType::Bool));
+    seed += 2;
+  }
+  cs.push_back(make_case("large row broadcast",
+                         {rand_bool({200, 300}, seed), rand_bool({300}, seed + 1)}, f, Attrs(),
+                         DType::Bool));
+  return cs;
+}
+
+MERAK_OP_CASES(logical_and) { return logical_cases(std::logical_and<bool>()); }
+MERAK_OP_CASES(logical_or) { return logical_cases(std::logical_or<bool>()); }
+MERAK_OP_CASES(logical_xor) { return logical_cases(std::not_equal_to<bool>()); }
 
 MERAK_OP_CASES(where) {
   const ElemFn f = [](const Args& v) { return v[0] != 0 ? v[1] : v[2]; };

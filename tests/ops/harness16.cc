@@ -53,6 +53,13 @@ const std::vector<std::pair<std::string, std::string>>& half_skip_table() {
       {"cast", "its cases pick their source and target dtypes, bf16 and f16 among them"},
       {"eq", "its CUDA kernel compares f32, i32, i64 and bool only and refuses 16-bit inputs "
              "(eq_type_of in kernels/cuda/elementwise/elementwise.cc)"},
+      {"ge", "a comparison: refuses 16-bit inputs as eq does (compare_def in defs/elementwise.cc)"},
+      {"gt", "a comparison: refuses 16-bit inputs as eq does (compare_def in defs/elementwise.cc)"},
+      {"le", "a comparison: refuses 16-bit inputs as eq does (compare_def in defs/elementwise.cc)"},
+      {"logical_and", "bool inputs only: nothing to round"},
+      {"logical_or", "bool inputs only: nothing to round"},
+      {"logical_xor", "bool inputs only: nothing to round"},
+      {"lt", "a comparison: refuses 16-bit inputs as eq does (compare_def in defs/elementwise.cc)"},
   };
   return table;
 }

@@ -1,6 +1,7 @@
 // CUDA kernels of the elementwise ops (merak/ops/defs/elementwise.cc): arithmetic with
-// broadcasting, unary math, activations and their gradient helpers, eq, where, masked_fill and
-// cast. Floating ops take f32, bf16 and f16 (f64 is CPU-only: elem_of names the op and tensor).
+// broadcasting, unary math, activations and their gradient helpers, comparisons, logical ops,
+// where, masked_fill and cast. Floating ops take f32, bf16 and f16 (f64 is CPU-only: elem_of names
+// the op and tensor).
 #include <vector>
 
 #include "kernels/cuda/common.h"
@@ -57,14 +58,35 @@ Scalar scalar_of(const Tensor& t, const char* what) {
   }
 }
 
-EqType eq_type_of(const Tensor& t) {
+EqType eq_type_of(const Tensor& t, const char* name) {
   switch (t.dtype()) {
     case DType::F32: return EqType::F32;
     case DType::I32: return EqType::I32;
     case DType::I64: return EqType::I64;
     case DType::Bool: return EqType::Bool;
-    default: MERAK_FAIL("eq: the CUDA kernel compares f32, i32, i64 or bool, got a ", t.str());
+    default: MERAK_FAIL(name, ": the CUDA kernel compares f32, i32, i64 or bool, got a ", t.str());
   }
+}
+
+void compare(const char* name, Compare op, const Tensors& in, const Tensors& out) {
+  const Tensor& y = out[0];
+  const EqType type = eq_type_of(in[0], name);
+  if (y.numel() == 0) return;
+  launch_compare(op, type, in[0].device_data(), in[1].device_data(),
+                 static_cast<bool*>(y.device_data()),
+                 broadcast_layout(name, y.shape(), shapes_of(in)), y.numel(), stream_of(y));
+  check_launch(name);
+}
+
+// Bool inputs (the definitions check).
+void logical(const char* name, Logical op, const Tensors& in, const Tensors& out) {
+  const Tensor& y = out[0];
+  if (y.numel() == 0) return;
+  launch_logical(op, static_cast<const bool*>(in[0].device_data()),
+                 static_cast<const bool*>(in[1].device_data()),
+                 static_cast<bool*>(y.device_data()),
+                 broadcast_layout(name, y.shape(), shapes_of(in)), y.numel(), stream_of(y));
+  check_launch(name);
 }
 
 #define MERAK_CUDA_UNARY(name, op)                                                      \
@@ -85,6 +107,9 @@ MERAK_CUDA_BINARY(add, Binary::Add);
 MERAK_CUDA_BINARY(sub, Binary::Sub);
 MERAK_CUDA_BINARY(mul, Binary::Mul);
 MERAK_CUDA_BINARY(div, Binary::Div);
+MERAK_CUDA_BINARY(maximum, Binary::Maximum);  // NaN wins
+MERAK_CUDA_BINARY(minimum, Binary::Minimum);
+MERAK_CUDA_BINARY(pow_tensor, Binary::Pow);
 
 // The scalar is rounded to f32 first, as the CPU's scalar_t(value).
 MERAK_REGISTER_KERNEL(add_scalar, CUDA, [](const Tensors& in, const Tensors& out, const Attrs& a) {
@@ -94,6 +119,10 @@ MERAK_REGISTER_KERNEL(mul_scalar, CUDA, [](const Tensors& in, const Tensors& out
   unary("mul_scalar", Unary::MulScalar, in, out, float(a.f("value")));
 });
 MERAK_CUDA_UNARY(neg, Unary::Neg);
+MERAK_CUDA_UNARY(abs, Unary::Abs);
+MERAK_CUDA_UNARY(sign, Unary::Sign);  // NaN stays NaN
+MERAK_CUDA_UNARY(floor, Unary::Floor);
+MERAK_CUDA_UNARY(ceil, Unary::Ceil);
 
 // --- unary math ---
 
@@ -132,14 +161,25 @@ MERAK_REGISTER_KERNEL(gelu_grad, CUDA, [](const Tensors& in, const Tensors& out,
 
 // --- comparison and selection ---
 
-MERAK_REGISTER_KERNEL(eq, CUDA, [](const Tensors& in, const Tensors& out, const Attrs&) {
-  const Tensor& y = out[0];
-  const EqType type = eq_type_of(in[0]);
-  if (y.numel() == 0) return;
-  launch_eq(type, in[0].device_data(), in[1].device_data(), static_cast<bool*>(y.device_data()),
-            broadcast_layout("eq", y.shape(), shapes_of(in)), y.numel(), stream_of(y));
-  check_launch("eq");
-});
+#define MERAK_CUDA_COMPARE(name, op)                                                    \
+  MERAK_REGISTER_KERNEL(name, CUDA, [](const Tensors& in, const Tensors& out, const Attrs&) { \
+    compare(#name, op, in, out);                                                        \
+  })
+
+MERAK_CUDA_COMPARE(eq, Compare::Eq);
+MERAK_CUDA_COMPARE(lt, Compare::Lt);
+MERAK_CUDA_COMPARE(gt, Compare::Gt);
+MERAK_CUDA_COMPARE(le, Compare::Le);
+MERAK_CUDA_COMPARE(ge, Compare::Ge);
+
+#define MERAK_CUDA_LOGICAL(name, op)                                                    \
+  MERAK_REGISTER_KERNEL(name, CUDA, [](const Tensors& in, const Tensors& out, const Attrs&) { \
+    logical(#name, op, in, out);                                                        \
+  })
+
+MERAK_CUDA_LOGICAL(logical_and, Logical::And);
+MERAK_CUDA_LOGICAL(logical_or, Logical::Or);
+MERAK_CUDA_LOGICAL(logical_xor, Logical::Xor);
 
 MERAK_REGISTER_KERNEL(where, CUDA, [](const Tensors& in, const Tensors& out, const Attrs&) {
   const Tensor& y = out[0];

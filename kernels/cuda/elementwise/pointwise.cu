@@ -69,6 +69,18 @@ struct PowOp {
   float e;
   __device__ float operator()(float x) const { return powf(x, e); }
 };
+struct AbsOp {
+  __device__ float operator()(float x) const { return fabsf(x); }
+};
+struct SignOp {  // NaN stays NaN
+  __device__ float operator()(float x) const { return x != x ? x : float((x > 0.0f) - (x < 0.0f)); }
+};
+struct FloorOp {
+  __device__ float operator()(float x) const { return floorf(x); }
+};
+struct CeilOp {
+  __device__ float operator()(float x) const { return ceilf(x); }
+};
 
 // --- binary functors: (float, float) -> float ---
 
@@ -92,6 +104,16 @@ struct GeluTanhGradOp {  // (dy, x)
 };
 struct GeluErfGradOp {
   __device__ float operator()(float dy, float x) const { return dy * math::gelu_erf_grad(x); }
+};
+// As the CPU's: a NaN on either side is the result.
+struct MaximumOp {
+  __device__ float operator()(float a, float b) const { return a > b || a != a ? a : b; }
+};
+struct MinimumOp {
+  __device__ float operator()(float a, float b) const { return a < b || a != a ? a : b; }
+};
+struct PowTensorOp {
+  __device__ float operator()(float a, float b) const { return powf(a, b); }
 };
 
 // --- loop bodies ---
@@ -160,6 +182,10 @@ void launch_unary(Unary op, int elem, const void* x, void* y, int64_t n, float p
     case Unary::Reciprocal: return unary(ReciprocalOp{}, elem, x, y, n, stream);
     case Unary::InvSquare: return unary(InvSquareOp{}, elem, x, y, n, stream);
     case Unary::Pow: return unary(PowOp{param}, elem, x, y, n, stream);
+    case Unary::Abs: return unary(AbsOp{}, elem, x, y, n, stream);
+    case Unary::Sign: return unary(SignOp{}, elem, x, y, n, stream);
+    case Unary::Floor: return unary(FloorOp{}, elem, x, y, n, stream);
+    case Unary::Ceil: return unary(CeilOp{}, elem, x, y, n, stream);
   }
 }
 
@@ -173,6 +199,9 @@ void launch_binary(Binary op, int elem, const void* a, const void* b, void* y,
     case Binary::ReluGrad: return binary(ReluGradOp{}, elem, a, b, y, layout, n, stream);
     case Binary::GeluTanhGrad: return binary(GeluTanhGradOp{}, elem, a, b, y, layout, n, stream);
     case Binary::GeluErfGrad: return binary(GeluErfGradOp{}, elem, a, b, y, layout, n, stream);
+    case Binary::Maximum: return binary(MaximumOp{}, elem, a, b, y, layout, n, stream);
+    case Binary::Minimum: return binary(MinimumOp{}, elem, a, b, y, layout, n, stream);
+    case Binary::Pow: return binary(PowTensorOp{}, elem, a, b, y, layout, n, stream);
   }
 }
 

@@ -31,13 +31,28 @@ enum class Unary : int {
   Reciprocal,
   InvSquare,
   Pow,
+  Abs,
+  Sign,  // NaN stays NaN
+  Floor,
+  Ceil,
 };
 
 // y[i] = f(x[i]) for i < n; `param` is the scalar of add_scalar/mul_scalar or pow's exponent.
 void launch_unary(Unary op, int elem, const void* x, void* y, int64_t n, float param,
                   cudaStream_t stream);
 
-enum class Binary : int { Add, Sub, Mul, Div, ReluGrad, GeluTanhGrad, GeluErfGrad };
+enum class Binary : int {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  ReluGrad,
+  GeluTanhGrad,
+  GeluErfGrad,
+  Maximum,  // NaN on either side wins
+  Minimum,
+  Pow,  // a^b
+};
 
 // y[i] = f(a, b) over the layout's n elements (operand 0 is a, 1 is b). The gradient helpers
 // take (dy, y) for ReluGrad and (dy, x) for the GELU ones.

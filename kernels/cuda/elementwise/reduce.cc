@@ -1,6 +1,6 @@
-// CUDA kernels of sum, mean and max over dims (merak/ops/defs/reduce.cc), for f32, bf16 and
-// f16, accumulated in f32. An empty reduction gives 0 (sum) or NaN (mean); max rejects it at
-// inference.
+// CUDA kernels of sum, mean, max, min and prod over dims (merak/ops/defs/reduce.cc), for f32,
+// bf16 and f16, accumulated in f32. An empty reduction gives 0 (sum), NaN (mean) or 1 (prod);
+// max and min reject it at inference.
 #include <vector>
 
 #include "kernels/cuda/common.h"
@@ -40,6 +40,12 @@ MERAK_REGISTER_KERNEL(mean, CUDA, [](const Tensors& in, const Tensors& out, cons
 });
 MERAK_REGISTER_KERNEL(max, CUDA, [](const Tensors& in, const Tensors& out, const Attrs& a) {
   reduce("max", Reduce::Max, in, out, a);
+});
+MERAK_REGISTER_KERNEL(min, CUDA, [](const Tensors& in, const Tensors& out, const Attrs& a) {
+  reduce("min", Reduce::Min, in, out, a);
+});
+MERAK_REGISTER_KERNEL(prod, CUDA, [](const Tensors& in, const Tensors& out, const Attrs& a) {
+  reduce("prod", Reduce::Prod, in, out, a);
 });
 
 }  // namespace merak::cuda_kernels

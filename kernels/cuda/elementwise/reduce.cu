@@ -1,4 +1,4 @@
-// sum, mean and max over dims, accumulated in f32. Two shapes of work:
+// sum, mean, max, min and prod over dims, accumulated in f32. Two shapes of work:
 //   rows    (the innermost input dim is reduced, e.g. the last-dim case): a warp per output
 //           reads its inputs contiguously and combines its lanes by shuffles;
 //   columns (the innermost dim is kept, e.g. a bias gradient summed over leading dims): a
@@ -30,6 +30,14 @@ struct SumOf {
 struct MaxOf {
   static constexpr float kIdentity = -std::numeric_limits<float>::infinity();
   __device__ static float combine(float a, float b) { return (b > a || b != b) ? b : a; }
+};
+struct MinOf {
+  static constexpr float kIdentity = std::numeric_limits<float>::infinity();
+  __device__ static float combine(float a, float b) { return (b < a || b != b) ? b : a; }
+};
+struct ProdOf {
+  static constexpr float kIdentity = 1.0f;
+  __device__ static float combine(float a, float b) { return a * b; }
 };
 
 bool reduces_rows(const ReduceLayout& l) {
@@ -172,8 +180,12 @@ void launch_reduce(Reduce op, int elem, const void* x, void* y, const ReduceLayo
   if (layout.n_out <= 0) return;
   const bool mean = op == Reduce::Mean;
   with_storage(elem, [&]<typename S>() {
-    if (op == Reduce::Max) reduce_as<S, MaxOf>(x, y, layout, splits, partials, mean, stream);
-    else reduce_as<S, SumOf>(x, y, layout, splits, partials, mean, stream);
+    switch (op) {
+      case Reduce::Max: return reduce_as<S, MaxOf>(x, y, layout, splits, partials, mean, stream);
+      case Reduce::Min: return reduce_as<S, MinOf>(x, y, layout, splits, partials, mean, stream);
+      case Reduce::Prod: return reduce_as<S, ProdOf>(x, y, layout, splits, partials, mean, stream);
+      default: return reduce_as<S, SumOf>(x, y, layout, splits, partials, mean, stream);
+    }
   });
 }
 

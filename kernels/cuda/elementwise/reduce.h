@@ -1,6 +1,6 @@
-// Launchers of sum, mean and max over dims (reduce.cu). The input (contiguous) is described by
-// its kept and reduced dims, size-1 dims dropped and neighbours of one kind merged (layout.h):
-// output o reads the inputs at kept_offset(o) + reduced_offset(r) for r < count.
+// Launchers of sum, mean, max, min and prod over dims (reduce.cu). The input (contiguous) is
+// described by its kept and reduced dims, size-1 dims dropped and neighbours of one kind merged
+// (layout.h): output o reads the inputs at kept_offset(o) + reduced_offset(r) for r < count.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,11 +11,11 @@
 
 namespace merak::cuda_kernels {
 
-enum class Reduce : int { Sum, Mean, Max };
+enum class Reduce : int { Sum, Mean, Max, Min, Prod };
 
 struct ReduceLayout {
   int64_t n_out = 1;  // outputs: the product of the kept sizes
-  int64_t count = 1;  // inputs folded into each output (0: sum 0, mean NaN)
+  int64_t count = 1;  // inputs folded into each output (0: sum 0, mean NaN, prod 1)
   int kept_rank = 0;  // outermost first, in output order
   int64_t kept_size[kMaxDims] = {};
   int64_t kept_stride[kMaxDims] = {};

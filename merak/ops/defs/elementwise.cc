@@ -1,6 +1,6 @@
 // Elementwise ops: broadcasting arithmetic, unary math, activations with their gradient helpers,
-// comparisons and selection, and dtype casts. Each op's forward (schema, inference, cost) and
-// backward sit together; the kernels are in kernels/<device>/elementwise.cc.
+// comparisons, logical ops and selection, and dtype casts. Each op's forward (schema, inference,
+// cost) and backward sit together; the kernels are in kernels/<device>/elementwise.cc.
 #include <algorithm>
 
 #include "merak/ops/functional.h"
@@ -115,6 +115,57 @@ OpDef unary_def(const char* name, const char* doc, double fwd_flops, double bwd_
   d.cost = cost_per_element(fwd_flops, bwd_flops);
   d.sharding = elementwise_sharding();
   return d;
+}
+
+// A comparison a (op) b -> bool. 16-bit inputs are refused: the CUDA kernels compare f32, i32,
+// i64 and bool (callers widen bf16 and f16 to f32 first, as ONNX folding does).
+OpDef compare_def(const char* name, const char* doc) {
+  OpDef d;
+  d.name = name;
+  d.doc = doc;
+  d.inputs = {"a", "b"};
+  d.outputs = {"y"};
+  d.infer = [](const std::vector<TensorMeta>& in, const Attrs&) {
+    expect_same_dtype(in[0], "a", in[1], "b");
+    MERAK_CHECK(in[0].dtype != DType::BF16 && in[0].dtype != DType::F16, "a and b are ",
+                dtype_name(in[0].dtype), ": compare f32, f64, i32, i64 or bool");
+    return std::vector<TensorMeta>{TensorMeta{broadcast_pair(in[0], "a", in[1], "b"), DType::Bool}};
+  };
+  d.cost = cost_per_element(1, 0);
+  return d;
+}
+
+// A logical op on two bool tensors -> bool.
+OpDef logical_def(const char* name, const char* doc) {
+  OpDef d;
+  d.name = name;
+  d.doc = doc;
+  d.inputs = {"a", "b"};
+  d.outputs = {"y"};
+  d.infer = [](const std::vector<TensorMeta>& in, const Attrs&) {
+    MERAK_CHECK(in[0].dtype == DType::Bool && in[1].dtype == DType::Bool, "a and b must be bool, ",
+                "got ", dtype_name(in[0].dtype), " and ", dtype_name(in[1].dtype));
+    return std::vector<TensorMeta>{TensorMeta{broadcast_pair(in[0], "a", in[1], "b"), DType::Bool}};
+  };
+  d.cost = cost_per_element(1, 0);
+  return d;
+}
+
+// maximum/minimum's gradient goes to the input the output took; where a == b it is split evenly
+// between them, as PyTorch does. `picks` (gt for maximum, lt for minimum) says where the first
+// argument is taken. (A NaN output took neither: both get 0 there.)
+std::vector<Tensor> extremum_backward(const BackwardCtx& c,
+                                      Tensor (*picks)(const Tensor&, const Tensor&)) {
+  const Tensor& g = c.grad_outputs[0];
+  if (!g.defined()) return {Tensor(), Tensor()};
+  const Tensor &a = c.inputs[0], &b = c.inputs[1];
+  const Tensor half_tie = mul_scalar(cast(eq(a, b), g.dtype()), 0.5);
+  Tensor da, db;
+  if (c.needs_input_grad[0])
+    da = unbroadcast(mul(g, add(cast(picks(a, b), g.dtype()), half_tie)), a.shape());
+  if (c.needs_input_grad[1])
+    db = unbroadcast(mul(g, add(cast(picks(b, a), g.dtype()), half_tie)), b.shape());
+  return {da, db};
 }
 
 }  // namespace
@@ -266,6 +317,66 @@ MERAK_REGISTER_OP(pow) {
   return d;
 }
 
+// --- pow_tensor: y = a^b elementwise with broadcasting;
+//     da = dy * b * a^(b - 1), db = dy * y * ln a (NaN where a < 0, as the real power is) ---
+MERAK_REGISTER_OP(pow_tensor) {
+  OpDef d = binary_def("pow_tensor", "a raised to b elementwise with NumPy broadcasting", 25);
+  d.infer = [](const std::vector<TensorMeta>& in, const Attrs& a) {
+    expect_floating(in[0], "a");  // integer powers overflow: callers compute them in f64
+    return infer_binary(in, a);
+  };
+  d.cost = cost_per_element(10, 25);
+  d.saves_inputs = 0b11;
+  d.saves_outputs = 1;
+  d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
+    const Tensor& g = c.grad_outputs[0];
+    if (!g.defined()) return {Tensor(), Tensor()};
+    const Tensor &a = c.inputs[0], &b = c.inputs[1];
+    Tensor da, db;
+    if (c.needs_input_grad[0])
+      da = unbroadcast(mul(g, mul(b, pow_tensor(a, add_scalar(b, -1)))), a.shape());
+    if (c.needs_input_grad[1]) db = unbroadcast(mul(g, mul(c.outputs[0], log(a))), b.shape());
+    return {da, db};
+  };
+  return d;
+}
+
+// --- maximum, minimum: the larger / smaller of a and b with broadcasting (NaN wins);
+//     integers compare exactly ---
+MERAK_REGISTER_OP(maximum) {
+  OpDef d = binary_def("maximum", "max(a, b) elementwise with NumPy broadcasting; NaN wins", 4);
+  d.saves_inputs = 0b11;
+  d.backward = [](const BackwardCtx& c) { return extremum_backward(c, gt); };
+  return d;
+}
+MERAK_REGISTER_OP(minimum) {
+  OpDef d = binary_def("minimum", "min(a, b) elementwise with NumPy broadcasting; NaN wins", 4);
+  d.saves_inputs = 0b11;
+  d.backward = [](const BackwardCtx& c) { return extremum_backward(c, lt); };
+  return d;
+}
+
+// --- abs: y = |x| (integers wrap: |MIN| is MIN); dx = dy * sign(x) (0 at x = 0) ---
+MERAK_REGISTER_OP(abs) {
+  OpDef d = unary_def("abs", "|x|", 1, 2);
+  d.infer = infer_signed_unary;
+  d.saves_inputs = 1;
+  d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
+    const Tensor& g = c.grad_outputs[0];
+    return {g.defined() ? mul(g, sign(c.inputs[0])) : Tensor()};
+  };
+  return d;
+}
+
+// --- sign, floor, ceil: piecewise constant, so not differentiable (no gradient flows) ---
+MERAK_REGISTER_OP(sign) {
+  OpDef d = unary_def("sign", "-1, 0 or 1 as x is negative, zero or positive; NaN stays", 1, 0);
+  d.infer = infer_signed_unary;
+  return d;
+}
+MERAK_REGISTER_OP(floor) { return unary_def("floor", "x rounded down to an integer", 1, 0); }
+MERAK_REGISTER_OP(ceil) { return unary_def("ceil", "x rounded up to an integer", 1, 0); }
+
 // --- tanh: y = tanh(x); dx = dy * (1 - y^2) ---
 MERAK_REGISTER_OP(tanh) {
   OpDef d = unary_def("tanh", "hyperbolic tangent of x", 10, 3);
@@ -350,21 +461,23 @@ MERAK_REGISTER_OP(gelu_grad) {
   return d;
 }
 
-// --- eq: a == b elementwise with broadcasting, as bool; not differentiable ---
-MERAK_REGISTER_OP(eq) {
-  OpDef d;
-  d.name = "eq";
-  d.doc = "a == b elementwise with NumPy broadcasting (bool)";
-  d.inputs = {"a", "b"};
-  d.outputs = {"y"};
-  d.infer = [](const auto& in, const Attrs&) {
-    expect_same_dtype(in[0], "a", in[1], "b");
-    MERAK_CHECK(in[0].dtype != DType::BF16 && in[0].dtype != DType::F16, "a and b are ",
-                dtype_name(in[0].dtype), ": compare f32, f64, i32, i64 or bool");
-    return std::vector<TensorMeta>{TensorMeta{broadcast_pair(in[0], "a", in[1], "b"), DType::Bool}};
-  };
-  d.cost = cost_per_element(1, 0);
-  return d;
+// --- comparisons: a (op) b elementwise with broadcasting, as bool; not differentiable ---
+// Integers compare exactly; NaN compares false (unequal to everything, itself included).
+MERAK_REGISTER_OP(eq) { return compare_def("eq", "a == b, broadcasting (bool)"); }
+MERAK_REGISTER_OP(lt) { return compare_def("lt", "a < b, broadcasting (bool)"); }
+MERAK_REGISTER_OP(gt) { return compare_def("gt", "a > b, broadcasting (bool)"); }
+MERAK_REGISTER_OP(le) { return compare_def("le", "a <= b, broadcasting (bool)"); }
+MERAK_REGISTER_OP(ge) { return compare_def("ge", "a >= b, broadcasting (bool)"); }
+
+// --- logical ops on bool tensors with broadcasting; not differentiable ---
+MERAK_REGISTER_OP(logical_and) {
+  return logical_def("logical_and", "a and b (bool, broadcasting)");
+}
+MERAK_REGISTER_OP(logical_or) {
+  return logical_def("logical_or", "a or b (bool, broadcasting)");
+}
+MERAK_REGISTER_OP(logical_xor) {
+  return logical_def("logical_xor", "a xor b (bool, broadcasting)");
 }
 
 // --- where: y = cond ? a : b with broadcasting; da = dy where cond, db = dy where !cond ---
@@ -531,6 +644,62 @@ Tensor gelu_grad(const Tensor& dy, const Tensor& x, const std::string& approxima
 Tensor eq(const Tensor& a, const Tensor& b) {
   static const OpDef& op = def("eq");
   return call1(op, {a, b});
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  static const OpDef& op = def("lt");
+  return call1(op, {a, b});
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  static const OpDef& op = def("gt");
+  return call1(op, {a, b});
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  static const OpDef& op = def("le");
+  return call1(op, {a, b});
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  static const OpDef& op = def("ge");
+  return call1(op, {a, b});
+}
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  static const OpDef& op = def("logical_and");
+  return call1(op, {a, b});
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  static const OpDef& op = def("logical_or");
+  return call1(op, {a, b});
+}
+Tensor logical_xor(const Tensor& a, const Tensor& b) {
+  static const OpDef& op = def("logical_xor");
+  return call1(op, {a, b});
+}
+Tensor pow_tensor(const Tensor& a, const Tensor& b) {
+  static const OpDef& op = def("pow_tensor");
+  return call1(op, {a, b});
+}
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  static const OpDef& op = def("maximum");
+  return call1(op, {a, b});
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  static const OpDef& op = def("minimum");
+  return call1(op, {a, b});
+}
+Tensor abs(const Tensor& x) {
+  static const OpDef& op = def("abs");
+  return call1(op, {x});
+}
+Tensor sign(const Tensor& x) {
+  static const OpDef& op = def("sign");
+  return call1(op, {x});
+}
+Tensor floor(const Tensor& x) {
+  static const OpDef& op = def("floor");
+  return call1(op, {x});
+}
+Tensor ceil(const Tensor& x) {
+  static const OpDef& op = def("ceil");
+  return call1(op, {x});
 }
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   static const OpDef& op = def("where");

@@ -1,5 +1,5 @@
-// Reductions: sum, mean, max over a set of dims (empty = all), with or without keepdim; and
-// sum_to, the inverse of broadcasting, composed from sum and reshape.
+// Reductions: sum, mean, max, min, prod over a set of dims (empty = all), with or without
+// keepdim; and sum_to, the inverse of broadcasting, composed from sum and reshape.
 #include <algorithm>
 
 #include "merak/ops/functional.h"
@@ -117,11 +117,13 @@ MERAK_REGISTER_OP(mean) {
   return d;
 }
 
-// --- max: y = max of x over dims; dx splits dy evenly among the elements equal to the max ---
-MERAK_REGISTER_OP(max) {
+// --- max, min: y = max (min) of x over dims, NaN propagating; dx splits dy evenly among the
+//     elements equal to y ---
+namespace {
+OpDef extremum_def(const char* name, const char* doc) {
   OpDef d;
-  d.name = "max";
-  d.doc = "max of x over dims (empty = all); the gradient is shared evenly among tied maxima";
+  d.name = name;
+  d.doc = doc;
   d.inputs = {"x"};
   d.outputs = {"y"};
   d.attrs = reduce_attrs();
@@ -135,11 +137,33 @@ MERAK_REGISTER_OP(max) {
     const Tensor& x = c.inputs[0];
     const auto mask = reduced_dims(x.dim(), c.attrs.ints("dims"));
     const Shape ks = keepdim_shape(x.shape(), mask);
-    // is_max broadcasts y over the reduced dims; ties share the gradient: dy / (number of ties).
-    const Tensor is_max = cast(eq(x, reshape(c.outputs[0], ks)), x.dtype());
-    const Tensor ties = sum(is_max, c.attrs.ints("dims"), true);
-    return {mul(is_max, div(reshape(g, ks), ties))};
+    // is_y broadcasts y over the reduced dims; ties share the gradient: dy / (number of ties).
+    const Tensor is_y = cast(eq(x, reshape(c.outputs[0], ks)), x.dtype());
+    const Tensor ties = sum(is_y, c.attrs.ints("dims"), true);
+    return {mul(is_y, div(reshape(g, ks), ties))};
   };
+  return d;
+}
+}  // namespace
+
+MERAK_REGISTER_OP(max) {
+  return extremum_def("max", "max of x over dims (empty = all); ties share the gradient evenly");
+}
+MERAK_REGISTER_OP(min) {
+  return extremum_def("min", "min of x over dims (empty = all); ties share the gradient evenly");
+}
+
+// --- prod: y = product of x over dims (1 where empty). No backward: dy * y / x fails at zeros,
+//     and no model differentiates a product; ONNX import folds constant ones. ---
+MERAK_REGISTER_OP(prod) {
+  OpDef d;
+  d.name = "prod";
+  d.doc = "product of x over dims (empty = all), keeping reduced dims as 1 when keepdim";
+  d.inputs = {"x"};
+  d.outputs = {"y"};
+  d.attrs = reduce_attrs();
+  d.infer = [](const auto& in, const Attrs& a) { return infer_reduce(in, a, false); };
+  d.cost = [](const auto& in, const auto& out, const Attrs&) { return reduce_cost(in, out, 0); };
   return d;
 }
 
@@ -162,6 +186,16 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor max(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   static const OpDef& op = def("max");
+  return reduce_call(op, x, dims, keepdim);
+}
+
+Tensor min(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  static const OpDef& op = def("min");
+  return reduce_call(op, x, dims, keepdim);
+}
+
+Tensor prod(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  static const OpDef& op = def("prod");
   return reduce_call(op, x, dims, keepdim);
 }
 

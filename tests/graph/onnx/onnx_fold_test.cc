@@ -1,10 +1,12 @@
 // Constant folding runs the op registry's kernels: an observer records which registry ops a
 // fold calls, folded values equal the registry op's on the same tensors bit for bit, and ONNX's
 // own conventions (integer division, negative indices, Slice's clamping) survive the mapping.
+// Every arithmetic, comparison, logical op and reduction folds through a registry op.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 
 #include "merak/graph/onnx_fold_internal.h"
 #include "merak/ops/dispatch.h"
@@ -195,12 +197,158 @@ TEST_CASE("onnx fold: Range, Trilu, Not and reductions run registry ops") {
   CHECK(y.to_vector<int64_t>() == std::vector<int64_t>{6, 15});
 }
 
-TEST_CASE("onnx fold: ops the registry lacks and structural values stay ONNX-side") {
+TEST_CASE("onnx fold: comparisons run lt, gt, le, ge: integers exact, NaN false, broadcasting") {
+  // 2^60 and 2^60 + 1 are one double: a comparison through double would call them equal.
+  const int64_t big = int64_t(1) << 60;
+  const Tensor a = i64({1, 5, 3, big}, {4}), b = i64({3, 3, 3, big + 1}, {4});
+  for (const auto& [onnx_op, op, want] :
+       std::vector<std::tuple<std::string, std::string, std::vector<int>>>{
+           {"Less", "lt", {1, 0, 0, 1}},
+           {"Greater", "gt", {0, 1, 0, 0}},
+           {"LessOrEqual", "le", {1, 0, 1, 1}},
+           {"GreaterOrEqual", "ge", {0, 1, 1, 0}}}) {
+    INFO(onnx_op);
+    std::vector<std::string> ran;
+    const Tensor y = fold(onnx_node(onnx_op), {a, b}, &ran);
+    CHECK(ran == std::vector<std::string>{op});
+    CHECK(y.dtype() == DType::Bool);
+    CHECK(bool_values(y) == want);
+  }
+  // A [2, 1] column against a [3] row; NaN compares false either way.
   std::vector<std::string> ran;
-  Tensor y = fold(onnx_node("Less"), {i64({1, 5}, {2}), i64({3}, {})}, &ran);
+  Tensor y = fold(onnx_node("Less"), {f32({1, NAN}, {2, 1}), f32({0, 1, 2}, {3})}, &ran);
+  CHECK(ran == std::vector<std::string>{"lt"});
+  CHECK(y.shape() == Shape{2, 3});
+  CHECK(bool_values(y) == std::vector<int>{0, 0, 1, 0, 0, 0});
+  y = fold(onnx_node("GreaterOrEqual"), {f32({NAN, 2}, {2}), f32({NAN, 2}, {2})});
+  CHECK(bool_values(y) == std::vector<int>{0, 1});
+  CHECK_THAT(fold_error(onnx_node("Less"), {i64({1}, {1}), f32({1}, {1})}),
+             Catch::Contains("i64"));
+}
+
+TEST_CASE("onnx fold: And, Or, Xor run the registry's logical ops on bools") {
+  const Tensor a = bools({true, true, false, false}, {2, 2}), b = bools({true, false}, {2});
+  for (const auto& [onnx_op, op, want] :
+       std::vector<std::tuple<std::string, std::string, std::vector<int>>>{
+           {"And", "logical_and", {1, 0, 0, 0}},
+           {"Or", "logical_or", {1, 1, 1, 0}},
+           {"Xor", "logical_xor", {0, 1, 1, 0}}}) {
+    INFO(onnx_op);
+    std::vector<std::string> ran;
+    const Tensor y = fold(onnx_node(onnx_op), {a, b}, &ran);
+    CHECK(ran == std::vector<std::string>{op});
+    CHECK(y.shape() == Shape{2, 2});
+    CHECK(bool_values(y) == want);
+  }
+  CHECK_THAT(fold_error(onnx_node("And"), {i64({1}, {1}), i64({1}, {1})}),
+             Catch::Contains("must be bool"));
+}
+
+TEST_CASE("onnx fold: n-ary Max and Min chain maximum and minimum; NaN wins, integers exact") {
+  std::vector<std::string> ran;
+  const int64_t big = int64_t(1) << 60;
+  // Three inputs with broadcasting: [2, 2], [2] and a scalar.
+  Tensor y = fold(onnx_node("Max"), {i64({1, 9, big + 1, -4}, {2, 2}), i64({big, 2}, {2}),
+                                     i64({0}, {})},
+                  &ran);
+  CHECK(ran == std::vector<std::string>{"maximum", "maximum"});
+  CHECK(y.shape() == Shape{2, 2});
+  CHECK(y.to_vector<int64_t>() == std::vector<int64_t>{big, 9, big + 1, 2});
+  y = fold(onnx_node("Min"), {i64({1, 9, big + 1, -4}, {2, 2}), i64({big, 2}, {2})}, &ran);
+  CHECK(ran == std::vector<std::string>{"minimum"});
+  CHECK(y.to_vector<int64_t>() == std::vector<int64_t>{1, 2, big, -4});
+
+  // NaN on either side is the result.
+  y = fold(onnx_node("Max"), {f32({NAN, 1, 3}, {3}), f32({0, NAN, -1}, {3})});
+  const auto v = y.to_vector<float>();
+  CHECK(std::isnan(v[0]));
+  CHECK(std::isnan(v[1]));
+  CHECK(v[2] == 3);
+  y = fold(onnx_node("Min"), {f32({NAN, 1, 3}, {3}), f32({0, NAN, -1}, {3})});
+  CHECK(std::isnan(y.to_vector<float>()[0]));
+  CHECK(y.to_vector<float>()[2] == -1);
+
+  // One input is itself.
+  y = fold(onnx_node("Max"), {i64({4, -4}, {2})}, &ran);
   CHECK(ran.empty());
-  CHECK(bool_values(y) == std::vector<int>{1, 0});
-  y = fold(onnx_node("Shape"), {f32({1, 2, 3, 4, 5, 6}, {2, 3})}, &ran);
+  CHECK(y.to_vector<int64_t>() == std::vector<int64_t>{4, -4});
+  CHECK_THAT(fold_error(onnx_node("Max"), {i64({1}, {1}), f32({1}, {1})}),
+             Catch::Contains("i64"));
+}
+
+TEST_CASE("onnx fold: Abs, Sign, Floor and Ceil run their registry ops") {
+  std::vector<std::string> ran;
+  const int64_t min = std::numeric_limits<int64_t>::min();
+  // Integers exactly; |MIN| wraps to MIN (two's complement, never undefined).
+  Tensor y = fold(onnx_node("Abs"), {i64({-3, 0, 7, min}, {4})}, &ran);
+  CHECK(ran == std::vector<std::string>{"abs"});
+  CHECK(y.to_vector<int64_t>() == std::vector<int64_t>{3, 0, 7, min});
+  y = fold(onnx_node("Abs"), {f32({-2.5f, 0.5f}, {2})});
+  CHECK(y.to_vector<float>() == std::vector<float>{2.5f, 0.5f});
+
+  y = fold(onnx_node("Sign"), {i64({-9, 0, 4}, {3})}, &ran);
+  CHECK(ran == std::vector<std::string>{"sign"});
+  CHECK(y.to_vector<int64_t>() == std::vector<int64_t>{-1, 0, 1});
+  y = fold(onnx_node("Sign"), {f32({-0.5f, 0, 3, NAN}, {4})});
+  const auto s = y.to_vector<float>();
+  CHECK((s[0] == -1 && s[1] == 0 && s[2] == 1 && std::isnan(s[3])));
+
+  const Tensor x = f32({-2.5f, -2, -0.5f, 0.5f, 2, 2.5f}, {2, 3});
+  y = fold(onnx_node("Floor"), {x}, &ran);
+  CHECK(ran == std::vector<std::string>{"floor"});
+  CHECK(y.shape() == Shape{2, 3});
+  CHECK(y.to_vector<float>() == std::vector<float>{-3, -2, -1, 0, 2, 2});
+  y = fold(onnx_node("Ceil"), {x}, &ran);
+  CHECK(ran == std::vector<std::string>{"ceil"});
+  CHECK(y.to_vector<float>() == std::vector<float>{-2, -2, -0.0f, 1, 2, 3});
+  CHECK_THAT(fold_error(onnx_node("Floor"), {i64({1}, {1})}),
+             Catch::Contains("Floor needs a floating input"));
+}
+
+TEST_CASE("onnx fold: Pow with a tensor exponent runs pow_tensor, integers through f64") {
+  std::vector<std::string> ran;
+  // A [2, 1] base against a [3] exponent.
+  Tensor y = fold(onnx_node("Pow"), {f32({2, 3}, {2, 1}), f32({0, 1, 2}, {3})}, &ran);
+  CHECK(ran == std::vector<std::string>{"pow_tensor"});
+  CHECK(y.shape() == Shape{2, 3});
+  CHECK(y.to_vector<float>() == std::vector<float>{1, 2, 4, 1, 3, 9});
+  // An i64 base computes in f64 and converts back; the exponent may have another dtype.
+  y = fold(onnx_node("Pow"), {i64({2, 3, -2}, {3}), f32({10, 2, 3}, {3})}, &ran);
+  CHECK(ran_op(ran, "pow_tensor"));
+  CHECK(y.dtype() == DType::I64);
+  CHECK(y.to_vector<int64_t>() == std::vector<int64_t>{1024, 9, -8});
+}
+
+TEST_CASE("onnx fold: ReduceProd and ReduceMin run prod and min") {
+  std::vector<std::string> ran;
+  onnx::NodeProto p = onnx_node("ReduceProd");
+  set_int(p, "keepdims", 0);
+  Tensor y = fold(p, {i64({1, 2, 3, -4, 5, 6}, {2, 3}), i64({1}, {1})}, &ran);
+  CHECK(ran_op(ran, "prod"));
+  CHECK(y.dtype() == DType::I64);
+  CHECK(y.to_vector<int64_t>() == std::vector<int64_t>{6, -120});
+  // Every axis, kept as 1s.
+  y = fold(onnx_node("ReduceProd"), {f32({1.5f, 2, -1, 4}, {2, 2})});
+  CHECK(y.shape() == Shape{1, 1});
+  CHECK(y.to_vector<float>() == std::vector<float>{-12});
+  // An integer product past what f64 holds exactly fails, naming the op.
+  const int64_t big = int64_t(1) << 40;
+  CHECK_THAT(fold_error(onnx_node("ReduceProd"), {i64({big, big}, {2})}),
+             Catch::Contains("ReduceProd of integers leaves double precision"));
+
+  onnx::NodeProto m = onnx_node("ReduceMin");
+  set_int(m, "keepdims", 0);
+  y = fold(m, {i64({4, -2, 9, 7, 8, 3}, {2, 3}), i64({0}, {1})}, &ran);
+  CHECK(ran_op(ran, "min"));
+  CHECK(y.to_vector<int64_t>() == std::vector<int64_t>{4, -2, 3});
+  y = fold(m, {f32({4, NAN, 1, 7}, {2, 2}), i64({-1}, {1})});
+  CHECK(std::isnan(y.to_vector<float>()[0]));
+  CHECK(y.to_vector<float>()[1] == 1);
+}
+
+TEST_CASE("onnx fold: structural values stay ONNX-side") {
+  std::vector<std::string> ran;
+  const Tensor y = fold(onnx_node("Shape"), {f32({1, 2, 3, 4, 5, 6}, {2, 3})}, &ran);
   CHECK(ran.empty());
   CHECK(y.to_vector<int64_t>() == std::vector<int64_t>{2, 3});
 }

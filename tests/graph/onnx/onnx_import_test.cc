@@ -70,12 +70,52 @@ TEST_CASE("onnx import: an unsupported op names the file, the node, the op and t
 
 TEST_CASE("onnx import: a run-time value where a constant is needed is unsupported, named") {
   OnnxModel m;
-  m.input("x", kFloat, {2, 3}).input("e", kFloat, {}).output("y", {2, 3});
-  m.node("Pow", {"x", "e"}, {"y"});
+  m.input("x", kFloat, {2, 3}).input("s", kInt64, {2}).output("y", {3, 2});
+  m.node("Reshape", {"x", "s"}, {"y"});
   const std::string msg = import_error(m.bytes());
   INFO(msg);
-  CHECK(msg.find("node 'n_y' (op Pow, opset 17): unsupported") != std::string::npos);
-  CHECK(msg.find("exponent") != std::string::npos);
+  CHECK(msg.find("node 'n_y' (op Reshape, opset 17): unsupported") != std::string::npos);
+  CHECK(msg.find("shape 's' is computed at run time") != std::string::npos);
+}
+
+TEST_CASE("onnx import: run-time Abs, Max, Min, comparisons, logical ops and Pow convert") {
+  // y = Max(|x|, w, 1.5), z = Min(x, w) ** e, keep = (x < w) xor (x >= 0).
+  OnnxModel m;
+  m.input("x", kFloat, {2, 2}).input("w", kFloat, {2}).input("e", kFloat, {2, 2});
+  m.output("y", {2, 2}).output("z", {2, 2}).output("keep", {2, 2}, kBool);
+  m.floats("c", {}, {1.5f}).floats("zero", {}, {0});
+  m.node("Abs", {"x"}, {"ax"});
+  m.node("Max", {"ax", "w", "c"}, {"y"});
+  m.node("Min", {"x", "w"}, {"mn"});
+  m.node("Pow", {"mn", "e"}, {"z"});
+  m.node("Less", {"x", "w"}, {"lt"});
+  m.node("GreaterOrEqual", {"x", "zero"}, {"ge"});
+  m.node("Xor", {"lt", "ge"}, {"keep"});
+  const auto model = import(m);
+  const auto ops = op_counts(model);
+  CHECK(ops.at("abs") == 1);
+  CHECK(ops.at("maximum") == 2);
+  CHECK(ops.at("minimum") == 1);
+  CHECK(ops.at("pow_tensor") == 1);
+  CHECK(ops.at("lt") == 1);
+  CHECK(ops.at("ge") == 1);
+  CHECK(ops.at("logical_xor") == 1);
+
+  const auto out = run(model, {{"x", floats({-3, 0.5f, 2, -1}, {2, 2})},
+                               {"w", floats({1, 4}, {2})},
+                               {"e", floats({2, 1, 3, 0.5f}, {2, 2})}});
+  CHECK(values(out[0]) == std::vector<float>{3, 4, 2, 4});
+  // Min(x, w) = {-3, 0.5, 1, -1}; to the powers {2, 1, 3, 0.5}: (-1)^0.5 is NaN.
+  const auto z = values(out[1]);
+  CHECK(z[0] == 9);
+  CHECK(z[1] == 0.5f);
+  CHECK(z[2] == 1);
+  CHECK(std::isnan(z[3]));
+  // x < w: {1, 1, 0, 1}; x >= 0: {0, 1, 1, 0}.
+  const Tensor keep = out[2].contiguous();
+  std::vector<int> k;
+  for (int64_t i = 0; i < keep.numel(); ++i) k.push_back(keep.data<bool>()[i]);
+  CHECK(k == std::vector<int>{1, 0, 1, 1});
 }
 
 TEST_CASE("onnx import: every truncation of a model is an ImportError naming the file") {
