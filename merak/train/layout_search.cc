@@ -86,8 +86,8 @@ std::vector<Layout> enumerate(const config::Config& c, int64_t world, int64_t pe
         mbs.push_back(config::micro_batch_size(fixed));
       }
       // Left to the search, recomputation is decided stage by stage from the memory model
-      // ("memory": none where a stage fits without it, full where it must), which is never
-      // slower than recomputing everywhere or nowhere.
+      // ("memory": none where a stage fits without it, full where it must): its slowest stage
+      // is never slower than recomputing everywhere or nowhere gives.
       const std::string recompute = is_auto(c, "parallel.recompute") ? "memory" : p.recompute;
       std::vector<std::string> schedules = {p.schedule};
       if (is_auto(c, "parallel.schedule"))

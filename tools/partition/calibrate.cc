@@ -13,12 +13,18 @@
 #include <thread>
 #include <vector>
 
+#include "merak/autograd/engine.h"
+#include "merak/core/fma_peak.h"
 #include "merak/core/parallel.h"
 #include "merak/core/tensor.h"
+#include "merak/graph/executor.h"
+#include "merak/graph/tracer.h"
 #include "merak/ops/functional.h"
+#include "merak/partition/analysis.h"
+#include "merak/partition/cost.h"
 #include "merak/partition/gemm_fit.h"
 #include "merak/partition/hardware.h"
-#include "merak/core/fma_peak.h"
+#include "models/model.h"
 
 namespace merak::tools {
 namespace {
@@ -105,6 +111,46 @@ double op_overhead() {
            for (int i = 0; i < calls; ++i) ops::add(a, a);
          }) /
          calls;
+}
+
+// Seconds the runtime spends a kernel beyond its arithmetic, for the cost model's
+// kernel_overhead: a GPT too narrow to compute anything (width 8, 4 tokens) run forward and
+// backward through graph::Executor on one thread, as a pipeline stage runs, less the time the
+// cost model gives its arithmetic (`hw` without overhead), over the kernels the model counts
+// (its time's growth per second of overhead). More than a bare op call: the executor's values,
+// autograd's tape and the backward's gradient buffers come with every kernel.
+double executor_overhead(const partition::Hardware& hw) {
+  models::ModelOptions o;
+  o.layers = 4, o.hidden = 8, o.heads = 2, o.max_seq = 4, o.vocab = 16;
+  const int64_t batch = 1, seq = 4;
+  auto model = models::make_model(o);
+  const graph::Model traced = graph::trace_model(*model, batch, seq, /*seed=*/1);
+  graph::Executor exec(traced, /*seed=*/1);
+  const std::map<std::string, Tensor> inputs = {
+      {"tokens", Tensor::full({batch, seq}, 1.0, DType::I64)},
+      {"targets", Tensor::full({batch, seq}, 2.0, DType::I64)}};
+  // On one thread, as each rank of a node runs (devices_per_node: a rank a thread).
+  const int threads = num_threads();
+  set_num_threads(1);
+  const double measured = median_time(51, [&] {
+    const std::vector<Tensor> out = exec.run(inputs);
+    autograd::backward(out.at(0));
+  });
+  set_num_threads(threads);
+  const partition::GraphFacts facts = partition::analyze(traced.graph());
+  auto modelled = [&](double overhead) {
+    partition::Hardware h = hw;
+    h.kernel_overhead = overhead;
+    const partition::CostModel cost(h, partition::Precision::F32, {});
+    double t = 0;
+    for (size_t n = 0; n < facts.nodes.size(); ++n) {
+      const partition::NodeTime nt = cost.node_time(facts, int(n));
+      t += nt.fwd + nt.bwd;
+    }
+    return t;
+  };
+  const double arithmetic = modelled(0), kernels = modelled(1) - arithmetic;
+  return std::max(0.0, measured - arithmetic) / kernels;
 }
 
 // Achieved FLOP/s of the fused attention kernel (forward, causal) on a small model's shape.
@@ -261,12 +307,12 @@ int calibrate(int argc, char** argv, const std::string& out) {
   hw.gemm.units = threads;
   hw.compute_efficiency = std::min(1.0, attention / hw.peak_f32);
   hw.memory_efficiency = 1.0;  // the bandwidth above is already what a copy achieves
-  hw.kernel_overhead = ctx.overhead;
   hw.shared_node = true;
   hw.precision = partition::Precision::F32;
   hw.devices_per_node = threads;
   hw.intra_node = {p2p.bandwidth, p2p.latency};
   hw.inter_node = {p2p.bandwidth, p2p.latency};
+  hw.kernel_overhead = executor_overhead(hw);
   char line[512];
   auto say = [&](const char* f, auto... v) {
     std::snprintf(line, sizeof line, f, v...);
@@ -281,7 +327,9 @@ int calibrate(int argc, char** argv, const std::string& out) {
                            samples.size(), threads, fit.rms_log_error, fit.worst_ratio);
   hw.sources["compute_efficiency"] = "measured: ops::sdpa forward, causal, [4, 4, 256, 64]";
   hw.sources["memory_efficiency"] = "measured: 1, the bandwidth is already a copy's";
-  hw.sources["kernel_overhead_us"] = "measured: ops::add of one element, median per call";
+  hw.sources["kernel_overhead_us"] =
+      "measured: a GPT of width 8 forward and backward through the graph executor, per kernel "
+      "the cost model counts, less its arithmetic";
   hw.sources["devices_per_node"] = "measured: one rank per thread fills the machine";
   hw.sources["intra_node"] = "measured: " + p2p.method;
   hw.sources["inter_node"] = "measured: as intra_node (one machine)";
@@ -297,8 +345,9 @@ int calibrate(int argc, char** argv, const std::string& out) {
                         fit.curve.efficiency, (long long)fit.curve.tile_m,
                         (long long)fit.curve.tile_n, fit.curve.k_half, fit.rms_log_error,
                         samples.size()));
-  comment.push_back(say("attention: %.1f GFLOP/s; op call overhead %.2f us", attention / 1e9,
-                        ctx.overhead * 1e6));
+  comment.push_back(say("attention: %.1f GFLOP/s; op call overhead %.2f us, %.2f us a kernel "
+                        "through the executor",
+                        attention / 1e9, ctx.overhead * 1e6, hw.kernel_overhead * 1e6));
   comment.push_back(say("memory: %.1f GB/s; p2p: %.2f GB/s, %.2f us latency", bandwidth / 1e9,
                         p2p.bandwidth / 1e9, p2p.latency * 1e6));
   const std::string yaml = partition::hardware_yaml(hw, comment);
