@@ -117,38 +117,39 @@ OpDef unary_def(const char* name, const char* doc, double fwd_flops, double bwd_
   return d;
 }
 
-// A comparison a (op) b -> bool. 16-bit inputs are refused: the CUDA kernels compare f32, i32,
-// i64 and bool (callers widen bf16 and f16 to f32 first, as ONNX folding does).
-OpDef compare_def(const char* name, const char* doc) {
+// A binary op with a bool result and broadcasting (comparisons, logical ops); `check` vets the
+// inputs' dtypes.
+OpDef bool_result_def(const char* name, const char* doc,
+                      void (*check)(const TensorMeta& a, const TensorMeta& b)) {
   OpDef d;
   d.name = name;
   d.doc = doc;
   d.inputs = {"a", "b"};
   d.outputs = {"y"};
-  d.infer = [](const std::vector<TensorMeta>& in, const Attrs&) {
-    expect_same_dtype(in[0], "a", in[1], "b");
-    MERAK_CHECK(in[0].dtype != DType::BF16 && in[0].dtype != DType::F16, "a and b are ",
-                dtype_name(in[0].dtype), ": compare f32, f64, i32, i64 or bool");
+  d.infer = [check](const std::vector<TensorMeta>& in, const Attrs&) {
+    check(in[0], in[1]);
     return std::vector<TensorMeta>{TensorMeta{broadcast_pair(in[0], "a", in[1], "b"), DType::Bool}};
   };
   d.cost = cost_per_element(1, 0);
   return d;
 }
 
+// A comparison a (op) b -> bool. 16-bit inputs are refused: the CUDA kernels compare f32, i32,
+// i64 and bool (callers widen bf16 and f16 to f32 first, as ONNX folding does).
+OpDef compare_def(const char* name, const char* doc) {
+  return bool_result_def(name, doc, [](const TensorMeta& a, const TensorMeta& b) {
+    expect_same_dtype(a, "a", b, "b");
+    MERAK_CHECK(a.dtype != DType::BF16 && a.dtype != DType::F16, "a and b are ",
+                dtype_name(a.dtype), ": compare f32, f64, i32, i64 or bool");
+  });
+}
+
 // A logical op on two bool tensors -> bool.
 OpDef logical_def(const char* name, const char* doc) {
-  OpDef d;
-  d.name = name;
-  d.doc = doc;
-  d.inputs = {"a", "b"};
-  d.outputs = {"y"};
-  d.infer = [](const std::vector<TensorMeta>& in, const Attrs&) {
-    MERAK_CHECK(in[0].dtype == DType::Bool && in[1].dtype == DType::Bool, "a and b must be bool, ",
-                "got ", dtype_name(in[0].dtype), " and ", dtype_name(in[1].dtype));
-    return std::vector<TensorMeta>{TensorMeta{broadcast_pair(in[0], "a", in[1], "b"), DType::Bool}};
-  };
-  d.cost = cost_per_element(1, 0);
-  return d;
+  return bool_result_def(name, doc, [](const TensorMeta& a, const TensorMeta& b) {
+    MERAK_CHECK(a.dtype == DType::Bool && b.dtype == DType::Bool, "a and b must be bool, ",
+                "got ", dtype_name(a.dtype), " and ", dtype_name(b.dtype));
+  });
 }
 
 // maximum/minimum's gradient goes to the input the output took; where a == b it is split evenly
