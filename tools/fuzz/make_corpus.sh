@@ -23,6 +23,8 @@ train=bazel-bin/tools/train/merak_train
 tokenize=bazel-bin/tools/tokenize/merak_tokenize
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# A failing step says where: set -e alone would end the script without a word.
+trap 'echo "make_corpus.sh: line $LINENO failed with status $?" >&2' ERR
 
 # join OUT FILE... : the files' bytes joined by the separator.
 join() {
@@ -75,7 +77,9 @@ for target in "${targets[@]}"; do
       need_tools
       # A small text: three documents cut from this repository's data README.
       head -c 1500 merak/data/README.md > "$work/doc1.txt"
-      tail -c +1501 merak/data/README.md | head -c 1000 > "$work/doc2.txt"
+      # (The reader of each pipe reads to the end: a reader that stops early would kill the writer
+      # with SIGPIPE at random, which pipefail turns into a silent exit.)
+      head -c 2500 merak/data/README.md | tail -c 1000 > "$work/doc2.txt"
       printf 'A third, short document.\n' > "$work/doc3.txt"
       docs=("$work/doc1.txt" "$work/doc2.txt" "$work/doc3.txt")
       for tok in byte gpt2; do
