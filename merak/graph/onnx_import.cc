@@ -107,6 +107,44 @@ std::map<std::string, OnnxType> static_types(const onnx::GraphProto& g) {
   return out;
 }
 
+// Refuses a graph in which some node reads a value without a type (after shape inference every
+// value a node reads has one, unless the inference of its producer failed).
+void require_typed_inputs(const onnx::GraphProto& g, const std::string& file) {
+  std::set<std::string> typed = initializer_names(g);
+  auto add = [&typed](const onnx::ValueInfoProto& v) {
+    if (v.type().has_tensor_type() && v.type().tensor_type().elem_type() != 0)
+      typed.insert(v.name());
+  };
+  for (const auto& v : g.input()) add(v);
+  for (const auto& v : g.value_info()) add(v);
+  for (const auto& v : g.output()) add(v);
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& node = g.node(i);
+    for (const std::string& in : node.input()) {
+      if (in.empty() || typed.count(in)) continue;
+      const std::string who = node.name().empty() ? "#" + std::to_string(i) : "'" + node.name() + "'";
+      fail(file, "node " + who + " (op " + node.op_type() + "): input '" + in +
+                     "' has no type after ONNX shape inference (is it produced by any node?)");
+    }
+  }
+}
+
+// ONNX shape inference, with data propagation (which turns Shape -> Gather -> Concat chains into
+// the static shapes Reshape needs). Debian's libonnx (1.12) dereferences null in the data
+// propagation of a node whose input has no type, which strict inference reports as an error but
+// goes on past: so a pass without data propagation runs first, and every input must be typed.
+void infer_shapes(onnx::ModelProto& model, const std::string& file) {
+  for (bool data_propagation : {false, true}) {
+    try {
+      onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
+                                         onnx::ShapeInferenceOptions(true, 1, data_propagation));
+    } catch (const std::exception& e) {
+      fail(file, std::string("ONNX shape inference failed: ") + e.what());
+    }
+    if (!data_propagation) require_typed_inputs(model.graph(), file);
+  }
+}
+
 std::set<std::string> used_values(const onnx::GraphProto& g) {
   std::set<std::string> used;
   for (const auto& n : g.node())
@@ -206,12 +244,7 @@ Model import_model(onnx::ModelProto& model, const std::string& file, const Impor
   const int64_t opset = default_opset(model);
   onnx::GraphProto& g = *model.mutable_graph();
   bind_inputs(g, options, file);
-  try {
-    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
-                                       onnx::ShapeInferenceOptions(true, 1, true));
-  } catch (const std::exception& e) {
-    fail(file, std::string("ONNX shape inference failed: ") + e.what());
-  }
+  infer_shapes(model, file);
   const auto types = static_types(g);
 
   Model out;

@@ -10,6 +10,7 @@
 #   onnx_import_fuzzer     real PyTorch 1.13 exports (tiny GPT-2-style and BERT-style models,
 #                          opsets 13 to 17, constant folding on and off) made by the importer
 #                          test's export script with /usr/bin/python3 (Debian's python3-torch)
+# and, for each target, the inputs that once made it fail (tools/fuzz/findings/TARGET-*).
 # merak_train and merak_tokenize come from bazel-bin/ (built with --config=ci when missing).
 # Usage: tools/fuzz/make_corpus.sh DIR [TARGET...]   (default: every target)
 set -euo pipefail
@@ -119,5 +120,9 @@ PY
       ;;
     *) echo "make_corpus.sh: unknown target $target" >&2; exit 2 ;;
   esac
+  # Inputs that once crashed the target (tools/fuzz/findings/), seeds too: each run checks them.
+  for f in tools/fuzz/findings/"${target%_fuzzer}"-*; do
+    [ ! -e "$f" ] || cp "$f" "$out/"
+  done
   echo "seeds for $target: $(ls "$out" | wc -l) files, $(du -sk "$out" | cut -f1) KB in $out"
 done

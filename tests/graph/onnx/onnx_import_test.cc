@@ -171,6 +171,21 @@ TEST_CASE("onnx import: an inconsistent graph is an ImportError naming the node"
     INFO(msg);
     CHECK(msg.find("n_y") != std::string::npos);
   }
+  SECTION("a failed broadcast read by Shape (libonnx's data propagation crashed on it)") {
+    // The fuzzer's finding tools/fuzz/findings/onnx_import-crash-fb0b89d3.onnx, reduced: Mul's
+    // inference fails, m has no type, and Shape's data propagation read that missing type.
+    OnnxModel m;
+    m.input("x", kFloat, {2, 3}).output("y", {-1, -1});
+    m.floats("w", {4}, {1, 1, 1, 1});
+    m.node("Mul", {"x", "w"}, {"m"});
+    m.node("Shape", {"m"}, {"s"});
+    m.node("Reshape", {"x", "s"}, {"y"});
+    const std::string msg = import_error(m.bytes());
+    INFO(msg);
+    CHECK(msg.rfind("test.onnx: ONNX shape inference failed: ", 0) == 0);
+    CHECK(msg.find("n_m") != std::string::npos);
+    CHECK(msg.find("Incompatible dimensions") != std::string::npos);
+  }
   SECTION("a constant index out of range (found by ONNX shape inference or folding)") {
     // Into a shape: ONNX's data propagation sees it. Into a 2-D table: folding does.
     for (bool shape_data : {true, false}) {
