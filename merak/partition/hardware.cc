@@ -186,16 +186,36 @@ double GemmCurve::at(double batch, double m, double n, double k) const {
   return efficiency * fill * k / (k + k_half);
 }
 
+namespace {
+
+// The threads each of `ranks` ranks on a node of `cores` runs (as the trainer sets them).
+int64_t threads_per_rank(int64_t cores, int64_t ranks) {
+  return std::max<int64_t>(1, cores / std::max<int64_t>(1, ranks));
+}
+
+}  // namespace
+
 Hardware Hardware::per_rank(int64_t ranks_on_node) const {
   if (!shared_node || ranks_on_node <= 1) return *this;
-  const double share = 1.0 / double(ranks_on_node);
+  const int64_t cores = std::max<int64_t>(1, gemm.units);
+  const int64_t threads = threads_per_rank(cores, ranks_on_node);
+  const double share = double(threads) / double(cores);
   Hardware h = *this;
   h.peak_f32 *= share, h.peak_tf32 *= share, h.peak_bf16 *= share, h.peak_f16 *= share;
   h.memory_bandwidth *= share;
-  h.memory_bytes = int64_t(double(memory_bytes) * share);
-  // Each rank runs cores / ranks threads, at least one (more ranks than cores take turns).
-  h.gemm.units = std::max<int64_t>(1, gemm.units / ranks_on_node);
+  h.memory_bytes = int64_t(double(memory_bytes) / double(ranks_on_node));
+  h.gemm.units = threads;
   return h;
+}
+
+double Hardware::concurrent_ranks(int64_t world) const {
+  const int64_t on_node = std::min(world, devices_per_node);
+  if (!shared_node || on_node <= 1) return double(world);
+  const int64_t cores = std::max<int64_t>(1, gemm.units);
+  const double per_node =
+      std::min(double(on_node), double(cores) / double(threads_per_rank(cores, on_node)));
+  const int64_t nodes = (world + on_node - 1) / on_node;
+  return per_node * double(nodes);
 }
 
 double Hardware::peak(Precision p) const {

@@ -54,8 +54,9 @@ struct Hardware {
   double compute_efficiency = 1;
   double memory_efficiency = 1;
   double kernel_overhead = 0;     // seconds every kernel (CPU: every op call) costs on top
-  // CPUs: the node's cores, memory and bandwidth are one pool its ranks split between them
-  // (each rank runs cores / ranks threads), so one rank's share shrinks as more share a node.
+  // CPUs: the node's cores (gemm.units), memory and bandwidth are one pool its ranks split
+  // between them: each rank runs cores / ranks threads, at least one, so with more ranks than
+  // cores the ranks take turns on the cores (concurrent_ranks).
   bool shared_node = false;
   Precision precision = Precision::F32;  // what training on it uses by default
   int64_t devices_per_node = 1;
@@ -66,10 +67,15 @@ struct Hardware {
   std::map<std::string, std::string> sources;
 
   double peak(Precision p) const;  // 0 when the device has no such arithmetic
-  // What one of `ranks_on_node` ranks on a node gets: the profile itself unless shared_node.
+  // What one of `ranks_on_node` ranks on a node computes with while it runs (its threads' share
+  // of the cores and bandwidth; its share of the memory): the profile itself unless shared_node.
   Hardware per_rank(int64_t ranks_on_node) const;
   // What one rank of a job of `world` ranks gets (nodes filled devices_per_node at a time).
   Hardware for_world(int64_t world) const { return per_rank(std::min(world, devices_per_node)); }
+  // How many of a job's `world` ranks can compute at once at per_rank's speed: all of them,
+  // unless nodes are shared and hold more threads than cores (then the cores' worth of ranks;
+  // the others wait their turn, and all slow down evenly).
+  double concurrent_ranks(int64_t world) const;
 };
 
 // A bad profile: what() is one line "FILE: key 'a.b': what is wrong".

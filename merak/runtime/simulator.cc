@@ -74,7 +74,11 @@ class Simulation {
       MERAK_CHECK(costs.forward[g] >= 0 && costs.backward[g] >= 0 && costs.recompute[g] >= 0,
                   "simulate: negative cost on model stage ", g);
     MERAK_CHECK(costs.p2p >= 0, "simulate: negative p2p cost ", costs.p2p);
+    MERAK_CHECK(costs.concurrent >= 0 && costs.ranks_per_stage >= 1,
+                "simulate: concurrent ", costs.concurrent, " and ranks_per_stage ",
+                costs.ranks_per_stage, " (need >= 0 and >= 1)");
     v_ = static_cast<int>(n) / stages_;
+    shared_ = costs.concurrent > 0 && costs.concurrent < double(stages_) * costs.ranks_per_stage;
   }
 
   SimResult run() {
@@ -106,11 +110,17 @@ class Simulation {
     transfers_.reserve(instructions / 2);  // at most one a send
     sent_.assign(2 * size_t(stages_ * v_) * size_t(r.micro_batches), -1);
     link_last_.assign(size_t(stages_) * size_t(stages_), -1);
-    for (bool progress = true; progress;) {
-      progress = false;
-      for (int rank = 0; rank < stages_; ++rank)
-        while (pc_[rank] < static_cast<int>(programs_[rank].size()) && execute(rank, r))
-          progress = true;
+    if (shared_) {
+      run_in_time_order(r);
+    } else {
+      // Each rank's time depends on the others' only through messages: every rank runs as far
+      // as its messages allow, in turn, until none can go on.
+      for (bool progress = true; progress;) {
+        progress = false;
+        for (int rank = 0; rank < stages_; ++rank)
+          while (pc_[rank] < static_cast<int>(programs_[rank].size()) && execute(rank, r))
+            progress = true;
+      }
     }
     summarise(r);
     return r;
@@ -155,6 +165,78 @@ class Simulation {
     }
   }
 
+  // Shared cores: a computation's length depends on how many ranks compute meanwhile, so time
+  // advances for all ranks together, from one event (a computation ends, a wait ends) to the
+  // next, every computing rank progressing at the rate of the interval.
+  void run_in_time_order(SimResult& r) {
+    std::vector<double> left(size_t(stages_), -1);  // full-speed seconds left; -1: not computing
+    std::vector<double> cost(size_t(stages_), 0);
+    std::vector<double> began(size_t(stages_), 0);
+    double now = 0;
+    while (true) {
+      // Every rank free at `now` goes on until it starts a computation or must wait (a send can
+      // free a rank already passed: hence the repeat).
+      for (bool progress = true; progress;) {
+        progress = false;
+        for (int rank = 0; rank < stages_; ++rank)
+          while (left[size_t(rank)] < 0 && clock_[rank] <= now &&
+                 pc_[rank] < static_cast<int>(programs_[rank].size())) {
+            const Instruction& inst = programs_[rank][pc_[rank]];
+            const double c = is_send(inst.op) || is_recv(inst.op) ? 0 : compute_cost(rank, inst);
+            if (c > 0) {
+              left[size_t(rank)] = cost[size_t(rank)] = c;
+              began[size_t(rank)] = now;
+              break;
+            }
+            if (!execute(rank, r)) break;
+            progress = true;
+          }
+      }
+      int computing = 0;
+      double least = 0;
+      for (int rank = 0; rank < stages_; ++rank)
+        if (left[size_t(rank)] >= 0) {
+          least = computing == 0 ? left[size_t(rank)] : std::min(least, left[size_t(rank)]);
+          ++computing;
+        }
+      const double rate =
+          std::min(1.0, costs_.concurrent / (double(computing) * costs_.ranks_per_stage));
+      double next = computing > 0 ? now + least / rate : -1;
+      for (int rank = 0; rank < stages_; ++rank)
+        if (left[size_t(rank)] < 0 && clock_[rank] > now &&
+            pc_[rank] < static_cast<int>(programs_[rank].size()) && (next < 0 || clock_[rank] < next))
+          next = clock_[rank];
+      if (next < 0) return;  // every rank finished, or the rest are blocked (a deadlock)
+      // A computation ending is the event when it comes first: its work is then done exactly.
+      const bool ends = computing > 0 && next == now + least / rate;
+      const double done = ends ? least : (next - now) * rate;
+      for (int rank = 0; rank < stages_; ++rank) {
+        double& l = left[size_t(rank)];
+        if (l < 0) continue;
+        l -= done;
+        if (l > 1e-9 * cost[size_t(rank)]) continue;
+        l = -1;
+        const Instruction& inst = programs_[rank][pc_[rank]];
+        record(rank, Span{rank, pc_[rank], inst, began[size_t(rank)], next}, -1, r);
+      }
+      now = next;
+    }
+  }
+
+  // Books a finished instruction and moves the rank past it.
+  void record(int rank, const Span& span, int waited, SimResult& r) {
+    const double d = span.end - span.start;
+    if (is_recv(span.inst.op)) r.wait[rank] += d;
+    else r.busy[rank] += d;
+    if (span.inst.op == Op::Recompute) r.recompute[rank] += d;
+    if (record_) {
+      waited_on_[rank].push_back(waited);
+      r.spans[rank].push_back(span);
+    }
+    clock_[rank] = span.end;
+    ++pc_[rank];
+  }
+
   // Runs rank's next instruction; false when it is a receive whose message was not sent yet.
   bool execute(int rank, SimResult& r) {
     const int index = pc_[rank];
@@ -188,16 +270,7 @@ class Simulation {
     } else {
       span.end = t + compute_cost(rank, inst);
     }
-    const double d = span.end - span.start;
-    if (is_recv(inst.op)) r.wait[rank] += d;
-    else r.busy[rank] += d;
-    if (inst.op == Op::Recompute) r.recompute[rank] += d;
-    if (record_) {
-      waited_on_[rank].push_back(waited);
-      r.spans[rank].push_back(span);
-    }
-    clock_[rank] = span.end;
-    ++pc_[rank];
+    record(rank, span, waited, r);
     return true;
   }
 
@@ -277,6 +350,7 @@ class Simulation {
   const SimCosts& costs_;
   int stages_, v_ = 1;
   bool record_;  // spans and the critical path
+  bool shared_ = false;  // ranks share cores: run_in_time_order
   std::vector<int> pc_;
   std::vector<double> clock_;
   std::vector<std::vector<int>> waited_on_;  // per span: the transfer its receive waited for

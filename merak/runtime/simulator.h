@@ -6,7 +6,8 @@
 // Timing model: a rank runs its instructions one after another. Compute instructions take
 // their cost. Sends take no rank time: the message enters the directed link (rank -> peer) and
 // arrives p2p seconds after it starts; a link carries one message at a time, in send order.
-// A receive ends when the message has arrived (at once if it already has).
+// A receive ends when the message has arrived (at once if it already has). Where ranks share
+// cores (SimCosts::concurrent), compute runs slower while more ranks compute at once.
 #pragma once
 
 #include <string>
@@ -26,6 +27,13 @@ struct SimCosts {
   double p2p = 0;  // one activation or gradient transfer between neighbouring ranks
   // Seconds per rank (stages entries, or empty = 0): ReduceGrads and OptimizerStep.
   std::vector<double> reduce, optimizer;
+  // Ranks that share cores (CPU ranks outnumbering a node's cores): each simulated rank stands
+  // for ranks_per_stage processes that compute when it does (its tp and dp peers), and
+  // `concurrent` processes can compute at full speed at once. While k ranks compute, each runs
+  // at min(1, concurrent / (k * ranks_per_stage)) of its speed: the scheduler shares the cores
+  // evenly. 0: no sharing (the costs hold whatever else runs).
+  double concurrent = 0;
+  int ranks_per_stage = 1;
 
   // Same costs on every model stage.
   static SimCosts uniform(int model_stages, double forward, double backward, double recompute,

@@ -146,6 +146,13 @@ Prediction predict(const config::Config& c, const Layout& l, const partition::Re
     so.recompute.push_back(s.memory.recompute ? 1.0 : 0.0);
     costs.p2p = std::max(costs.p2p, s.p2p);
   }
+  // CPU ranks outnumbering the cores take turns: every stage's tp and dp peers compute with it.
+  const int64_t world = l.dp * l.pp * l.tp;
+  const double concurrent = req.hardware.concurrent_ranks(world);
+  if (concurrent < double(world)) {
+    costs.concurrent = concurrent;
+    costs.ranks_per_stage = int(l.dp * l.tp);
+  }
   const runtime::SimResult sim = runtime::simulate(
       runtime::make_schedules(runtime::parse_schedule_kind(l.schedule), int(l.pp), micro_batches,
                               so),
@@ -171,15 +178,17 @@ Prediction predict(const config::Config& c, const Layout& l, const partition::Re
   // virtual_stages model stages; ZeRO-1 updates its 1 / dp share of them).
   std::vector<double> rank_params(size_t(l.pp), 0.0);
   for (int s = 0; s < model_stages; ++s) rank_params[size_t(s % l.pp)] += st[size_t(s)].params;
+  // Every rank at once: where ranks share cores, each at its share of them.
+  const double shared_rate = std::min(1.0, concurrent / double(world));
   for (double params : rank_params)
-    p.optimizer_seconds = std::max(
-        p.optimizer_seconds, cost.optimizer_seconds(params / double(l.zero1 ? l.dp : 1)));
+    p.optimizer_seconds =
+        std::max(p.optimizer_seconds,
+                 cost.optimizer_seconds(params / double(l.zero1 ? l.dp : 1)) / shared_rate);
   p.step_seconds = sim.step_time + std::max(0.0, p.exposed_dp_seconds) + p.optimizer_seconds;
-  const double world = double(l.dp * l.pp * l.tp);
   p.tokens_per_s = double(c.train.batch * c.train.seq_len) / p.step_seconds;
-  p.tflops_per_device = facts.flops_per_step / p.step_seconds / world / 1e12;
+  p.tflops_per_device = facts.flops_per_step / p.step_seconds / double(world) / 1e12;
   // A rank's own peak: a CPU node's ranks split its cores.
-  const double peak = cost.hardware().peak(req.memory.precision);
+  const double peak = cost.hardware().peak(req.memory.precision) * shared_rate;
   p.mfu = peak > 0 ? p.tflops_per_device * 1e12 / peak : 0;
   for (const partition::StageEstimate& s : st) {
     p.stage_memory.push_back(s.memory.total());
@@ -248,9 +257,11 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
   // No rank computes faster than its peak at the best efficiency any of its kernels reaches.
   partition::Hardware node_hw = hw;
   node_hw.devices_per_node = s.devices_per_node;
-  const partition::Hardware rank_hw = node_hw.for_world(world);  // a CPU rank's share
-  const double sustained =
-      rank_hw.peak(precision) * std::max(hw.gemm.efficiency, hw.compute_efficiency);
+  // A CPU rank's share of its node's cores, over the step.
+  const partition::Hardware rank_hw = node_hw.for_world(world);
+  const double sustained = rank_hw.peak(precision) *
+                           std::min(1.0, node_hw.concurrent_ranks(world) / double(world)) *
+                           std::max(hw.gemm.efficiency, hw.compute_efficiency);
   const double limit = double(rank_hw.memory_bytes);
   struct Group {
     std::vector<Layout> variants;  // cheapest technique first

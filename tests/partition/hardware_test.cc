@@ -68,6 +68,30 @@ TEST_CASE("a shared CPU node gives each rank its share; a GPU profile is per dev
   CHECK(cpu.per_rank(1).peak_f32 == cpu.peak_f32);
   const Hardware a100 = test::profile("a100-80g");
   CHECK(a100.per_rank(8).peak_bf16 == a100.peak_bf16);
+  CHECK(a100.concurrent_ranks(64) == 64);
+}
+
+TEST_CASE("ranks outnumbering a CPU node's cores run a core each, taking turns",
+          "[partition]") {
+  Hardware two = test::profile("cpu-local");
+  two.gemm.units = 2;  // two cores
+  two.devices_per_node = 4;
+  // Four ranks: a thread each, at one core's speed while running, a quarter of the memory;
+  // two of them run at once.
+  const Hardware quarter = two.per_rank(4);
+  CHECK(quarter.gemm.units == 1);
+  CHECK(quarter.peak_f32 == Approx(two.peak_f32 / 2));
+  CHECK(quarter.memory_bandwidth == Approx(two.memory_bandwidth / 2));
+  CHECK(quarter.memory_bytes == two.memory_bytes / 4);
+  CHECK(two.concurrent_ranks(4) == 2);
+  CHECK(two.concurrent_ranks(2) == 2);  // a core each: no turns
+  CHECK(two.concurrent_ranks(8) == 4);  // two nodes of four ranks
+  // Three ranks on eight cores: two threads each, all three at once.
+  Hardware eight = two;
+  eight.gemm.units = 8;
+  CHECK(eight.per_rank(3).gemm.units == 2);
+  CHECK(eight.per_rank(3).peak_f32 == Approx(eight.peak_f32 / 4));
+  CHECK(eight.concurrent_ranks(3) == 3);
 }
 
 TEST_CASE("the calibrated cpu-local profile is f32 with measured, plausible numbers",

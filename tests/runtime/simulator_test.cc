@@ -156,6 +156,65 @@ TEST_CASE("dependency-order violations are found", "[simulator]") {
   CHECK_FALSE(r.ok());
 }
 
+TEST_CASE("ranks sharing cores slow each other while they compute at once", "[simulator]") {
+  // GPipe, two ranks, two micro-batches, every forward and backward 1 s, no transfer time, the
+  // two ranks on one core. Rank 0's F0 runs alone [0, 1]; its F1 and rank 1's F0 then share the
+  // core, each at half speed, both ending at 3; rank 1's F1 runs alone [3, 4].
+  SimCosts c = SimCosts::uniform(2, 1, 1, 0);
+  c.concurrent = 1;
+  const SimResult r = simulate(make_schedules(ScheduleKind::GPipe, 2, 2), c);
+  REQUIRE(r.ok());
+  const Program p0 = gpipe(0, 2, 2), p1 = gpipe(1, 2, 2);
+  for (size_t i = 0; i < p0.size(); ++i)
+    if (p0[i] == I(Op::Forward, 1)) {
+      CHECK(r.spans[0][i].start == Approx(1));
+      CHECK(r.spans[0][i].end == Approx(3));
+    }
+  for (size_t i = 0; i < p1.size(); ++i) {
+    if (p1[i] == I(Op::Forward, 0)) CHECK(r.spans[1][i].end == Approx(3));
+    if (p1[i] == I(Op::Forward, 1)) CHECK(r.spans[1][i].end == Approx(4));
+  }
+  // One core that never idles: the step is all the work, 8 s (without sharing: 6 s).
+  CHECK(r.step_time == Approx(8));
+  CHECK(simulate(make_schedules(ScheduleKind::GPipe, 2, 2), SimCosts::uniform(2, 1, 1, 0))
+            .step_time == Approx(6));
+}
+
+TEST_CASE("on one shared core a step takes all its work, whatever the schedule", "[simulator]") {
+  // With instant transfers some rank always computes, and one core does one second of work a
+  // second: the step is the sum of every cost (times the processes each rank stands for).
+  for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+                            ScheduleKind::Interleaved1F1B, ScheduleKind::ZeroBubble}) {
+    for (int S : {2, 4}) {
+      for (int M : {4, 8}) {
+        for (int per_stage : {1, 2}) {
+          INFO(to_string(kind) << " S=" << S << " M=" << M << " per stage " << per_stage);
+          ScheduleOptions o;
+          o.virtual_stages = kind == ScheduleKind::Interleaved1F1B ? 2 : 1;
+          const int model_stages = S * o.virtual_stages;
+          SimCosts c = SimCosts::uniform(model_stages, 1, 2, 0);
+          c.forward[1] = 1.5;  // unbalanced
+          if (kind == ScheduleKind::ZeroBubble) c.weight_grad.assign(model_stages, 0.5);
+          c.optimizer.assign(S, 0.25);
+          c.concurrent = 1;
+          c.ranks_per_stage = per_stage;
+          const SimResult r = simulate(make_schedules(kind, S, M, o), c);
+          REQUIRE(r.ok());
+          double work = 0.25 * S;
+          for (int g = 0; g < model_stages; ++g)
+            work += M * (c.forward[g] + c.backward[g] +
+                         (c.weight_grad.empty() ? 0 : c.weight_grad[g]));
+          CHECK(r.step_time == Approx(work * per_stage));
+          // Shared cores never make a step shorter than it is on a core each.
+          SimCosts own = c;
+          own.concurrent = 0;
+          CHECK(r.step_time >= simulate(make_schedules(kind, S, M, o), own).step_time);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("costs of the wrong shape are errors", "[simulator]") {
   const auto p = make_schedules(ScheduleKind::OneFOneB, 4, 4);
   CHECK_THROWS_WITH(simulate(p, SimCosts::uniform(3, 1, 1, 1)), Catch::Contains("3 model stages"));
