@@ -259,9 +259,6 @@ Hardware parse_hardware(const std::string& yaml_text, const std::string& name) {
   if (hw.memory_efficiency > 1) r.fail("memory_efficiency", "must be <= 1");
   hw.kernel_overhead = r.number("kernel_overhead_us", true, true) * 1e-6;
   hw.shared_node = r.flag("shared_node");
-  hw.turn_latency = r.number("turn_latency_us", false, true) * 1e-6;
-  if (hw.turn_latency > 0 && !hw.shared_node)
-    r.fail("turn_latency_us", "applies to a shared_node profile only");
   try {
     hw.precision = parse_precision(r.text("precision"));
   } catch (const std::invalid_argument& e) {
@@ -327,7 +324,6 @@ std::string hardware_yaml(const Hardware& hw, const std::vector<std::string>& co
   os << "memory_efficiency: " << hw.memory_efficiency << "\n";
   os << "kernel_overhead_us: " << hw.kernel_overhead * 1e6 << "\n";
   if (hw.shared_node) os << "shared_node: true\n";
-  if (hw.turn_latency > 0) os << "turn_latency_us: " << hw.turn_latency * 1e6 << "\n";
   os << "precision: " << precision_name(hw.precision) << "\n";
   os << "devices_per_node: " << hw.devices_per_node << "\n";
   os << "intra_node:\n  bandwidth_gbs: " << hw.intra_node.bandwidth / 1e9

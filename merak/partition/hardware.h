@@ -58,9 +58,6 @@ struct Hardware {
   // between them: each rank runs cores / ranks threads, at least one, so with more ranks than
   // cores the ranks take turns on the cores (concurrent_ranks).
   bool shared_node = false;
-  // Shared nodes: how long a rank that waited for a message takes to run again when every core
-  // is busy (the scheduler lets the running ranks finish their turn first); 0 where unmeasured.
-  double turn_latency = 0;
   Precision precision = Precision::F32;  // what training on it uses by default
   int64_t devices_per_node = 1;
   Link intra_node;                // NVLink / shared memory

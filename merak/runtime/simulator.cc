@@ -74,10 +74,9 @@ class Simulation {
       MERAK_CHECK(costs.forward[g] >= 0 && costs.backward[g] >= 0 && costs.recompute[g] >= 0,
                   "simulate: negative cost on model stage ", g);
     MERAK_CHECK(costs.p2p >= 0, "simulate: negative p2p cost ", costs.p2p);
-    MERAK_CHECK(costs.concurrent >= 0 && costs.ranks_per_stage >= 1 && costs.turn_latency >= 0,
-                "simulate: concurrent ", costs.concurrent, ", ranks_per_stage ",
-                costs.ranks_per_stage, " and turn_latency ", costs.turn_latency,
-                " (need >= 0, >= 1 and >= 0)");
+    MERAK_CHECK(costs.concurrent >= 0 && costs.ranks_per_stage >= 1,
+                "simulate: concurrent ", costs.concurrent, " and ranks_per_stage ",
+                costs.ranks_per_stage, " (need >= 0 and >= 1)");
     v_ = static_cast<int>(n) / stages_;
     shared_ = costs.concurrent > 0 && costs.concurrent < double(stages_) * costs.ranks_per_stage;
   }
@@ -189,11 +188,7 @@ class Simulation {
               began[size_t(rank)] = now;
               break;
             }
-            int computing = 0;
-            for (double l : left) computing += l >= 0;
-            const bool cores_full =
-                double(computing) * costs_.ranks_per_stage >= costs_.concurrent;
-            if (!execute(rank, r, cores_full ? costs_.turn_latency : 0)) break;
+            if (!execute(rank, r)) break;
             progress = true;
           }
       }
@@ -242,9 +237,8 @@ class Simulation {
     ++pc_[rank];
   }
 
-  // Runs rank's next instruction; false when it is a receive whose message was not sent yet. A
-  // receive that waits for its message ends `resume` after the arrival.
-  bool execute(int rank, SimResult& r, double resume = 0) {
+  // Runs rank's next instruction; false when it is a receive whose message was not sent yet.
+  bool execute(int rank, SimResult& r) {
     const int index = pc_[rank];
     const Instruction& inst = programs_[rank][index];
     const double t = clock_[rank];
@@ -257,7 +251,7 @@ class Simulation {
         const int sent = sent_[key];
         if (sent < 0) return false;
         const Transfer& tr = transfers_[size_t(sent)];
-        span.end = tr.end > t ? tr.end + resume : t;
+        span.end = std::max(t, tr.end);
         if (tr.end > t) waited = sent;
       }
     } else if (is_send(inst.op)) {

@@ -34,9 +34,6 @@ struct SimCosts {
   // evenly. 0: no sharing (the costs hold whatever else runs).
   double concurrent = 0;
   int ranks_per_stage = 1;
-  // With shared cores: a rank that had to wait for a message runs again this long after it
-  // arrives when the computing ranks fill the cores (its turn comes when a running one yields).
-  double turn_latency = 0;
 
   // Same costs on every model stage.
   static SimCosts uniform(int model_stages, double forward, double backward, double recompute,

@@ -152,7 +152,6 @@ Prediction predict(const config::Config& c, const Layout& l, const partition::Re
   if (concurrent < double(world)) {
     costs.concurrent = concurrent;
     costs.ranks_per_stage = int(l.dp * l.tp);
-    costs.turn_latency = req.hardware.turn_latency;
   }
   const runtime::SimResult sim = runtime::simulate(
       runtime::make_schedules(runtime::parse_schedule_kind(l.schedule), int(l.pp), micro_batches,

@@ -128,12 +128,6 @@ TEST_CASE("a profile written as YAML reads back the same", "[partition]") {
   CHECK(b.inter_node.latency == Approx(a.inter_node.latency));
   CHECK(b.devices_per_node == a.devices_per_node);
   CHECK(b.precision == a.precision);
-  // A shared node's turn latency too.
-  Hardware cpu = test::profile("cpu-local");
-  cpu.turn_latency = 1.25e-3;
-  const Hardware c = parse_hardware(hardware_yaml(cpu, {}), "cpu.yaml");
-  CHECK(c.shared_node);
-  CHECK(c.turn_latency == Approx(1.25e-3));
 }
 
 TEST_CASE("bad profiles name the file and the key", "[partition]") {
@@ -164,8 +158,6 @@ TEST_CASE("bad profiles name the file and the key", "[partition]") {
                     Catch::StartsWith("x.yaml: key 'sources.peak_tflops': must start with"));
   CHECK_THROWS_WITH(parse_hardware(with("  gemm: \"", "  gemm_typo: \""), "x.yaml"),
                     Catch::StartsWith("x.yaml: key 'sources.gemm': missing"));
-  CHECK_THROWS_WITH(parse_hardware(good + "turn_latency_us: 900\n", "x.yaml"),
-                    "x.yaml: key 'turn_latency_us': applies to a shared_node profile only");
   CHECK_THROWS_WITH(parse_hardware("name: [", "x.yaml"), Catch::StartsWith("x.yaml: not valid YAML"));
   CHECK_THROWS_WITH(load_hardware("no/such.yaml"), "no/such.yaml: cannot read hardware profile");
   CHECK_THROWS_WITH(find_hardware("tpu-v9"), Catch::StartsWith("hardware profile 'tpu-v9' not found"));

@@ -180,30 +180,6 @@ TEST_CASE("ranks sharing cores slow each other while they compute at once", "[si
             .step_time == Approx(6));
 }
 
-TEST_CASE("a rank that waited gets a core back a turn later when the cores are full",
-          "[simulator]") {
-  // GPipe, two ranks, two micro-batches, 1 s each, one core, a turn 0.5 s. At 1 s rank 0 sends
-  // A0 and starts F1, filling the core: rank 1's receive of A0 ends at 1.5. F1 runs alone until
-  // then (0.5 s of it), the rest shared with rank 1's F0 at half speed: it ends at 2.5.
-  SimCosts c = SimCosts::uniform(2, 1, 1, 0);
-  c.concurrent = 1;
-  c.turn_latency = 0.5;
-  const SimResult r = simulate(make_schedules(ScheduleKind::GPipe, 2, 2), c);
-  REQUIRE(r.ok());
-  const Program p0 = gpipe(0, 2, 2), p1 = gpipe(1, 2, 2);
-  for (size_t i = 0; i < p1.size(); ++i)
-    if (p1[i] == I(Op::RecvActivation, 0)) CHECK(r.spans[1][i].end == Approx(1.5));
-  for (size_t i = 0; i < p0.size(); ++i)
-    if (p0[i] == I(Op::Forward, 1)) CHECK(r.spans[0][i].end == Approx(2.5));
-  // A wait that ends while no rank computes costs no turn: one micro-batch never overlaps.
-  SimCosts one = SimCosts::uniform(2, 1, 1, 0);
-  one.concurrent = 1;
-  one.turn_latency = 0.5;
-  const SimResult alone = simulate(make_schedules(ScheduleKind::GPipe, 2, 1), one);
-  REQUIRE(alone.ok());
-  CHECK(alone.step_time == Approx(4));
-}
-
 TEST_CASE("on one shared core a step takes all its work, whatever the schedule", "[simulator]") {
   // With instant transfers some rank always computes, and one core does one second of work a
   // second: the step is the sum of every cost (times the processes each rank stands for).

@@ -1,7 +1,6 @@
 #include "tools/partition/calibrate.h"
 
 #include <mpi.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -252,43 +251,6 @@ P2p shared_memory_p2p() {
   return p;
 }
 
-// How long a rank that waited for a message takes to run again when every core is busy (ranks
-// outnumbering the cores): two threads hand a flag back and forth, each waiting as a rank waits
-// for a message (a short spin, then yielding the core), while one thread per core computes. A
-// hand-off's time beyond the idle machine's latency is the wait for a turn on a core.
-double turn_latency(unsigned cores, double idle_latency) {
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> busy;
-  for (unsigned c = 0; c < cores; ++c)
-    busy.emplace_back([&stop] {
-      volatile double x = 1;
-      while (!stop.load(std::memory_order_relaxed))
-        for (int i = 0; i < 1000; ++i) x = x * 0.999999 + 1e-6;
-    });
-  std::atomic<int> turn{0};
-  auto wait_for = [&turn](int want) {
-    for (int spins = 0; turn.load(std::memory_order_acquire) != want; ++spins)
-      if (spins >= 64) sched_yield();
-  };
-  const int handoffs = 300;
-  std::thread peer([&] {
-    for (int i = 0; i < handoffs; ++i) {
-      wait_for(1);
-      turn.store(0, std::memory_order_release);
-    }
-  });
-  const auto t0 = Clock::now();
-  for (int i = 0; i < handoffs; ++i) {
-    turn.store(1, std::memory_order_release);
-    wait_for(0);
-  }
-  const double per_handoff = seconds_since(t0) / (2.0 * handoffs);
-  peer.join();
-  stop = true;
-  for (std::thread& t : busy) t.join();
-  return std::max(0.0, per_handoff - idle_latency);
-}
-
 bool under_mpirun() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
     if (std::getenv(v)) return true;
@@ -351,7 +313,6 @@ int calibrate(int argc, char** argv, const std::string& out) {
   hw.intra_node = {p2p.bandwidth, p2p.latency};
   hw.inter_node = {p2p.bandwidth, p2p.latency};
   hw.kernel_overhead = executor_overhead(hw);
-  hw.turn_latency = turn_latency(cores, p2p.latency);
   char line[512];
   auto say = [&](const char* f, auto... v) {
     std::snprintf(line, sizeof line, f, v...);
@@ -372,9 +333,6 @@ int calibrate(int argc, char** argv, const std::string& out) {
   hw.sources["devices_per_node"] = "measured: one rank per thread fills the machine";
   hw.sources["intra_node"] = "measured: " + p2p.method;
   hw.sources["inter_node"] = "measured: as intra_node (one machine)";
-  hw.sources["turn_latency_us"] =
-      "measured: a flag handed between two yielding threads while every core computes, less the "
-      "idle hand-off";
 
   std::vector<std::string> comment = {
       "This machine, measured by `merak_partition calibrate` (rerun it to refresh).",
@@ -392,7 +350,6 @@ int calibrate(int argc, char** argv, const std::string& out) {
                         attention / 1e9, ctx.overhead * 1e6, hw.kernel_overhead * 1e6));
   comment.push_back(say("memory: %.1f GB/s; p2p: %.2f GB/s, %.2f us latency", bandwidth / 1e9,
                         p2p.bandwidth / 1e9, p2p.latency * 1e6));
-  comment.push_back(say("a rank's turn on busy cores after a wait: %.0f us", hw.turn_latency * 1e6));
   const std::string yaml = partition::hardware_yaml(hw, comment);
   std::ofstream f(out, std::ios::trunc);
   if (!f || !(f << yaml) || !f.flush()) {
