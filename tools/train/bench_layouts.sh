@@ -9,19 +9,28 @@
 # measured for each layout, the auto pick within 5% of the best. Micro-batches of 2 sequences
 # throughout; 4 ranks on 2 cores take turns (one thread each), as the cost model's shared node
 # says. Layouts run round-robin REPEATS times (medians), so load on the host lands on many
-# rows; an otherwise idle machine is needed for figures worth quoting.
+# rows; an otherwise idle machine is needed for figures worth quoting. The predictions use a
+# profile of this machine calibrated at the start (merak_partition calibrate, about 15 s), not
+# configs/hardware/cpu-local.yaml: a CPU's speed drifts between days (clocks, neighbours on a
+# virtual machine), and the model is judged against the machine the runs see.
 #
 #   bazel run //tools/train:bench_layouts [-- STEPS [REPEATS]]
 set -u
 here="${RUNFILES_DIR:-$0.runfiles}/merak"
 train="$here/tools/train/merak_train"
+partition="$here/tools/partition/merak_partition"
 steps="${1:-12}"
 repeats="${2:-3}"
 export OMPI_MCA_btl=self,vader OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 models=("$here/configs/gpt-tiny.yaml" "$here/tools/train/gpt-12x256.yaml")
-common=(--set train.micro_batch=2 --set train.log_interval=100000 --set train.threads=0)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+profile="$tmp/cpu-now.yaml"
+"$partition" calibrate -o "$profile" > "$tmp/calibrate.log" 2>&1 ||
+  { echo "calibrate failed:"; tail -20 "$tmp/calibrate.log"; exit 1; }
+# The runs split their stages with the same profile the predictions use.
+common=(--set train.micro_batch=2 --set train.log_interval=100000 --set train.threads=0
+        --set parallel.hardware="$profile")
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 # The last "step_seconds" and layout in a dry run's JSON: the chosen layout's.
 json_step() { grep -o '"step_seconds": [0-9.e+-]*' | tail -1 | awk '{print $2}'; }
@@ -31,6 +40,7 @@ json_layout() {
 }
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (figures need an idle host)"
+echo "profile calibrated now: $(sed -n 's/^# f32 peak: //p' "$profile"); $(sed -n 's/^# attention: //p' "$profile")"
 for cfg in "${models[@]}"; do
   name=$(basename "$cfg" .yaml)
   for world in 2 4; do
@@ -47,7 +57,7 @@ for cfg in "${models[@]}"; do
           set_l=(--set parallel.dp=$dp --set parallel.pp=$pp --set parallel.tp=$tp
                  --set parallel.schedule=$sc --set parallel.virtual_stages=$v)
           if "$train" --config "$cfg" "${common[@]}" "${set_l[@]}" --dry-run --world "$world" \
-               --gpus-per-node "$world" --hardware cpu-local --json > "$tmp/dry" 2> "$tmp/err"; then
+               --gpus-per-node "$world" --json > "$tmp/dry" 2> "$tmp/err"; then
             layouts+=("$dp $pp $tp $sc $v $(json_step < "$tmp/dry")")
           fi
         done
@@ -69,7 +79,7 @@ for cfg in "${models[@]}"; do
     # The search's pick among the same layouts.
     "$train" --config "$cfg" "${common[@]}" --set parallel.dp=auto --set parallel.pp=auto \
       --set parallel.tp=auto --set parallel.schedule=auto --set parallel.virtual_stages=auto \
-      --dry-run --world "$world" --gpus-per-node "$world" --hardware cpu-local --json \
+      --dry-run --world "$world" --gpus-per-node "$world" --json \
       > "$tmp/auto" 2> "$tmp/err" || { echo "auto dry run failed:"; cat "$tmp/err"; }
     read -r adp app atp asc av <<< "$(json_layout < "$tmp/auto")"
     echo
