@@ -107,6 +107,14 @@ std::map<std::string, OnnxType> static_types(const onnx::GraphProto& g) {
   return out;
 }
 
+// A node in messages: by name, or (names are optional in ONNX) by index and first output.
+std::string node_label(const onnx::NodeProto& node, int index) {
+  if (!node.name().empty()) return "node '" + node.name() + "'";
+  std::string s = "node #" + std::to_string(index);
+  if (node.output_size() > 0) s += " (output '" + node.output(0) + "')";
+  return s;
+}
+
 // Refuses a graph in which some node reads a value without a type (after shape inference every
 // value a node reads has one, unless the inference of its producer failed).
 void require_typed_inputs(const onnx::GraphProto& g, const std::string& file) {
@@ -122,8 +130,7 @@ void require_typed_inputs(const onnx::GraphProto& g, const std::string& file) {
     const onnx::NodeProto& node = g.node(i);
     for (const std::string& in : node.input()) {
       if (in.empty() || typed.count(in)) continue;
-      const std::string who = node.name().empty() ? "#" + std::to_string(i) : "'" + node.name() + "'";
-      fail(file, "node " + who + " (op " + node.op_type() + "): input '" + in +
+      fail(file, node_label(node, i) + " (op " + node.op_type() + "): input '" + in +
                      "' has no type after ONNX shape inference (is it produced by any node?)");
     }
   }
@@ -263,13 +270,8 @@ Model import_model(onnx::ModelProto& model, const std::string& file, const Impor
   }
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& node = g.node(i);
-    // Node names are optional in ONNX: an unnamed node goes by its index and first output.
-    std::string where = "node '" + node.name() + "'";
-    if (node.name().empty()) {
-      where = "node #" + std::to_string(i);
-      if (node.output_size() > 0) where += " (output '" + node.output(0) + "')";
-    }
-    where += " (op " + node.op_type() + ", opset " + std::to_string(opset) + ")";
+    const std::string where =
+        node_label(node, i) + " (op " + node.op_type() + ", opset " + std::to_string(opset) + ")";
     try {
       b.begin_node(node);
       convert(b, node, opset);

@@ -76,6 +76,10 @@ struct Hardware {
   // unless nodes are shared and hold more threads than cores (then the cores' worth of ranks;
   // the others wait their turn, and all slow down evenly).
   double concurrent_ranks(int64_t world) const;
+  // The share of per_rank's speed each rank gets while all `world` ranks compute at once.
+  double all_busy_share(int64_t world) const {
+    return std::min(1.0, concurrent_ranks(world) / double(world));
+  }
 };
 
 // A bad profile: what() is one line "FILE: key 'a.b': what is wrong".

@@ -78,7 +78,6 @@ class Simulation {
                 "simulate: concurrent ", costs.concurrent, " and ranks_per_stage ",
                 costs.ranks_per_stage, " (need >= 0 and >= 1)");
     v_ = static_cast<int>(n) / stages_;
-    shared_ = costs.concurrent > 0 && costs.concurrent < double(stages_) * costs.ranks_per_stage;
   }
 
   SimResult run() {
@@ -110,7 +109,7 @@ class Simulation {
     transfers_.reserve(instructions / 2);  // at most one a send
     sent_.assign(2 * size_t(stages_ * v_) * size_t(r.micro_batches), -1);
     link_last_.assign(size_t(stages_) * size_t(stages_), -1);
-    if (shared_) {
+    if (costs_.concurrent > 0 && costs_.concurrent < double(stages_) * costs_.ranks_per_stage) {
       run_in_time_order(r);
     } else {
       // Each rank's time depends on the others' only through messages: every rank runs as far
@@ -170,7 +169,6 @@ class Simulation {
   // next, every computing rank progressing at the rate of the interval.
   void run_in_time_order(SimResult& r) {
     std::vector<double> left(size_t(stages_), -1);  // full-speed seconds left; -1: not computing
-    std::vector<double> cost(size_t(stages_), 0);
     std::vector<double> began(size_t(stages_), 0);
     double now = 0;
     while (true) {
@@ -181,10 +179,9 @@ class Simulation {
         for (int rank = 0; rank < stages_; ++rank)
           while (left[size_t(rank)] < 0 && clock_[rank] <= now &&
                  pc_[rank] < static_cast<int>(programs_[rank].size())) {
-            const Instruction& inst = programs_[rank][pc_[rank]];
-            const double c = is_send(inst.op) || is_recv(inst.op) ? 0 : compute_cost(rank, inst);
+            const double c = compute_cost(rank, programs_[rank][pc_[rank]]);  // 0: a message
             if (c > 0) {
-              left[size_t(rank)] = cost[size_t(rank)] = c;
+              left[size_t(rank)] = c;
               began[size_t(rank)] = now;
               break;
             }
@@ -213,10 +210,10 @@ class Simulation {
       for (int rank = 0; rank < stages_; ++rank) {
         double& l = left[size_t(rank)];
         if (l < 0) continue;
-        l -= done;
-        if (l > 1e-9 * cost[size_t(rank)]) continue;
-        l = -1;
         const Instruction& inst = programs_[rank][pc_[rank]];
+        l -= done;
+        if (l > 1e-9 * compute_cost(rank, inst)) continue;
+        l = -1;
         record(rank, Span{rank, pc_[rank], inst, began[size_t(rank)], next}, -1, r);
       }
       now = next;
@@ -350,7 +347,6 @@ class Simulation {
   const SimCosts& costs_;
   int stages_, v_ = 1;
   bool record_;  // spans and the critical path
-  bool shared_ = false;  // ranks share cores: run_in_time_order
   std::vector<int> pc_;
   std::vector<double> clock_;
   std::vector<std::vector<int>> waited_on_;  // per span: the transfer its receive waited for

@@ -179,7 +179,7 @@ Prediction predict(const config::Config& c, const Layout& l, const partition::Re
   std::vector<double> rank_params(size_t(l.pp), 0.0);
   for (int s = 0; s < model_stages; ++s) rank_params[size_t(s % l.pp)] += st[size_t(s)].params;
   // Every rank at once: where ranks share cores, each at its share of them.
-  const double shared_rate = std::min(1.0, concurrent / double(world));
+  const double shared_rate = req.hardware.all_busy_share(world);
   for (double params : rank_params)
     p.optimizer_seconds =
         std::max(p.optimizer_seconds,
@@ -260,7 +260,7 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
   // A CPU rank's share of its node's cores, over the step.
   const partition::Hardware rank_hw = node_hw.for_world(world);
   const double sustained = rank_hw.peak(precision) *
-                           std::min(1.0, node_hw.concurrent_ranks(world) / double(world)) *
+                           node_hw.all_busy_share(world) *
                            std::max(hw.gemm.efficiency, hw.compute_efficiency);
   const double limit = double(rank_hw.memory_bytes);
   struct Group {
