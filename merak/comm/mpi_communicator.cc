@@ -1,7 +1,10 @@
 #include "merak/comm/mpi_communicator.h"
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
 #include <functional>
+#include <thread>
 
 #include "merak/comm/host_reduce.h"
 #include "merak/comm/mpi_env.h"
@@ -69,9 +72,60 @@ OpInfo p2p_info(const P2P& p) {
   return info;
 }
 
+// After a collective timed out: every member that timed out in it too says so to the others
+// (one message with the reserved tag), and those not heard from within grace_s are named. MPI
+// cannot tell which member has not joined a collective; the members waiting in it can.
+std::string roll_call(const MpiCommunicator& group, double grace_s) {
+  using Clock = std::chrono::steady_clock;
+  const int n = group.size(), me = group.rank();
+  static const int32_t here = 1;  // what is sent: sends may be in flight when the job ends
+  std::vector<int32_t> heard(size_t(n), 0);
+  std::vector<MPI_Request> recvs(size_t(n), MPI_REQUEST_NULL);
+  for (int p = 0; p < n; ++p) {
+    if (p == me) continue;
+    MPI_Request send;
+    if (MPI_Isend(&here, 1, MPI_INT32_T, p, group.roll_call_tag(), group.mpi_comm(), &send) ==
+        MPI_SUCCESS)
+      MPI_Request_free(&send);
+    MPI_Irecv(&heard[size_t(p)], 1, MPI_INT32_T, p, group.roll_call_tag(), group.mpi_comm(),
+              &recvs[size_t(p)]);
+  }
+  const auto start = Clock::now();
+  for (;;) {
+    int pending = 0;
+    for (MPI_Request& r : recvs) {
+      int flag = 1;
+      if (r != MPI_REQUEST_NULL && MPI_Test(&r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) flag = 0;
+      pending += flag ? 0 : 1;
+    }
+    if (pending == 0 || std::chrono::duration<double>(Clock::now() - start).count() > grace_s)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::vector<int> silent;
+  for (int p = 0; p < n; ++p) {
+    MPI_Request& r = recvs[size_t(p)];
+    if (r == MPI_REQUEST_NULL) continue;
+    silent.push_back(p);
+    MPI_Cancel(&r);  // `heard` goes out of scope: the receive must be over first
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+  }
+  std::string out = detail::concat("; roll call over ", grace_s, " s: ");
+  if (silent.empty()) return out + "every member answered from this call";
+  out += silent.size() == 1 ? "no answer from member " : "no answer from members ";
+  const size_t shown = std::min<size_t>(silent.size(), 8);
+  for (size_t i = 0; i < shown; ++i)
+    out += detail::concat(i ? ", " : "", silent[i], " (world rank ",
+                          group.world_ranks()[size_t(silent[i])], ")");
+  if (shown < silent.size()) out += detail::concat(" and ", silent.size() - shown, " more");
+  return out;
+}
+
 class MpiWork : public WorkImpl {
  public:
-  MpiWork(const Communicator& comm, OpInfo info) : comm_(comm), info_(std::move(info)) {}
+  // A collective's work holds a roll call when it times out; a send or receive names its peer.
+  MpiWork(const MpiCommunicator& comm, OpInfo info, bool collective)
+      : comm_(comm), info_(std::move(info)), collective_(collective) {}
 
   // Receives to check on arrival: the message must fill the buffer exactly.
   struct Expect {
@@ -110,10 +164,14 @@ class MpiWork : public WorkImpl {
   }
 
   std::string describe() const override { return info_.str(comm_); }
+  std::string roll_call(double grace_s) override {
+    return collective_ ? comm::roll_call(comm_, grace_s) : "";
+  }
 
  private:
-  const Communicator& comm_;
+  const MpiCommunicator& comm_;
   OpInfo info_;
+  bool collective_;
 };
 
 }  // namespace
@@ -148,10 +206,10 @@ std::unique_ptr<WorkImpl> MpiCommunicator::post_batch(const std::vector<P2P>& op
     info.op = "batch";
     for (const P2P& p : ops) info.parts.push_back(p2p_info(p));
   }
-  auto work = std::make_unique<MpiWork>(*this, info);
+  auto work = std::make_unique<MpiWork>(*this, info, false);
   for (const P2P& p : ops) {
-    MERAK_CHECK(p.tag <= tag_ub_, info.str(*this), ": tag ", p.tag, " above MPI_TAG_UB ",
-                tag_ub_);
+    MERAK_CHECK(p.tag < roll_call_tag(), info.str(*this), ": tag ", p.tag,
+                " is MPI_TAG_UB or above (", roll_call_tag(), ", which the roll call keeps)");
     const MPI_Datatype type = mpi_type(p.buffer.dtype);
     const int n = to_int(info, p.buffer.numel);
     MPI_Request req;
@@ -172,7 +230,7 @@ std::unique_ptr<WorkImpl> MpiCommunicator::post_batch(const std::vector<P2P>& op
 
 std::unique_ptr<WorkImpl> MpiCommunicator::post_all_reduce(const Buffer& b, ReduceOp op) {
   OpInfo info = collective_info("all_reduce", b, reduce_op_name(op));
-  auto work = std::make_unique<MpiWork>(*this, info);
+  auto work = std::make_unique<MpiWork>(*this, info, true);
   MPI_Request req;
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, b.data, to_int(info, b.numel), mpi_type(b.dtype),
                            mpi_op(op, b.dtype), comm_, &req),
@@ -189,7 +247,7 @@ std::unique_ptr<WorkImpl> MpiCommunicator::post_all_reduce(const Buffer& b, Redu
 std::unique_ptr<WorkImpl> MpiCommunicator::post_all_gather(const Buffer& in, const Buffer& out,
                                                            const std::vector<int64_t>& counts) {
   OpInfo info = collective_info("all_gather", out, nullptr);
-  auto work = std::make_unique<MpiWork>(*this, info);
+  auto work = std::make_unique<MpiWork>(*this, info, true);
   to_int(info, out.numel);  // displacements are ints too
   int64_t offset = 0;
   for (int64_t c : counts) {
@@ -215,7 +273,7 @@ std::unique_ptr<WorkImpl> MpiCommunicator::post_reduce_scatter(const Buffer& in,
                                                                const Buffer& out, ReduceOp op,
                                                                const std::vector<int64_t>& counts) {
   OpInfo info = collective_info("reduce_scatter", in, reduce_op_name(op));
-  auto work = std::make_unique<MpiWork>(*this, info);
+  auto work = std::make_unique<MpiWork>(*this, info, true);
   to_int(info, in.numel);
   for (int64_t c : counts) work->counts.push_back(int(c));
   MPI_Request req;
@@ -235,7 +293,7 @@ std::unique_ptr<WorkImpl> MpiCommunicator::post_broadcast(const Buffer& b, int r
   OpInfo info = collective_info("broadcast", b, nullptr);
   info.role = "from root";
   info.peer = root;
-  auto work = std::make_unique<MpiWork>(*this, info);
+  auto work = std::make_unique<MpiWork>(*this, info, true);
   MPI_Request req;
   check_mpi(MPI_Ibcast(b.data, to_int(info, b.numel), mpi_type(b.dtype), root, comm_, &req),
             info.str(*this));
@@ -247,7 +305,7 @@ std::unique_ptr<WorkImpl> MpiCommunicator::post_broadcast(const Buffer& b, int r
 std::unique_ptr<WorkImpl> MpiCommunicator::post_barrier() {
   OpInfo info;
   info.op = "barrier";
-  auto work = std::make_unique<MpiWork>(*this, info);
+  auto work = std::make_unique<MpiWork>(*this, info, true);
   MPI_Request req;
   check_mpi(MPI_Ibarrier(comm_, &req), info.str(*this));
   work->reqs = {req};

@@ -18,6 +18,8 @@ class MpiCommunicator : public Communicator {
   const char* backend() const override { return "mpi"; }
   DeviceType memory() const override { return DeviceType::CPU; }
   bool matches_tags() const override { return true; }
+  // The tag a timed-out collective's roll call uses (MPI_TAG_UB): point-to-point tags stay below.
+  int roll_call_tag() const { return tag_ub_; }
 
  protected:
   std::unique_ptr<WorkImpl> post_batch(const std::vector<P2P>& ops) override;

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -59,10 +60,14 @@ void Work::wait() {
     if (test()) return;
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
     if (waited > timeout_s_) {
+      // The other members time out in the same call at about the same moment, give or take
+      // how far apart they entered it: the roll call waits a share of the timeout for them.
+      const double grace_s = std::clamp(timeout_s_ / 2, 1.0, 10.0);
       std::string msg = detail::concat("comm timeout after ", timeout_s_, " s: ",
                                        impl_->describe(),
                                        " did not finish (a peer never posted its matching call, "
-                                       "is stuck, or died)");
+                                       "is stuck, or died)",
+                                       impl_->roll_call(grace_s));
       impl_->abort();
       abort_job(msg);
     }

@@ -20,6 +20,10 @@ class WorkImpl {
   virtual bool poll() = 0;
   // "send of 1024 f32 to peer 1 (world rank 5), tag 3, on group 'pp' (rank 0 of 2, ...)"
   virtual std::string describe() const = 0;
+  // Called once the timeout has passed, before the job ends: who among the group's members can
+  // be found missing within grace_s, as a clause for the message ("" when the backend cannot
+  // tell, or names the peer in describe() already).
+  virtual std::string roll_call(double grace_s) { return ""; }
   // Called just before a timeout ends the job (NCCL aborts its communicator here).
   virtual void abort() {}
 };

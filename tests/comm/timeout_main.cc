@@ -1,7 +1,8 @@
 // A job in which one rank never posts its side of an operation. The waiting rank must end the
 // whole job within its timeout, naming the operation, group and peer.
 //   timeout_main p2p SECONDS         rank 1 never receives rank 0's 4 MiB send
-//   timeout_main collective SECONDS  the last rank skips an all_reduce on the tp group
+//   timeout_main collective SECONDS  the last rank skips an all_reduce on the tp group (the
+//                                    others' roll call must name it)
 //   timeout_main node_sum SECONDS    the last rank never posts its part of a shared-memory sum
 //   timeout_main node_all_reduce SECONDS   ... nor its input of a shared-memory all-reduce
 #include <cstdio>
@@ -40,7 +41,7 @@ int main(int argc, char** argv) {
     if (rank == 0) g.world().send(buf, 1, 5);
     park();
   } else if (scenario == "collective") {
-    if (rank != 0) g.tp().set_timeout(60);  // rank 0 reports; the others would say the same
+    // Every rank but the last times out in it: their roll call names the last as the one missing.
     if (rank != world - 1) g.tp().all_reduce(buf.slice(0, 1024), ReduceOp::Sum);
     park();
   } else if (scenario == "node_sum") {

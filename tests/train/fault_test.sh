@@ -151,8 +151,11 @@ rc=$(cat "$rcfile")
 # it was waiting for) names a group and world rank 3 as the peer it waited for: "... group 'tp'
 # (rank 0 of 2, world ranks 2,3) (shared memory) (peer 1 (world rank 3) has not posted round
 # 41) ..." or "... from peer 0 (world rank 3) ... on group 'pp' ...". An MPI collective cannot
-# say who is late, so for one the peer is the other member of a group of two, as in "all_reduce
-# (sum) of 16384 f32 on group 'tied' (rank 1 of 2, world ranks 3,7)".
+# say who is late, so for one the peer is named by the waiting members' roll call ("all_gather
+# of 40 i64 on group 'world' (...) did not finish (...); roll call over 2.5 s: no answer from
+# member 3 (world rank 3)", when the stop caught rank 3 between its last barrier and the step's
+# gather), or is the other member of a group of two, as in "all_reduce (sum) of 16384 f32 on
+# group 'tied' (rank 1 of 2, world ranks 3,7)".
 others_said=$(grep -E "^merak: \[rank [0-9]+\] " "$log" | grep -vF "merak: [rank $victim]")
 named="group '[a-z]+'.*\(world rank $victim\)|\(world rank $victim\).*group '[a-z]+'"
 pair="group '[a-z]+' \(rank [01] of 2, world ranks ($victim,[0-9]+|[0-9]+,$victim)\)"
