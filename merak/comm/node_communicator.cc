@@ -9,6 +9,7 @@ class Delegated : public WorkImpl {
   Delegated(Work work, std::string what) : work_(std::move(work)), what_(std::move(what)) {}
   bool poll() override { return work_.test(); }
   std::string describe() const override { return what_; }
+  std::string roll_call(double grace_s) override { return work_.roll_call(grace_s); }
 
  private:
   Work work_;

@@ -33,6 +33,7 @@ class StagedWork : public WorkImpl {
     return true;
   }
   std::string describe() const override { return what_; }
+  std::string roll_call(double grace_s) override { return inner_.roll_call(grace_s); }
 
  private:
   Work inner_;

@@ -47,6 +47,9 @@ class Work {
   void wait();
   // True once test() or wait() has seen the operation finish (or for a default Work).
   bool done() const { return impl_ == nullptr; }
+  // The backend's roll call for an unfinished operation (WorkImpl::roll_call): what a wrapping
+  // backend's own timeout message adds when the wrapped operation is what it waits on.
+  std::string roll_call(double grace_s) { return impl_ ? impl_->roll_call(grace_s) : ""; }
 
  private:
   void finish();
