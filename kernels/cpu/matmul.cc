@@ -1,13 +1,16 @@
-// GEMM (Eigen's single-threaded kernel, split over merak's pool) and the matmul / linear kernels.
+// GEMM (a single-threaded kernel - our own for f32 on AVX-512, Eigen's otherwise - split over
+// merak's pool) and the matmul / linear kernels.
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "merak/core/parallel.h"
 #include "merak/ops/op_util.h"
 
 #include "kernels/cpu/eigen.h"
+#include "kernels/cpu/sgemm_avx512.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace merak::cpu {
@@ -104,6 +107,10 @@ template <typename T>
 void gemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                  int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const T* bias,
                  const GemmEpilogue* epi) {
+  if constexpr (std::is_same_v<T, float> && kHaveSgemmAvx512) {
+    sgemm_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, epi);
+    return;
+  }
   constexpr int R = Eigen::RowMajor, Cm = Eigen::ColMajor;
   if (tb && ta) gemm_blocked<T, R, R>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, epi);
   else if (tb) gemm_blocked<T, R, Cm>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, epi);
@@ -126,10 +133,12 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A
   }
   // Split the longer output side into `parts` panels, each a whole GEMM over the full K: every
   // thread packs the shared operand once, and its panel of C stays in its own cache. Panel edges
-  // fall on whole vectors (16 floats) along N and on whole register-tile rows along M.
+  // fall on whole register tiles: 32 columns by 12 rows for the AVX-512 f32 kernel, 16 by 8
+  // for Eigen's.
   const bool split_n = N >= M;
   const int64_t len = split_n ? N : M;
-  const int64_t align = split_n ? 16 : 8;
+  constexpr bool own = std::is_same_v<T, float> && kHaveSgemmAvx512;
+  const int64_t align = split_n ? (own ? 32 : 16) : (own ? 12 : 8);
   const int64_t chunk = ((len + parts - 1) / parts + align - 1) / align * align;
   parts = (len + chunk - 1) / chunk;
   parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {
