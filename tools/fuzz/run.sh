@@ -61,8 +61,13 @@ for t in "${targets[@]}"; do
   if [ "${rate:-0}" = 0 ] && [ -n "$execs" ]; then
     rate=$(awk -v n="$execs" -v s="$secs" 'BEGIN { printf "%d", n / s }')
   fi
-  if [ $rc -ne 0 ] && [ $found -eq 0 ]; then found=1; fi  # a finding without an artifact
-  [ $rc -eq 0 ] || { failed=1; tail -n 40 "$out/$t.log"; }
+  # A run stopped by a signal (Ctrl-C) is unfinished, not a finding; any other failure without
+  # an artifact still counts as one.
+  interrupted=0
+  grep -q "libFuzzer: run interrupted" "$out/$t.log" && interrupted=1
+  if [ $rc -ne 0 ] && [ $found -eq 0 ] && [ $interrupted -eq 0 ]; then found=1; fi
+  [ $interrupted -eq 0 ] || echo "$t: interrupted after ${execs:-?} of $runs executions" >&2
+  [ $rc -eq 0 ] || { failed=1; [ $interrupted -eq 1 ] || tail -n 40 "$out/$t.log"; }
   lines+=("$(printf '%-24s %12s %8s %8s %9.1f' "$t" "${execs:-?}" "$found" "${rate:-?}" "$secs")")
 done
 printf '%-24s %12s %8s %8s %9s\n' target executions crashes exec/s seconds
