@@ -135,10 +135,12 @@ TEST_CASE("safetensors reads a file laid out as the safetensors library writes i
       "\"weight\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[16,32]},"
       "\"mask\":{\"dtype\":\"BOOL\",\"shape\":[3],\"data_offsets\":[32,35]}}";
   header.append((8 - header.size() % 8) % 8, ' ');
-  const std::string data =
-      raw<int64_t>({1000}) + raw<float>({0.5f, -0.5f}) + raw<float>({1, 2, 3, 4}) + "\x01\x00\x01";
+  // The mask's bytes with an explicit length: as a C string "\x01\x00\x01" would end at the zero.
+  const std::string data = raw<int64_t>({1000}) + raw<float>({0.5f, -0.5f}) +
+                           raw<float>({1, 2, 3, 4}) + std::string("\x01\x00\x01", 3);
+  REQUIRE(data.size() == 35);
   const std::string path = temp_path(kTemp + "library.safetensors");
-  write_file(path, file_from(header, std::string(data.data(), 35)));
+  write_file(path, file_from(header, data));
   std::map<std::string, std::string> meta;
   const auto t = load_safetensors(path, &meta);
   CHECK(meta == std::map<std::string, std::string>{{"format", "pt"}});
