@@ -42,20 +42,9 @@ void gemm_blocked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t 
 
   const int64_t rows = N, cols = M, depth = K;  // Eigen's view
   const bool init = beta != T(1) || bias != nullptr;
-  // Our rows [r0, r0 + nr) and columns [c0, c0 + nc) of C, before the product adds in.
   auto init_block = [&](int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
-    for (int64_t r = r0; r < r0 + nr; ++r) {
-      T* row = C + r * ldc + c0;
-      if (beta == T(0)) std::fill(row, row + nc, T(0));
-      else if (beta != T(1)) for (int64_t c = 0; c < nc; ++c) row[c] *= beta;
-      if (bias) for (int64_t c = 0; c < nc; ++c) row[c] += bias[c0 + c];
-    }
+    gemm_init_block(C, ldc, beta, bias, r0, nr, c0, nc);
   };
-  if (depth == 0 || alpha == T(0)) {
-    if (init) init_block(0, M, 0, N);
-    if (epilogue) (*epilogue)(0, M, 0, N);
-    return;
-  }
 
   int64_t kc = depth, mc = rows, nc = cols;
   ei::computeProductBlockingSizes<T, T, 1>(kc, mc, nc, int64_t(1));
@@ -107,6 +96,11 @@ template <typename T>
 void gemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                  int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const T* bias,
                  const GemmEpilogue* epi) {
+  if (K == 0 || alpha == T(0)) {  // no product: C only starts, for every kernel alike
+    if (beta != T(1) || bias) gemm_init_block(C, ldc, beta, bias, 0, M, 0, N);
+    if (epi) (*epi)(0, M, 0, N);
+    return;
+  }
   if constexpr (std::is_same_v<T, float> && kHaveSgemmAvx512) {
     sgemm_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, epi);
     return;
@@ -119,6 +113,21 @@ void gemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, con
 }
 
 }  // namespace
+
+template <typename T>
+void gemm_init_block(T* C, int64_t ldc, T beta, const T* bias, int64_t r0, int64_t nr, int64_t c0,
+                     int64_t nc) {
+  for (int64_t r = r0; r < r0 + nr; ++r) {
+    T* row = C + r * ldc + c0;
+    if (beta == T(0)) std::fill(row, row + nc, T(0));
+    else if (beta != T(1)) for (int64_t c = 0; c < nc; ++c) row[c] *= beta;
+    if (bias) for (int64_t c = 0; c < nc; ++c) row[c] += bias[c0 + c];
+  }
+}
+template void gemm_init_block<float>(float*, int64_t, float, const float*, int64_t, int64_t,
+                                     int64_t, int64_t);
+template void gemm_init_block<double>(double*, int64_t, double, const double*, int64_t, int64_t,
+                                      int64_t, int64_t);
 
 template <typename T>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,

@@ -23,6 +23,13 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, bool threaded = true,
           const T* bias = nullptr, const GemmEpilogue* epilogue = nullptr);
 
+// C's rows [r0, r0 + nr), columns [c0, c0 + nc) as a product starts them: beta * C (beta == 0
+// never reads C) plus bias[c] when bias is non-null. Each single-threaded kernel calls it on a
+// block right before it first adds into it, while the block comes into cache.
+template <typename T>
+void gemm_init_block(T* C, int64_t ldc, T beta, const T* bias, int64_t r0, int64_t nr, int64_t c0,
+                     int64_t nc);
+
 // A GEMM is split so that every thread gets at least this many multiply-adds (~10 us of work,
 // well above the cost of waking the pool); smaller products run on the calling thread.
 constexpr int64_t kGemmMacsPerThread = int64_t(1) << 20;

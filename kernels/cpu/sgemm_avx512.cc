@@ -130,21 +130,6 @@ void sgemm_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
                   const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                   int64_t ldc, const float* bias, const GemmEpilogue* epilogue) {
   const bool init = beta != 1.0f || bias != nullptr;
-  // C's rows [r0, r0 + nr), columns [c0, c0 + nc) before the product adds in (beta == 0 never
-  // reads C).
-  auto init_block = [&](int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
-    for (int64_t r = r0; r < r0 + nr; ++r) {
-      float* row = C + r * ldc + c0;
-      if (beta == 0.0f) std::fill(row, row + nc, 0.0f);
-      else if (beta != 1.0f) for (int64_t c = 0; c < nc; ++c) row[c] *= beta;
-      if (bias) for (int64_t c = 0; c < nc; ++c) row[c] += bias[c0 + c];
-    }
-  };
-  if (K == 0 || alpha == 0.0f) {
-    if (init) init_block(0, M, 0, N);
-    if (epilogue) (*epilogue)(0, M, 0, N);
-    return;
-  }
   thread_local std::unique_ptr<float, decltype(&std::free)> a_buf(nullptr, &std::free),
       b_buf(nullptr, &std::free);
   thread_local int64_t a_size = 0, b_size = 0;
@@ -164,7 +149,7 @@ void sgemm_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
         const int64_t mr = std::min(kRows, M - ic);
         pack_a(ta, A, lda, ic, mr, pc, kc, packed_a);
         // Initialised right before the first tile adds into it, while it comes into cache.
-        if (first && init) init_block(ic, mr, jc, nc);
+        if (first && init) gemm_init_block(C, ldc, beta, bias, ic, mr, jc, nc);
         for (int64_t jr = 0; jr < nc; jr += kCols)
           tile(kc, packed_a, packed_b + jr * kc, alpha, C + ic * ldc + jc + jr, ldc, mr,
                std::min(kCols, nc - jr));
