@@ -5,8 +5,8 @@
 
 namespace merak::graph::onnx_detail {
 
-Builder::Builder(Graph& graph, std::set<std::string> used)
-    : graph_(graph), used_(std::move(used)) {}
+Builder::Builder(Graph& graph, std::set<std::string> used, int64_t max_constant_bytes)
+    : graph_(graph), used_(std::move(used)), max_constant_bytes_(max_constant_bytes) {}
 
 Value& Builder::define(const std::string& name) {
   MERAK_CHECK(!name.empty(), "a value without a name");
@@ -54,6 +54,14 @@ void Builder::copy_parameter(const std::string& name, const std::string& of) {
 }
 
 void Builder::set_constant(const std::string& name, const Tensor& value) {
+  const Storage* buffer = value.impl().storage.get();
+  if (buffer && constant_buffers_.insert(buffer).second) {
+    constant_bytes_ += int64_t(buffer->bytes);
+    MERAK_CHECK(constant_bytes_ <= max_constant_bytes_, "constant '", name, "' (",
+                value.nbytes(), " bytes) takes the import's constants to ", constant_bytes_,
+                " bytes, over the limit of ", max_constant_bytes_,
+                " (ImportOptions::max_constant_bytes)");
+  }
   Value& v = define(name);
   v.meta = ops::TensorMeta::of(value);
   v.constant = value;

@@ -34,8 +34,9 @@ struct Value {
 
 class Builder {
  public:
-  // `used` holds every value name some node or the graph output reads.
-  Builder(Graph& graph, std::set<std::string> used);
+  // `used` holds every value name some node or the graph output reads; the constants' buffers
+  // may hold `max_constant_bytes` together.
+  Builder(Graph& graph, std::set<std::string> used, int64_t max_constant_bytes);
 
   // --- values ---
   void add_input(const std::string& name, const ops::TensorMeta& meta);
@@ -100,6 +101,9 @@ class Builder {
   std::set<std::string> node_outputs_;                              // by graph name
   std::map<std::string, ops::TensorMeta> metas_;                    // by graph name
   std::map<std::string, Tensor> emitted_constants_;                 // by graph name
+  const int64_t max_constant_bytes_;
+  int64_t constant_bytes_ = 0;                 // of the buffers below
+  std::set<const Storage*> constant_buffers_;  // views of one buffer count once
   std::string node_name_, module_path_;
   int emitted_in_node_ = 0;
   int64_t temp_count_ = 0;

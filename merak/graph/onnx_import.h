@@ -26,6 +26,10 @@ struct ImportOptions {
   // Sizes for symbolic dims by their name in the file (e.g. batch -> 2, seq -> 64), for the
   // inputs input_shapes does not list.
   std::map<std::string, int64_t> dim_params;
+  // Bytes of all the constants the import holds at once (integer and bool initializers,
+  // Constant nodes, what folding computes), each buffer counted once: a small file must not be
+  // able to make the importer allocate without bound. One constant is at most 256 MiB.
+  int64_t max_constant_bytes = int64_t(1) << 30;
 };
 
 Model import_onnx(const std::string& path, const ImportOptions& options = {});

@@ -511,3 +511,37 @@ TEST_CASE("onnx import: Reshape's 0 copies the input's dim, Flatten and Unsqueez
   CHECK(out[2].shape() == Shape{2, 1, 12});
   for (const Tensor& t : out) CHECK(values(t) == x);
 }
+
+TEST_CASE("onnx import: the constants' bytes together have a limit; views count once") {
+  // Each ConstantOfShape holds 256 KiB of f32; Identity and Reshape of one are views of it.
+  auto model = [](int fills) {
+    OnnxModel m;
+    m.input("x", kFloat, {256, 256}).output("y", {256, 256});
+    m.ints("shape", {2}, {256, 256});
+    std::string sum = "x";
+    for (int i = 0; i < fills; ++i) {
+      const std::string c = "c" + std::to_string(i);
+      m.node("ConstantOfShape", {"shape"}, {c});
+      m.node("Identity", {c}, {c + "_same"});
+      m.node("Reshape", {c, "shape"}, {c + "_view"});
+      for (const std::string& v : {c, c + "_same", c + "_view"}) {
+        const std::string next = i + 1 == fills && v == c + "_view" ? "y" : "s_" + v;
+        m.node("Add", {sum, v}, {next});
+        sum = next;
+      }
+    }
+    return m;
+  };
+  graph::ImportOptions options;
+  options.max_constant_bytes = 600 << 10;
+  // Two fills, six uses: 512 KiB when each buffer counts once (1.5 MiB if views counted).
+  CHECK_NOTHROW(graph::import_onnx_bytes(model(2).bytes(), "two.onnx", options));
+  const std::string msg = import_error(model(3).bytes(), "three.onnx", options);
+  INFO(msg);
+  CHECK(msg.rfind("three.onnx: node 'n_c2' (op ConstantOfShape", 0) == 0);
+  // Three fills and the 16-byte shape.
+  CHECK(msg.find("786448 bytes, over the limit of 614400 (ImportOptions::max_constant_bytes)") !=
+        std::string::npos);
+  // The default limit (1 GiB) takes the three fills.
+  CHECK_NOTHROW(graph::import_onnx_bytes(model(3).bytes(), "three.onnx"));
+}
