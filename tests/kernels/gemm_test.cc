@@ -100,6 +100,7 @@ TEST_CASE("gemm handles blocks beyond the cache blocking, threaded, and in doubl
       for (const Case& c : cases)
         for (bool threaded : {false, true}) {
           check<float>(ta, tb, c, 1.0f, 0.0f, true, threaded);
+          check<float>(ta, tb, c, 2.0f, 0.0f, false, threaded);  // the first depth step writes C
           check<float>(ta, tb, c, -0.5f, 1.0f, false, threaded);
         }
   check<double>(false, true, {300, 200, 700}, 1.0, 0.0, true, true);
