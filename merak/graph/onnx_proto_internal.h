@@ -19,7 +19,7 @@ namespace merak::graph::onnx_detail {
 #ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
 // Fuzz builds (tools/fuzz/Makefile) run the same checks with a smaller cap: a mutated file that
 // asks for constants near the cap would otherwise slow the fuzzer tenfold with page faults.
-constexpr int64_t kMaxConstantBytes = int64_t(1) << 24;
+constexpr int64_t kMaxConstantBytes = int64_t(1) << 20;
 #else
 constexpr int64_t kMaxConstantBytes = int64_t(1) << 28;
 #endif

@@ -9,6 +9,8 @@
 # Usage: tools/fuzz/run.sh [all|TARGET] [RUNS] [more libFuzzer flags]
 #        tools/fuzz/run.sh [RUNS] [more libFuzzer flags]                 (all targets)
 # TARGET: config, checkpoint, tokens, gpt2_tokenizer or onnx_import (a _fuzzer suffix is fine).
+# FUZZ_JOBS=N runs N processes of each target at once (RUNS/N executions each, one shared
+# corpus, logs TARGET.log, TARGET.2.log, ...); the executions reported are their sum.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=tmp/fuzz
@@ -16,6 +18,8 @@ all=(config checkpoint tokens gpt2_tokenizer onnx_import)
 which=all
 if [ $# -gt 0 ] && ! [[ $1 =~ ^[0-9]+$ ]]; then which=$1; shift; fi
 runs=${1:-100000}
+jobs=${FUZZ_JOBS:-1}
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: FUZZ_JOBS must be a positive count" >&2; exit 2; }
 shift $(($# > 0 ? 1 : 0))
 if [ "$which" = all ]; then names=("${all[@]}"); else names=("${which%_fuzzer}"); fi
 targets=()
@@ -49,25 +53,37 @@ for t in "${targets[@]}"; do
   [ "$t" != gpt2_tokenizer_fuzzer ] || limit=(-max_len=65536)
   before=$(ls "$out" | grep -c "^$t-" || true)
   start=$(date +%s.%N)
+  logs=() pids=()
+  for ((j = 1; j <= jobs; ++j)); do
+    log="$out/$t.log"
+    [ $j -eq 1 ] || log="$out/$t.$j.log"
+    logs+=("$log")
+    "$out/$t" -runs=$(((runs + jobs - 1) / jobs)) -timeout=60 -rss_limit_mb=2048 \
+      -dict=tools/fuzz/split.dict -artifact_prefix="$out/$t-" -print_final_stats=1 \
+      "${limit[@]}" "$@" "$out/corpus/$t" "$out/seeds/$t" > "$log" 2>&1 &
+    pids+=($!)
+  done
   rc=0
-  "$out/$t" -runs="$runs" -timeout=60 -rss_limit_mb=2048 -dict=tools/fuzz/split.dict \
-    -artifact_prefix="$out/$t-" -print_final_stats=1 "${limit[@]}" "$@" \
-    "$out/corpus/$t" "$out/seeds/$t" > "$out/$t.log" 2>&1 || rc=$?
+  for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
   secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
   found=$(( $(ls "$out" | grep -c "^$t-" || true) - before + seed_failed ))
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out/$t.log" | tail -1)
-  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$out/$t.log" | tail -1)
-  # libFuzzer says 0 for a run under a second: executions over the whole run's seconds then.
-  if [ "${rate:-0}" = 0 ] && [ -n "$execs" ]; then
-    rate=$(awk -v n="$execs" -v s="$secs" 'BEGIN { printf "%d", n / s }')
-  fi
+  # Every process's executions, summed; a process that left no statistics leaves the sum unknown.
+  execs=0
+  for log in "${logs[@]}"; do
+    n=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    [ -n "$n" ] && [ "$execs" != "?" ] && execs=$((execs + n)) || execs="?"
+  done
+  rate=$(awk -v n="$execs" -v s="$secs" 'BEGIN { if (n == "?") print "?"; else printf "%d", n / s }')
   # A run stopped by a signal (Ctrl-C) is unfinished, not a finding; any other failure without
   # an artifact still counts as one.
   interrupted=0
-  grep -q "libFuzzer: run interrupted" "$out/$t.log" && interrupted=1
+  for log in "${logs[@]}"; do grep -q "libFuzzer: run interrupted" "$log" && interrupted=1; done
   if [ $rc -ne 0 ] && [ $found -eq 0 ] && [ $interrupted -eq 0 ]; then found=1; fi
-  [ $interrupted -eq 0 ] || echo "$t: interrupted after ${execs:-?} of $runs executions" >&2
-  [ $rc -eq 0 ] || { failed=1; [ $interrupted -eq 1 ] || tail -n 40 "$out/$t.log"; }
+  [ $interrupted -eq 0 ] || echo "$t: interrupted after $execs of $runs executions" >&2
+  if [ $rc -ne 0 ]; then
+    failed=1
+    [ $interrupted -eq 1 ] || for log in "${logs[@]}"; do tail -n 40 "$log"; done
+  fi
   lines+=("$(printf '%-24s %12s %8s %8s %9.1f' "$t" "${execs:-?}" "$found" "${rate:-?}" "$secs")")
 done
 printf '%-24s %12s %8s %8s %9s\n' target executions crashes exec/s seconds
