@@ -1,10 +1,12 @@
-// The f32 GEMM on AVX-512: operands packed into panels, and a 12 x 32 register tile.
+// The f32 GEMM on AVX-512: operands in panels (packed, or A read where it lies), and a 12 x 32
+// register tile.
 //
 // Eigen's AVX-512 kernel holds a 48 x 4 tile of its column-major result (12 accumulators), so
 // every depth step loads 3 vectors and broadcasts 4 values for 12 FMAs, and its packing is
 // generic; profiled at the benchmark shapes it ran near half the FMA peak. This tile holds 12
 // rows by 32 columns of our row-major C in 24 of the 32 vector registers: a depth step loads
-// 2 vectors of packed B and broadcasts 12 values of packed A for 24 FMAs.
+// 2 vectors of packed B and broadcasts 12 values of A for 24 FMAs. A stored [M, K] is read in
+// place for full panels (12 rows, each a stream along the depth); other panels are packed.
 //
 // Loops, outermost first: depth in steps of 256; up to 264 rows of C (their packed A, 264 KiB);
 // 512 columns of C (a packed block of B, 256 x 512 floats = 512 KiB, which stays in L2); 12 rows
