@@ -125,6 +125,8 @@ std::vector<int64_t> split_sizes(const Shape& in, int64_t axis, const std::vecto
     int64_t total = 0;
     for (int64_t n : *sizes) {
       MERAK_CHECK(n >= 0, "split size ", n, " is negative");
+      // Checked before the sum, which huge sizes would overflow.
+      MERAK_CHECK(n <= dim - total, "split sizes ", shape_str(*sizes), " sum to more than ", dim);
       total += n;
     }
     MERAK_CHECK(total == dim, "split sizes ", shape_str(*sizes), " sum to ", total, ", not ", dim);

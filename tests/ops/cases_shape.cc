@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "merak/autograd/engine.h"
+#include "merak/ops/dispatch.h"
 #include "merak/ops/functional.h"
 #include "merak/ops/op_util.h"
 #include "tests/ops/harness.h"
@@ -311,6 +313,14 @@ TEST_CASE("shape ops: errors name the shapes") {
   CHECK_THROWS_WITH(ops::reshape(x, {4, 2}), Catch::Contains("reshape"));
   CHECK_THROWS_WITH(ops::concat({x, Tensor::zeros({3, 3})}, 1), Catch::Contains("[3, 3]"));
   CHECK_THROWS_WITH(ops::split(x, {1, 1}, 1), Catch::Contains("sum to 2"));
+  // Sizes whose sum overflows int64 are refused before they are summed (UBSan would report it).
+  const int64_t big = std::numeric_limits<int64_t>::max() - 1;
+  CHECK_THROWS_WITH(ops::split(x, {big, big}, 1), Catch::Contains("sum to more than 3"));
+  CHECK_THROWS_WITH(ops::split(x, {2, big}, 1), Catch::Contains("sum to more than 3"));
+  const ops::OpDef& concat = ops::Registry::get().at("concat");
+  const std::vector<ops::TensorMeta> huge(2, ops::TensorMeta{{big, 2}, DType::F32});
+  const ops::Attrs dim0 = ops::complete_attrs(concat, ops::Attrs().set("dim", 0));
+  CHECK_THROWS_WITH(ops::infer(concat, huge, dim0), Catch::Contains("overflow"));
   CHECK_THROWS_WITH(ops::expand(x, {2, 4}), Catch::Contains("[2, 3]"));
   CHECK_THROWS_WITH(ops::permute(x, {0, 0}), Catch::Contains("repeats"));
 }

@@ -67,6 +67,9 @@ void check_split(const Shape& s, int64_t dim, const std::vector<int64_t>& sizes)
   int64_t total = 0;
   for (int64_t n : sizes) {
     MERAK_CHECK(n >= 0, "negative size ", n, " in sizes");
+    // Checked before the sum, which huge sizes would overflow.
+    MERAK_CHECK(n <= s[size_t(dim)] - total, "sizes ", shape_str(sizes), " sum to more than ",
+                s[size_t(dim)], ", x ", shape_str(s), " along dim ", dim);
     total += n;
   }
   MERAK_CHECK(total == s[size_t(dim)], "sizes sum to ", total, ", x ", shape_str(s), " has ",
@@ -301,7 +304,8 @@ MERAK_REGISTER_OP(concat) {
       for (size_t k = 0; ok && k < t.size(); ++k) ok = k == dim || t[k] == s[k];
       MERAK_CHECK(ok, "input ", i, " ", shape_str(t), " does not match input 0 ",
                   shape_str(in[0].shape), " outside dim ", dim);
-      s[dim] += t[dim];
+      MERAK_CHECK(!__builtin_add_overflow(s[dim], t[dim], &s[dim]), "the inputs' sizes along dim ",
+                  dim, " overflow int64");
     }
     return std::vector<TensorMeta>{{s, in[0].dtype}};
   };
