@@ -42,9 +42,6 @@ void gemm_blocked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t 
 
   const int64_t rows = N, cols = M, depth = K;  // Eigen's view
   const bool init = beta != T(1) || bias != nullptr;
-  auto init_block = [&](int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
-    gemm_init_block(C, ldc, beta, bias, r0, nr, c0, nc);
-  };
 
   int64_t kc = depth, mc = rows, nc = cols;
   ei::computeProductBlockingSizes<T, T, 1>(kc, mc, nc, int64_t(1));
@@ -83,7 +80,7 @@ void gemm_blocked(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t 
         // Packed rhs columns come in panels of nr, each akc long: column j starts at j * akc.
         for (int64_t j = 0; j < anc; j += group) {
           const int64_t w = std::min(group, anc - j);
-          if (k2 == 0 && init) init_block(j2 + j, w, i2, amc);
+          if (k2 == 0 && init) gemm_init_block(C, ldc, beta, bias, j2 + j, w, i2, amc);
           kernel(res.getSubMapper(i2, j2 + j), block_a, block_b + j * akc, amc, akc, w, alpha);
           if (last_depth && epilogue) (*epilogue)(j2 + j, w, i2, amc);
         }

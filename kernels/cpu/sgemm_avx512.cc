@@ -214,14 +214,14 @@ void sgemm_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha
   float* packed_b = scratch(b_buf, b_size, b_floats);
   if (!packed_a || !packed_b) throw std::bad_alloc();
 
+  // Full panels of A stored [M, K] are read in place; the others are packed.
+  auto in_place = [ta](int64_t mr) { return !ta && mr == kRows; };
   for (int64_t pc = 0; pc < K; pc += kDepth) {
     const int64_t kc = std::min(kDepth, K - pc);
     const bool first = pc == 0, last = pc + kc == K;
     if (whole_b) pack_b(tb, B, ldb, pc, kc, 0, N, packed_b);
     for (int64_t icb = 0; icb < M; icb += kBlockRows) {
       const int64_t mc = std::min(kBlockRows, M - icb);
-      // Full panels of A stored [M, K] are read in place; the others are packed.
-      auto in_place = [ta](int64_t mr) { return !ta && mr == kRows; };
       for (int64_t ic = 0; ic < mc; ic += kRows) {
         const int64_t mr = std::min(kRows, mc - ic);
         if (!in_place(mr)) pack_a(ta, A, lda, icb + ic, mr, pc, kc, packed_a + ic * kc);

@@ -32,8 +32,9 @@ std::vector<SliceAxis> slice_axes(const Shape& in, const std::vector<int64_t>& s
                                   const std::vector<int64_t>& axes,
                                   const std::vector<int64_t>& steps);
 
-// Split sizes along `axis`: the given ones (checked to cover it), else `outputs` equal pieces
-// (the last one smaller when it does not divide, as opset 18 allows).
+// Split sizes along `axis`: the given ones (one per output; the registry's split checks that
+// they cover the dim), else `outputs` equal pieces (the last one smaller when it does not
+// divide, as opset 18 allows).
 std::vector<int64_t> split_sizes(const Shape& in, int64_t axis, const std::vector<int64_t>* sizes,
                                  int64_t outputs);
 
