@@ -54,6 +54,8 @@ int64_t typed_count(const onnx::TensorProto& t, DType dtype) {
 
 // Copies the n typed-field values (checked to be there) into `out`.
 void copy_typed_fields(const onnx::TensorProto& t, DType dtype, int64_t n, char* out) {
+  // An empty field's data() may be null, which memcpy must not be given even for 0 bytes.
+  if (n == 0) return;
   switch (dtype) {
     case DType::F32: std::memcpy(out, t.float_data().data(), size_t(n) * 4); break;
     case DType::F64: std::memcpy(out, t.double_data().data(), size_t(n) * 8); break;

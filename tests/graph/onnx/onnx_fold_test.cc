@@ -84,6 +84,23 @@ std::string fold_error(const onnx::NodeProto& n, const std::vector<Tensor>& in) 
 
 }  // namespace
 
+TEST_CASE("onnx fold: a Constant of no elements in typed fields is an empty tensor") {
+  // Found by the fuzzer (tools/fuzz/findings/onnx_import-crash-814a77f7.onnx): the values were
+  // copied from the empty int64_data, whose data() is null (UBSan: null passed to memcpy).
+  for (const int type : {kInt64, kFloat, int(onnx::TensorProto::INT32)}) {
+    onnx::NodeProto n = onnx_node("Constant");
+    auto* value = n.add_attribute();
+    value->set_name("value");
+    value->set_type(onnx::AttributeProto::TENSOR);
+    value->mutable_t()->set_data_type(type);
+    value->mutable_t()->add_dims(0);
+    value->mutable_t()->add_dims(3);
+    const Tensor t = fold(n, {});
+    CHECK(t.shape() == Shape{0, 3});
+    CHECK(t.numel() == 0);
+  }
+}
+
 TEST_CASE("onnx fold: int64 arithmetic runs the registry's add, mul and div") {
   std::vector<std::string> ran;
   Tensor y = fold(onnx_node("Add"), {i64({1, 2, 3, 4, 5, 6}, {2, 3}), i64({10}, {1})}, &ran);
