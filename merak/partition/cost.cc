@@ -35,7 +35,7 @@ double CostModel::optimizer_seconds(double params) const {
 }
 
 double CostModel::gemm_seconds(const ops::Gemm& g) const {
-  return g.flops() / (hw_.peak(precision_) * hw_.gemm.at(g.batch, g.m, g.n, g.k));
+  return hw_.gemm.seconds(hw_.peak(precision_), g.batch, g.m, g.n, g.k);
 }
 
 double CostModel::kernels_seconds(const std::vector<ops::Gemm>& gemms, double other_flops,
@@ -108,6 +108,14 @@ Link CostModel::find_pp_link(int64_t stage) const {
 NodeTime CostModel::node_time(const GraphFacts& g, int node) const {
   const NodeFacts& n = g.nodes[size_t(node)];
   NodeTime t;
+  if (n.recorded)
+    for (int v : n.inputs) {
+      if (v < 0) continue;
+      const ValueFacts& value = g.values[size_t(v)];
+      if (value.kind != ValueFacts::Kind::Param || !value.requires_grad) continue;
+      // Read the sum and the new gradient, write the sum.
+      t.accumulate += kernels_seconds({}, 0, 3 * double(value.meta.nbytes()), 1);
+    }
   if (n.op->view) return t;  // a view moves no data and runs no kernel
   const std::vector<ops::Gemm>& fwd = n.cost.gemms;
   double fwd_gemm_flops = 0;

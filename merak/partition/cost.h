@@ -38,6 +38,10 @@ struct NodeTime {
   double bwd = 0;
   double fwd_comm = 0;  // the collective part of fwd / bwd
   double bwd_comm = 0;
+  // Adding the gradients of the parameters it reads into their buffers, a kernel each: what
+  // its backward costs on top of bwd on every micro-batch of a step but the first, which
+  // keeps its gradients as they come (StageModel spreads it over the micro-batches).
+  double accumulate = 0;
 };
 
 class CostModel {

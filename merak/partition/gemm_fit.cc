@@ -9,10 +9,9 @@ namespace merak::partition {
 double gemm_model_seconds(const GemmCurve& curve, const GemmContext& ctx, const GemmSample& s) {
   GemmCurve c = curve;
   c.units = s.units;
-  const double flops = 2 * s.batch * s.m * s.n * s.k;
   const double bytes = 4 * s.batch * (s.m * s.k + s.k * s.n + s.m * s.n);
   const double units = double(s.units);
-  const double compute = flops / (ctx.peak_per_unit * units * c.at(s.batch, s.m, s.n, s.k));
+  const double compute = c.seconds(ctx.peak_per_unit * units, s.batch, s.m, s.n, s.k);
   const double memory = bytes / (ctx.bandwidth_per_unit * units);
   return std::max(compute, memory) + ctx.overhead;
 }
@@ -21,26 +20,46 @@ GemmFit fit_gemm_curve(const std::vector<GemmSample>& samples, const GemmContext
   if (samples.empty()) throw std::invalid_argument("fit_gemm_curve: no samples");
   for (const GemmSample& s : samples)
     if (!(s.seconds > 0)) throw std::invalid_argument("fit_gemm_curve: a sample of no time");
-  const int64_t tiles[] = {8, 16, 32, 64, 128};
+  // Tiles of 8 to 128 a side (12 rows: our AVX-512 kernel's), k_half 0 to 256, the least work
+  // a unit is given 0 to 2^22 multiply-adds, packing at 2 to 128 GB/s a unit or none; the
+  // efficiency in steps of 0.01 from 0.2 to 1 for each, then to 0.001 around the best.
+  const int64_t tiles_m[] = {8, 12, 16, 24, 32, 64, 128};
+  const int64_t tiles_n[] = {8, 16, 32, 64, 128};
   const double k_halves[] = {0, 4, 8, 16, 32, 64, 128, 256};
   const double min_macs[] = {0, 1 << 16, 1 << 18, 1 << 20, 1 << 22};
+  const double pack_gbs[] = {0, 2, 4, 8, 16, 32, 64, 128};
+  auto error = [&](const GemmCurve& c) {
+    double sum = 0;
+    for (const GemmSample& s : samples) {
+      const double r = std::log(gemm_model_seconds(c, ctx, s) / s.seconds);
+      sum += r * r;
+    }
+    return sum;
+  };
   GemmFit best;
   double best_error = INFINITY;
-  for (int64_t tm : tiles)
-    for (int64_t tn : tiles)
+  auto consider = [&](const GemmCurve& c) {
+    const double e = error(c);
+    if (e < best_error) best_error = e, best.curve = c;
+  };
+  for (int64_t tm : tiles_m)
+    for (int64_t tn : tiles_n)
       for (double kh : k_halves)
         for (double mm : min_macs)
-          for (int e = 200; e <= 1000; e += 5) {
-            GemmCurve c;
-            c.efficiency = e / 1000.0;
-            c.tile_m = tm, c.tile_n = tn, c.k_half = kh, c.min_macs_per_unit = mm;
-            double sum = 0;
-            for (const GemmSample& s : samples) {
-              const double r = std::log(gemm_model_seconds(c, ctx, s) / s.seconds);
-              sum += r * r;
+          for (double pack : pack_gbs)
+            for (int e = 20; e <= 100; ++e) {
+              GemmCurve c;
+              c.efficiency = e / 100.0;
+              c.tile_m = tm, c.tile_n = tn, c.k_half = kh, c.min_macs_per_unit = mm;
+              c.pack_bandwidth = pack * 1e9;
+              consider(c);
             }
-            if (sum < best_error) best_error = sum, best.curve = c;
-          }
+  const GemmCurve coarse = best.curve;
+  for (int e = -9; e <= 9; ++e) {
+    GemmCurve c = coarse;
+    c.efficiency = std::min(1.0, coarse.efficiency + e / 1000.0);
+    consider(c);
+  }
   best.rms_log_error = std::sqrt(best_error / double(samples.size()));
   for (const GemmSample& s : samples) {
     const double ratio = gemm_model_seconds(best.curve, ctx, s) / s.seconds;

@@ -33,9 +33,8 @@ struct GemmFit {
   double worst_ratio = 1;    // model / measured farthest from 1
 };
 
-// The efficiency, tile and k_half whose model times come closest to the samples (least squares
-// on log time, over a grid: tiles of 8 to 128 a side, k_half 0 to 256, the least work a unit
-// is given 0 to 2^22 multiply-adds, efficiency 0.2 to 1).
+// The efficiency, tile, k_half, least work a unit is given and packing bandwidth whose model
+// times come closest to the samples (least squares on log time, over a grid: gemm_fit.cc).
 // Throws std::invalid_argument on no samples or a non-positive time.
 GemmFit fit_gemm_curve(const std::vector<GemmSample>& samples, const GemmContext& ctx);
 

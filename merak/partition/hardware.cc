@@ -174,16 +174,31 @@ Precision parse_precision(const std::string& name) {
   throw std::invalid_argument("precision '" + name + "' is not one of f32, tf32, bf16, f16");
 }
 
+double GemmCurve::units_used(double batch, double m, double n, double k) const {
+  if (min_macs_per_unit <= 0) return double(units);
+  return std::clamp(std::floor(batch * m * n * k / min_macs_per_unit), 1.0, double(units));
+}
+
 double GemmCurve::at(double batch, double m, double n, double k) const {
   if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) return efficiency;
   // The units the product is dealt to, and the share of their time its tiles fill.
-  double used = double(units);
-  if (min_macs_per_unit > 0)
-    used = std::clamp(std::floor(batch * m * n * k / min_macs_per_unit), 1.0, used);
+  const double used = units_used(batch, m, n, k);
   const double tiles = batch * std::ceil(m / double(tile_m)) * std::ceil(n / double(tile_n));
   const double waves = std::ceil(tiles / used);
   const double fill = batch * m * n / (waves * double(units) * double(tile_m * tile_n));
   return efficiency * fill * k / (k + k_half);
+}
+
+double GemmCurve::seconds(double peak, double batch, double m, double n, double k) const {
+  if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) return 0;
+  const double arithmetic = 2 * batch * m * n * k / (peak * at(batch, m, n, k));
+  if (pack_bandwidth <= 0) return arithmetic;
+  // A batch is dealt out whole products at a time; one product is split along its longer
+  // output side, so every unit packs the shorter side's operand whole.
+  const double used = units_used(batch, m, n, k);
+  const double floats = batch >= used ? batch / used * k * (m + n)
+                                      : k * (std::min(m, n) + std::max(m, n) / used);
+  return arithmetic + 4 * floats / pack_bandwidth;
 }
 
 namespace {
@@ -253,6 +268,7 @@ Hardware parse_hardware(const std::string& yaml_text, const std::string& name) {
   hw.gemm.units = r.count("gemm.units");
   hw.gemm.k_half = r.number("gemm.k_half", true, true);
   hw.gemm.min_macs_per_unit = r.number("gemm.min_macs_per_unit", false, true);
+  hw.gemm.pack_bandwidth = r.number("gemm.pack_gbs", false, true) * 1e9;
   hw.compute_efficiency = r.number("compute_efficiency");
   hw.memory_efficiency = r.number("memory_efficiency");
   if (hw.compute_efficiency > 1) r.fail("compute_efficiency", "must be <= 1");
@@ -319,7 +335,8 @@ std::string hardware_yaml(const Hardware& hw, const std::vector<std::string>& co
      << hw.gemm.tile_n << "]\n  units: " << hw.gemm.units << "\n  k_half: " << hw.gemm.k_half
      << "\n";
   if (hw.gemm.min_macs_per_unit > 0)
-    os << "  min_macs_per_unit: " << hw.gemm.min_macs_per_unit << "\n";
+    os << "  min_macs_per_unit: " << std::llround(hw.gemm.min_macs_per_unit) << "\n";
+  if (hw.gemm.pack_bandwidth > 0) os << "  pack_gbs: " << hw.gemm.pack_bandwidth / 1e9 << "\n";
   os << "compute_efficiency: " << hw.compute_efficiency << "\n";
   os << "memory_efficiency: " << hw.memory_efficiency << "\n";
   os << "kernel_overhead_us: " << hw.kernel_overhead * 1e6 << "\n";

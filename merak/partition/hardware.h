@@ -29,16 +29,25 @@ struct Link {
 // block's loop over the depth K reaches K / (K + k_half) of its speed (a fixed start and
 // finish per block). Large, well-shaped products reach `efficiency` of the peak. A product
 // of fewer than units x min_macs_per_unit multiply-adds uses fewer units (a CPU GEMM gives
-// a thread only work worth its hand-off; 0 on GPUs).
+// a thread only work worth its hand-off; 0 on GPUs). A CPU GEMM also first copies its f32
+// operands into the kernel's panels, at pack_bandwidth bytes/s a unit: each unit packs its
+// share of the side it splits and all of the other operand (0 on GPUs: no such step).
 struct GemmCurve {
   double efficiency = 1;
   int64_t tile_m = 1, tile_n = 1;
   int64_t units = 1;
   double k_half = 0;
   double min_macs_per_unit = 0;
+  double pack_bandwidth = 0;
 
-  // Fraction of peak that `batch` products [m, k] x [k, n] run at.
+  // Fraction of peak that `batch` products [m, k] x [k, n] run their arithmetic at.
   double at(double batch, double m, double n, double k) const;
+  // Seconds those products take on units that together compute `peak` FLOP/s: the arithmetic
+  // at at()'s fraction of it, then the packing.
+  double seconds(double peak, double batch, double m, double n, double k) const;
+
+ private:
+  double units_used(double batch, double m, double n, double k) const;
 };
 
 struct Hardware {

@@ -12,8 +12,13 @@ StageModel::StageModel(const GraphFacts& g, const CostModel& cost, const MemoryO
   bwd_sum_.assign(n + 1, 0);
   fwd_flops_sum_.assign(n + 1, 0);
   bwd_flops_sum_.assign(n + 1, 0);
+  // Gradients accumulate on every micro-batch of a step but the first: a micro-batch's backward
+  // carries that share of the additions.
+  const double micro_batches = double(std::max<int64_t>(1, memory.micro_batches));
+  const double accumulating = (micro_batches - 1) / micro_batches;
   for (size_t k = 0; k < n; ++k) {
     times_[k] = cost.node_time(g, int(k));
+    times_[k].bwd += accumulating * times_[k].accumulate;
     const NodeFacts& nf = g.nodes[k];
     fwd_sum_[k + 1] = fwd_sum_[k] + times_[k].fwd;
     bwd_sum_[k + 1] = bwd_sum_[k] + times_[k].bwd;

@@ -5,6 +5,7 @@
 
 #include "merak/partition/analysis.h"
 #include "merak/partition/memory.h"
+#include "merak/partition/stage_model.h"
 #include "tests/partition/helpers.h"
 
 using namespace merak;
@@ -69,6 +70,34 @@ TEST_CASE("node time: products by the GEMM curve, the rest by bytes, a launch ea
       CHECK(bf16.node_time(f, int(k)).fwd == 0);
       CHECK(bf16.node_time(f, int(k)).bwd == 0);
     }
+}
+
+TEST_CASE("parameter gradients accumulate on every micro-batch of a step but the first",
+          "[partition]") {
+  const models::ModelOptions o = test::tiny_gpt(2);
+  const graph::Model m = test::trace(o, 2, 16);
+  const GraphFacts f = analyze(m.graph());
+  const Hardware hw = test::profile("a100-80g");
+  const CostModel cost(hw, Precision::F32, {});
+  // The MLP's output linear reads its weight [32, 128] and bias [32]: each gradient is added
+  // into its buffer by a kernel that reads two and writes one of its size.
+  const int fc2 = find_node(f, "blocks.0.mlp.proj/linear_0");
+  const double bytes = 3 * 4.0 * (32 * 128 + 32);
+  CHECK(cost.node_time(f, fc2).accumulate ==
+        Approx(bytes / (hw.memory_bandwidth * hw.memory_efficiency) + 2 * hw.kernel_overhead));
+  // A node that reads no parameter adds nothing.
+  CHECK(cost.node_time(f, find_node(f, "blocks.0/add_1")).accumulate == 0);
+  // With one micro-batch a step there is nothing to add to; with four, three of them add.
+  double sum = 0;
+  for (size_t k = 0; k < f.nodes.size(); ++k) sum += cost.node_time(f, int(k)).accumulate;
+  REQUIRE(sum > 0);
+  MemoryOptions one, four;
+  four.micro_batches = 4;
+  const StageModel a(f, cost, one), b(f, cost, four);
+  const int64_t n = a.nodes();
+  const StageEstimate ea = a.estimate(0, 1, 0, n, 0), eb = b.estimate(0, 1, 0, n, 0);
+  CHECK(eb.fwd == Approx(ea.fwd));
+  CHECK(eb.bwd == Approx(ea.bwd + 0.75 * sum));
 }
 
 TEST_CASE("collectives and transfers follow the ring and point-to-point formulas",

@@ -56,6 +56,28 @@ TEST_CASE("the GEMM curve loses the idle units of a last wave, edge tiles and sh
   CHECK(c.at(1, 1280, 1280, 4096) == Approx(0.8 * 0.1 * 4096.0 / 4160.0));
 }
 
+TEST_CASE("a CPU GEMM's time adds packing: each unit packs the unsplit side's operand whole",
+          "[partition]") {
+  GemmCurve c;
+  c.efficiency = 0.5, c.tile_m = 8, c.tile_n = 8, c.units = 2;
+  const double peak = 200e9;  // both units
+  // No packing bandwidth (a GPU's curve): the arithmetic alone.
+  CHECK(c.seconds(peak, 1, 64, 256, 128) == Approx(2.0 * 64 * 256 * 128 / (peak * 0.5)));
+  c.pack_bandwidth = 4e9;
+  const double arithmetic = 2.0 * 64 * 256 * 128 / (peak * c.at(1, 64, 256, 128));
+  // Split along n (256 columns, 128 a unit): a unit packs A's 64 x 128 and its 128 x 128 of B.
+  CHECK(c.seconds(peak, 1, 64, 256, 128) ==
+        Approx(arithmetic + 4.0 * 128 * (64 + 128) / 4e9));
+  // A batch of 4 goes 2 products to a unit, each packed whole.
+  const double batched = 4 * 2.0 * 64 * 256 * 128 / (peak * c.at(4, 64, 256, 128));
+  CHECK(c.seconds(peak, 4, 64, 256, 128) == Approx(batched + 4.0 * 2 * 128 * (64 + 256) / 4e9));
+  // Too little work for two units: one unit packs both operands.
+  c.min_macs_per_unit = 64.0 * 256 * 128;
+  CHECK(c.seconds(peak, 1, 64, 256, 128) ==
+        Approx(2.0 * 64 * 256 * 128 / (peak * c.at(1, 64, 256, 128)) +
+               4.0 * 128 * (64 + 256) / 4e9));
+}
+
 TEST_CASE("a shared CPU node gives each rank its share; a GPU profile is per device",
           "[partition]") {
   const Hardware cpu = test::profile("cpu-local");
@@ -111,8 +133,12 @@ TEST_CASE("the calibrated cpu-local profile is f32 with measured, plausible numb
 }
 
 TEST_CASE("a profile written as YAML reads back the same", "[partition]") {
-  const Hardware a = test::profile("h100-80g");
+  Hardware a = test::profile("h100-80g");
+  a.gemm.min_macs_per_unit = 1 << 20, a.gemm.pack_bandwidth = 12.5e9;  // (a CPU's terms too)
   const Hardware b = parse_hardware(hardware_yaml(a, {"round trip"}), "copy.yaml");
+  CHECK(b.gemm.min_macs_per_unit == a.gemm.min_macs_per_unit);
+  CHECK(b.gemm.pack_bandwidth == Approx(a.gemm.pack_bandwidth));
+  CHECK(b.gemm.k_half == Approx(a.gemm.k_half));
   CHECK(b.name == a.name);
   CHECK(b.device == a.device);
   CHECK(b.memory_bytes == a.memory_bytes);

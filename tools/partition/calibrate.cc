@@ -340,10 +340,11 @@ int calibrate(int argc, char** argv, const std::string& out) {
   };
   comment.push_back(say("f32 peak: %.1f GFLOP/s per core x %d threads = %.1f GFLOP/s",
                         core_peak / 1e9, threads, core_peak * threads / 1e9));
-  comment.push_back(say("GEMM curve: %.3f of peak, tiles %lld x %lld, k_half %.0f (rms log "
-                        "error %.3f over %zu shapes)",
+  comment.push_back(say("GEMM curve: %.3f of peak, tiles %lld x %lld, k_half %.0f, packing "
+                        "%.0f GB/s a thread (rms log error %.3f over %zu shapes)",
                         fit.curve.efficiency, (long long)fit.curve.tile_m,
-                        (long long)fit.curve.tile_n, fit.curve.k_half, fit.rms_log_error,
+                        (long long)fit.curve.tile_n, fit.curve.k_half,
+                        fit.curve.pack_bandwidth / 1e9, fit.rms_log_error,
                         samples.size()));
   comment.push_back(say("attention: %.1f GFLOP/s; op call overhead %.2f us, %.2f us a kernel "
                         "through the executor",
