@@ -6,14 +6,21 @@
 
 namespace merak::partition {
 
+namespace {
+
+// The least time `s` takes: streaming its operands and result once.
+double memory_seconds(const GemmContext& ctx, const GemmSample& s) {
+  const double bytes = 4 * s.batch * (s.m * s.k + s.k * s.n + s.m * s.n);
+  return bytes / (ctx.bandwidth_per_unit * double(s.units));
+}
+
+}  // namespace
+
 double gemm_model_seconds(const GemmCurve& curve, const GemmContext& ctx, const GemmSample& s) {
   GemmCurve c = curve;
   c.units = s.units;
-  const double bytes = 4 * s.batch * (s.m * s.k + s.k * s.n + s.m * s.n);
-  const double units = double(s.units);
-  const double compute = c.seconds(ctx.peak_per_unit * units, s.batch, s.m, s.n, s.k);
-  const double memory = bytes / (ctx.bandwidth_per_unit * units);
-  return std::max(compute, memory) + ctx.overhead;
+  const double compute = c.seconds(ctx.peak_per_unit * double(s.units), s.batch, s.m, s.n, s.k);
+  return std::max(compute, memory_seconds(ctx, s)) + ctx.overhead;
 }
 
 GemmFit fit_gemm_curve(const std::vector<GemmSample>& samples, const GemmContext& ctx) {
@@ -38,27 +45,55 @@ GemmFit fit_gemm_curve(const std::vector<GemmSample>& samples, const GemmContext
   };
   GemmFit best;
   double best_error = INFINITY;
-  auto consider = [&](const GemmCurve& c) {
-    const double e = error(c);
-    if (e < best_error) best_error = e, best.curve = c;
+  // A sample's model time is max(arithmetic / efficiency + packing, memory) + overhead: for
+  // each shape of the curve the parts are worked out once, then every efficiency is tried.
+  struct Parts {
+    double arithmetic, packing, memory, seconds;
   };
+  std::vector<Parts> parts(samples.size());
   for (int64_t tm : tiles_m)
     for (int64_t tn : tiles_n)
       for (double kh : k_halves)
         for (double mm : min_macs)
-          for (double pack : pack_gbs)
-            for (int e = 20; e <= 100; ++e) {
-              GemmCurve c;
-              c.efficiency = e / 100.0;
-              c.tile_m = tm, c.tile_n = tn, c.k_half = kh, c.min_macs_per_unit = mm;
-              c.pack_bandwidth = pack * 1e9;
-              consider(c);
+          for (double pack : pack_gbs) {
+            GemmCurve c;
+            c.tile_m = tm, c.tile_n = tn, c.k_half = kh, c.min_macs_per_unit = mm;
+            for (size_t i = 0; i < samples.size(); ++i) {
+              const GemmSample& s = samples[i];
+              GemmCurve u = c;
+              u.units = s.units;
+              const double peak = ctx.peak_per_unit * double(s.units);
+              Parts& p = parts[i];
+              p.arithmetic = u.seconds(peak, s.batch, s.m, s.n, s.k);
+              u.pack_bandwidth = pack * 1e9;
+              p.packing = u.seconds(peak, s.batch, s.m, s.n, s.k) - p.arithmetic;
+              p.memory = memory_seconds(ctx, s);
+              p.seconds = s.seconds;
             }
+            for (int e = 20; e <= 100; ++e) {
+              const double eff = e / 100.0;
+              double sum = 0;
+              for (const Parts& p : parts) {
+                const double r = std::log(
+                    (std::max(p.arithmetic / eff + p.packing, p.memory) + ctx.overhead) / p.seconds);
+                sum += r * r;
+              }
+              if (sum < best_error) {
+                best_error = sum;
+                best.curve = c;
+                best.curve.efficiency = eff;
+                best.curve.pack_bandwidth = pack * 1e9;
+              }
+            }
+          }
+  // Then to 0.001 around the best, with the model itself.
   const GemmCurve coarse = best.curve;
+  best_error = error(coarse);
   for (int e = -9; e <= 9; ++e) {
     GemmCurve c = coarse;
     c.efficiency = std::min(1.0, coarse.efficiency + e / 1000.0);
-    consider(c);
+    const double err = error(c);
+    if (err < best_error) best_error = err, best.curve = c;
   }
   best.rms_log_error = std::sqrt(best_error / double(samples.size()));
   for (const GemmSample& s : samples) {
