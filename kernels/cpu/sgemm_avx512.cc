@@ -183,10 +183,16 @@ void tile(int64_t kc, const float* a, int64_t lda, const float* b, float alpha, 
 }
 
 // A thread's packing buffer of at least n floats, 64-byte aligned, reused across calls.
+// aligned_alloc wants a whole number of alignments (glibc forgives less; ASan does not).
 float* scratch(std::unique_ptr<float, decltype(&std::free)>& buf, int64_t& size, int64_t n) {
   if (size < n) {
-    buf.reset(static_cast<float*>(std::aligned_alloc(64, size_t(n) * sizeof(float))));
-    size = buf ? n : 0;
+    const int64_t whole = (n + 15) / 16 * 16;  // 16 floats: 64 bytes
+    buf.reset(static_cast<float*>(std::aligned_alloc(64, size_t(whole) * sizeof(float))));
+    if (!buf) {
+      size = 0;
+      throw std::bad_alloc();
+    }
+    size = whole;
   }
   return buf.get();
 }
