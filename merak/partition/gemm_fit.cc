@@ -51,6 +51,8 @@ GemmFit fit_gemm_curve(const std::vector<GemmSample>& samples, const GemmContext
     double arithmetic, packing, memory, seconds;
   };
   std::vector<Parts> parts(samples.size());
+  for (size_t i = 0; i < samples.size(); ++i)  // what no curve changes
+    parts[i].memory = memory_seconds(ctx, samples[i]), parts[i].seconds = samples[i].seconds;
   for (int64_t tm : tiles_m)
     for (int64_t tn : tiles_n)
       for (double kh : k_halves)
@@ -67,8 +69,6 @@ GemmFit fit_gemm_curve(const std::vector<GemmSample>& samples, const GemmContext
               p.arithmetic = u.seconds(peak, s.batch, s.m, s.n, s.k);
               u.pack_bandwidth = pack * 1e9;
               p.packing = u.seconds(peak, s.batch, s.m, s.n, s.k) - p.arithmetic;
-              p.memory = memory_seconds(ctx, s);
-              p.seconds = s.seconds;
             }
             for (int e = 20; e <= 100; ++e) {
               const double eff = e / 100.0;
