@@ -116,7 +116,30 @@ NodeTime CostModel::node_time(const GraphFacts& g, int node) const {
       // Read the sum and the new gradient, write the sum.
       t.accumulate += kernels_seconds({}, 0, 3 * double(value.meta.nbytes()), 1);
     }
-  if (n.op->view) return t;  // a view moves no data and runs no kernel
+  // Copies no registry cost holds: a view op whose output cannot alias its input (a reshape
+  // of a transposed value) copies it, and a kernel that reads only dense inputs is handed a
+  // dense copy of each strided one. Backward makes the mirror copy at the same place: the
+  // gradient comes back in the transposed layout and is made dense there.
+  double copied = 0;
+  int64_t copies = 0;
+  auto copy = [&](int v) {
+    copied += double(g.values[size_t(v)].meta.nbytes());
+    ++copies;
+  };
+  if (n.op->view) {
+    for (int v : n.outputs)
+      if (g.values[size_t(v)].root == v) copy(v);
+  } else if (!n.op->strided_inputs) {
+    for (int v : n.inputs)
+      if (v >= 0 && !g.values[size_t(v)].contiguous) copy(v);
+  }
+  const double copy_seconds =
+      copies > 0 ? kernels_seconds({}, 0, 2 * copied, copies) : 0;  // read and write each
+  if (n.op->view) {  // otherwise a view moves no data and runs no kernel
+    t.fwd = copy_seconds;
+    t.bwd = n.recorded ? copy_seconds : 0;
+    return t;
+  }
   const std::vector<ops::Gemm>& fwd = n.cost.gemms;
   double fwd_gemm_flops = 0;
   std::vector<ops::Gemm> bwd;
@@ -126,10 +149,12 @@ NodeTime CostModel::node_time(const GraphFacts& g, int node) const {
     bwd.push_back({g.batch, g.k, g.n, g.m});  // dB = A^T dC
   }
   const int64_t fwd_kernels = std::max<int64_t>(1, int64_t(fwd.size()));
-  t.fwd = kernels_seconds(fwd, n.cost.fwd_flops - fwd_gemm_flops, n.cost.bytes, fwd_kernels);
+  t.fwd = copy_seconds +
+          kernels_seconds(fwd, n.cost.fwd_flops - fwd_gemm_flops, n.cost.bytes, fwd_kernels);
   if (n.recorded)
-    t.bwd = kernels_seconds(bwd, n.cost.bwd_flops - 2 * fwd_gemm_flops, 2 * n.cost.bytes,
-                            std::max<int64_t>(1, int64_t(bwd.size())));
+    t.bwd = copy_seconds + kernels_seconds(bwd, n.cost.bwd_flops - 2 * fwd_gemm_flops,
+                                           2 * n.cost.bytes,
+                                           std::max<int64_t>(1, int64_t(bwd.size())));
   // Tensor-parallel collectives: what each moves, in which direction.
   const std::string& op = n.op->name;
   if (op.compare(0, 3, "tp_") == 0 && n.attrs.has("size")) {

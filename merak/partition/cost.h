@@ -12,6 +12,9 @@
 //                     gradients and writes the input gradients)
 //   kernels         = forward: one per product (at least one); backward: one per gradient
 //                     product (at least one); view ops run none
+//   layout copies   = a view output that cannot alias its input, and a strided input of a
+//                     kernel that reads dense ones: a copy (read + write) in forward and its
+//                     mirror in backward, a kernel each
 //   all-reduce      = 2 (n-1)/n bytes / bandwidth + 2 (n-1) latency        (ring)
 //   all-gather      = (n-1)/n bytes / bandwidth + (n-1) latency            (bytes: the result)
 //   point-to-point  = bytes / bandwidth + latency

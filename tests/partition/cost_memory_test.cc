@@ -64,12 +64,67 @@ TEST_CASE("node time: products by the GEMM curve, the rest by bytes, a launch ea
         Approx(add_bytes * 4 / (2039e9 * 0.8) + overhead));
   CHECK(bf16.value_bytes(f.values[size_t(f.find("blocks.0/add_1:0"))].meta) == 2 * add_bytes / 3);
 
-  // A view runs no kernel.
-  for (size_t k = 0; k < f.nodes.size(); ++k)
-    if (f.nodes[k].op->view) {
-      CHECK(bf16.node_time(f, int(k)).fwd == 0);
-      CHECK(bf16.node_time(f, int(k)).bwd == 0);
+  // A view that aliases its input runs no kernel. One that cannot (attention's heads, permuted
+  // back to [4, 1024, 12, 64] and reshaped to [4, 1024, 768]) copies them: read and write, a
+  // kernel, and its mirror in backward.
+  int aliasing = 0, copying = 0;
+  for (size_t k = 0; k < f.nodes.size(); ++k) {
+    const NodeFacts& n = f.nodes[k];
+    if (!n.op->view) continue;
+    const NodeTime t = bf16.node_time(f, int(k));
+    const int out = n.outputs[0];
+    if (f.values[size_t(out)].root != out) {
+      ++aliasing;
+      CHECK(t.fwd == 0);
+      CHECK(t.bwd == 0);
+    } else {
+      ++copying;
+      CHECK(n.op->name == "reshape");
+      const double copy = 2 * tokens * 768 * 2 / (2039e9 * 0.8) + overhead;
+      CHECK(t.fwd == Approx(copy));
+      CHECK(t.bwd == Approx(copy));
     }
+  }
+  CHECK(aliasing > 0);
+  CHECK(copying == 1);  // one layer
+}
+
+TEST_CASE("a kernel that reads dense inputs is handed a copy of each strided one",
+          "[partition]") {
+  // Attention's q, k and v are [b, t, heads, d] viewed as [b, heads, t, d]: sdpa's kernel reads
+  // dense inputs, so each is copied first (and each gradient on the way back): three kernels
+  // more than its own, forward and backward, each moving its value twice.
+  const models::ModelOptions o = test::tiny_gpt(1);
+  const graph::Model m = test::trace(o, 2, 16);
+  const GraphFacts f = analyze(m.graph());
+  int sdpa = -1;
+  for (size_t k = 0; k < f.nodes.size(); ++k)
+    if (f.nodes[k].op->name == "sdpa") sdpa = int(k);
+  REQUIRE(sdpa >= 0);
+  REQUIRE_FALSE(f.nodes[size_t(sdpa)].op->strided_inputs);
+  double strided_bytes = 0;
+  for (int v : f.nodes[size_t(sdpa)].inputs)
+    if (v >= 0 && !f.values[size_t(v)].contiguous)
+      strided_bytes += double(f.values[size_t(v)].meta.nbytes());
+  REQUIRE(strided_bytes == 3 * 4.0 * 2 * 16 * 32);  // q, k, v of [2, 16, 32] in f32
+  Hardware hw = test::profile("a100-80g");
+  auto time = [&](double overhead, double bandwidth) {
+    hw.kernel_overhead = overhead;
+    hw.memory_bandwidth = bandwidth;
+    return CostModel(hw, Precision::F32, {}).node_time(f, sdpa);
+  };
+  const double bw = hw.memory_bandwidth;
+  const NodeTime base = time(0, bw), more = time(1e-3, bw), slower = time(0, bw / 2);
+  CHECK((more.fwd - base.fwd) == Approx(4e-3));  // its own kernel and three copies
+  CHECK((more.bwd - base.bwd) == Approx(4e-3));
+  // Halving the bandwidth adds the copies' time once more, and the attention's own (this tiny
+  // one is bound by memory: its bytes take longer than its arithmetic).
+  const ops::OpCost& own = f.nodes[size_t(sdpa)].cost;
+  const double rate = bw * hw.memory_efficiency;
+  REQUIRE(own.bytes / rate > own.fwd_flops / (hw.peak_f32 * hw.compute_efficiency));
+  const double copies = 2 * strided_bytes / rate;
+  CHECK((slower.fwd - base.fwd) == Approx(copies + own.bytes / rate));
+  CHECK((slower.bwd - base.bwd) == Approx(copies + 2 * own.bytes / rate));
 }
 
 TEST_CASE("parameter gradients accumulate on every micro-batch of a step but the first",

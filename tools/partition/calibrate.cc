@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -113,44 +114,92 @@ double op_overhead() {
          calls;
 }
 
-// Seconds the runtime spends a kernel beyond its arithmetic, for the cost model's
-// kernel_overhead: a GPT too narrow to compute anything (width 8, 4 tokens) run forward and
-// backward through graph::Executor on one thread, as a pipeline stage runs, less the time the
-// cost model gives its arithmetic (`hw` without overhead), over the kernels the model counts
-// (its time's growth per second of overhead). More than a bare op call: the executor's values,
-// autograd's tape and the backward's gradient buffers come with every kernel.
-double executor_overhead(const partition::Hardware& hw) {
+// A narrow GPT (4 layers of `hidden`) traced for `batch` x `seq` tokens, and the median seconds
+// of its forward and backward through graph::Executor on one thread, as each rank of a full node
+// runs (one rank a thread). Its parameters' gradients accumulate from the second run on, as on
+// every micro-batch of a step but the first.
+struct Probe {
+  graph::Model traced;
+  double measured = 0;
+};
+
+Probe run_probe(int64_t hidden, int64_t batch, int64_t seq, int runs) {
   models::ModelOptions o;
-  o.layers = 4, o.hidden = 8, o.heads = 2, o.max_seq = 4, o.vocab = 16;
-  const int64_t batch = 1, seq = 4;
+  o.layers = 4, o.hidden = hidden, o.heads = 2, o.max_seq = seq, o.vocab = 16;
   auto model = models::make_model(o);
-  const graph::Model traced = graph::trace_model(*model, batch, seq, /*seed=*/1);
-  graph::Executor exec(traced, /*seed=*/1);
+  Probe p{graph::trace_model(*model, batch, seq, /*seed=*/1), 0};
+  graph::Executor exec(p.traced, /*seed=*/1);
   const std::map<std::string, Tensor> inputs = {
       {"tokens", Tensor::full({batch, seq}, 1.0, DType::I64)},
       {"targets", Tensor::full({batch, seq}, 2.0, DType::I64)}};
-  // On one thread, as each rank of a node runs (devices_per_node: a rank a thread).
   const int threads = num_threads();
   set_num_threads(1);
-  const double measured = median_time(51, [&] {
+  p.measured = median_time(runs, [&] {
     const std::vector<Tensor> out = exec.run(inputs);
     autograd::backward(out.at(0));
   });
   set_num_threads(threads);
-  const partition::GraphFacts facts = partition::analyze(traced.graph());
-  auto modelled = [&](double overhead) {
+  return p;
+}
+
+// What the runtime adds to the GEMMs, measured in place: kernel_overhead, the seconds each
+// kernel the cost model counts costs beyond its work (the op call, the output's allocation,
+// the executor's values, autograd's tape), and memory_efficiency, the share of the copy
+// bandwidth that the other kernels reach on the sizes a small model's ranks run. Two probes:
+// width 8 over 4 tokens, whose time is nearly all kernel calls, and width 64 over 512 tokens
+// (rows as short as a small model's, 128 KiB a value), where the bytes that kernels other than
+// GEMMs move weigh most. The cost model of a one-thread rank (`hw` with everything but these
+// two) is set equal to each, the first solved for the overhead, the second for the efficiency,
+// in turn until both settle.
+struct RuntimeFit {
+  double kernel_overhead = 0;
+  double memory_efficiency = 1;
+  double small_seconds = 0, large_seconds = 0;  // the probes' measured times
+};
+
+RuntimeFit fit_runtime(const partition::Hardware& hw, int threads) {
+  const Probe small = run_probe(8, 1, 4, 51);
+  const Probe large = run_probe(64, 8, 64, 15);
+  const partition::GraphFacts small_facts = partition::analyze(small.traced.graph());
+  const partition::GraphFacts large_facts = partition::analyze(large.traced.graph());
+  // One rank of `threads` on the node: one thread's share of the cores and bandwidth.
+  const partition::Placement one_thread{threads, 1, 1};
+  auto modelled = [&](const partition::GraphFacts& facts, double overhead, double efficiency) {
     partition::Hardware h = hw;
     h.kernel_overhead = overhead;
-    const partition::CostModel cost(h, partition::Precision::F32, {});
+    h.memory_efficiency = efficiency;
+    const partition::CostModel cost(h, partition::Precision::F32, one_thread);
     double t = 0;
     for (size_t n = 0; n < facts.nodes.size(); ++n) {
       const partition::NodeTime nt = cost.node_time(facts, int(n));
-      t += nt.fwd + nt.bwd;
+      t += nt.fwd + nt.bwd + nt.accumulate;
     }
     return t;
   };
-  const double arithmetic = modelled(0), kernels = modelled(1) - arithmetic;
-  return std::max(0.0, measured - arithmetic) / kernels;
+  RuntimeFit fit;
+  fit.small_seconds = small.measured;
+  fit.large_seconds = large.measured;
+  for (int round = 0; round < 8; ++round) {
+    // The model is linear in the overhead.
+    const double base = modelled(small_facts, 0, fit.memory_efficiency);
+    const double per_second = modelled(small_facts, 1, fit.memory_efficiency) - base;
+    fit.kernel_overhead = std::max(0.0, small.measured - base) / per_second;
+    // And falls as the efficiency grows: bisect on its logarithm within [0.02, 1].
+    auto time_at = [&](double e) { return modelled(large_facts, fit.kernel_overhead, e); };
+    double lo = 0.02, hi = 1.0;
+    if (time_at(hi) >= large.measured) {
+      fit.memory_efficiency = hi;  // the copy's own speed already explains it
+    } else if (time_at(lo) <= large.measured) {
+      fit.memory_efficiency = lo;
+    } else {
+      for (int i = 0; i < 60; ++i) {
+        const double mid = std::sqrt(lo * hi);
+        (time_at(mid) > large.measured ? lo : hi) = mid;
+      }
+      fit.memory_efficiency = std::sqrt(lo * hi);
+    }
+  }
+  return fit;
 }
 
 // Achieved FLOP/s of the fused attention kernel (forward, causal) on a small model's shape.
@@ -306,13 +355,14 @@ int calibrate(int argc, char** argv, const std::string& out) {
   hw.gemm = fit.curve;
   hw.gemm.units = threads;
   hw.compute_efficiency = std::min(1.0, attention / hw.peak_f32);
-  hw.memory_efficiency = 1.0;  // the bandwidth above is already what a copy achieves
   hw.shared_node = true;
   hw.precision = partition::Precision::F32;
   hw.devices_per_node = threads;
   hw.intra_node = {p2p.bandwidth, p2p.latency};
   hw.inter_node = {p2p.bandwidth, p2p.latency};
-  hw.kernel_overhead = executor_overhead(hw);
+  const RuntimeFit runtime = fit_runtime(hw, threads);
+  hw.kernel_overhead = runtime.kernel_overhead;
+  hw.memory_efficiency = runtime.memory_efficiency;
   char line[512];
   auto say = [&](const char* f, auto... v) {
     std::snprintf(line, sizeof line, f, v...);
@@ -326,10 +376,13 @@ int calibrate(int argc, char** argv, const std::string& out) {
                            "worst curve/measured %.2f",
                            samples.size(), threads, fit.rms_log_error, fit.worst_ratio);
   hw.sources["compute_efficiency"] = "measured: ops::sdpa forward, causal, [4, 4, 256, 64]";
-  hw.sources["memory_efficiency"] = "measured: 1, the bandwidth is already a copy's";
+  hw.sources["memory_efficiency"] =
+      "measured: a GPT of width 64 over 512 tokens forward and backward through the graph "
+      "executor on one thread, less the model's GEMMs and kernel overhead, against its bytes "
+      "at a thread's share of the copy bandwidth";
   hw.sources["kernel_overhead_us"] =
-      "measured: a GPT of width 8 forward and backward through the graph executor, per kernel "
-      "the cost model counts, less its arithmetic";
+      "measured: a GPT of width 8 over 4 tokens forward and backward through the graph "
+      "executor on one thread, per kernel the cost model counts, less its arithmetic";
   hw.sources["devices_per_node"] = "measured: one rank per thread fills the machine";
   hw.sources["intra_node"] = "measured: " + p2p.method;
   hw.sources["inter_node"] = "measured: as intra_node (one machine)";
@@ -349,8 +402,10 @@ int calibrate(int argc, char** argv, const std::string& out) {
   comment.push_back(say("attention: %.1f GFLOP/s; op call overhead %.2f us, %.2f us a kernel "
                         "through the executor",
                         attention / 1e9, ctx.overhead * 1e6, hw.kernel_overhead * 1e6));
-  comment.push_back(say("memory: %.1f GB/s; p2p: %.2f GB/s, %.2f us latency", bandwidth / 1e9,
-                        p2p.bandwidth / 1e9, p2p.latency * 1e6));
+  comment.push_back(say("memory: %.1f GB/s, other kernels reach %.2f of it (probes: %.2f ms for "
+                        "4 tokens, %.2f ms for 512); p2p: %.2f GB/s, %.2f us latency",
+                        bandwidth / 1e9, hw.memory_efficiency, runtime.small_seconds * 1e3,
+                        runtime.large_seconds * 1e3, p2p.bandwidth / 1e9, p2p.latency * 1e6));
   const std::string yaml = partition::hardware_yaml(hw, comment);
   std::ofstream f(out, std::ios::trunc);
   if (!f || !(f << yaml) || !f.flush()) {
