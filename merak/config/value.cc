@@ -46,6 +46,23 @@ bool parse_double(const std::string& s, double* out) {
   return true;
 }
 
+// Config strings are names, paths and choices: a control character in one is a mistake (a lone
+// carriage return of an old line ending reads as part of the value, "a100-80g\r", and would
+// surface later as an unknown name that prints like a known one). Empty when there is none.
+std::string control_character(const std::string& s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char what[96];
+      std::snprintf(what, sizeof what,
+                    "a string without control characters, got byte 0x%02x at character %zu", c,
+                    i + 1);
+      return std::string("expected ") + what;
+    }
+  }
+  return "";
+}
+
 std::string read(const YAML::Node& node, int64_t* target) {
   int64_t v;
   if (!node.IsScalar() || !parse_int64(node.Scalar(), &v)) return expected("an integer", node);
@@ -90,6 +107,7 @@ std::string read(const YAML::Node& node, bool* target) {
 
 std::string read(const YAML::Node& node, std::string* target) {
   if (!node.IsScalar()) return expected("a string", node);
+  if (std::string bad = control_character(node.Scalar()); !bad.empty()) return bad;
   *target = node.Scalar();
   return "";
 }
@@ -101,6 +119,7 @@ std::string read(const YAML::Node& node, std::vector<std::string>* target) {
     if (!item.IsScalar()) {
       return "expected a list of strings, got an item that is " + describe(item);
     }
+    if (std::string bad = control_character(item.Scalar()); !bad.empty()) return bad;
     v.push_back(item.Scalar());
   }
   *target = std::move(v);

@@ -257,6 +257,16 @@ TEST_CASE("wrong types are named with what was expected and what was found", "[c
         "x.yaml: key 'data.files': expected a list of strings like [a, b], got 'a.txt'");
   CHECK(error_of("data:\n  files: [a.txt, [b.txt]]\n") ==
         "x.yaml: key 'data.files': expected a list of strings, got an item that is a list");
+  // A lone carriage return (an old line ending) would end up inside the value (fuzz finding
+  // config-crash-cf403126); Windows line endings are line breaks, as they should be.
+  CHECK(error_of("parallel:\n  hardware: a100-80g\r  # note\n") ==
+        "x.yaml: key 'parallel.hardware': expected a string without control characters, got "
+        "byte 0x0d at character 9");
+  CHECK(error_of("data:\n  files: [a.txt, \"b\\x01\"]\n") ==
+        "x.yaml: key 'data.files': expected a string without control characters, got byte "
+        "0x01 at character 2");
+  CHECK(parse("parallel:\r\n  hardware: a100-80g\r\n", "x.yaml", {}).parallel.hardware ==
+        "a100-80g");
   CHECK(error_of("model: 3\n") == "x.yaml: key 'model': expected a map of keys, got '3'");
   CHECK(error_of("- model\n- train\n") ==
         "x.yaml: expected a map of sections (model, data, optimizer, schedule, train, parallel), "
