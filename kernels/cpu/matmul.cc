@@ -1,5 +1,5 @@
-// GEMM (a single-threaded kernel - our own for f32 on AVX-512, Eigen's otherwise - split over
-// merak's pool) and the matmul / linear kernels.
+// GEMM (a single-threaded kernel - our own for f32 on AVX-512 or AVX2, Eigen's otherwise -
+// split over merak's pool) and the matmul / linear kernels.
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
@@ -10,7 +10,7 @@
 #include "merak/ops/op_util.h"
 
 #include "kernels/cpu/eigen.h"
-#include "kernels/cpu/sgemm_avx512.h"
+#include "kernels/cpu/sgemm.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace merak::cpu {
@@ -98,8 +98,8 @@ void gemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, con
     if (epi) (*epi)(0, M, 0, N);
     return;
   }
-  if constexpr (std::is_same_v<T, float> && kHaveSgemmAvx512) {
-    sgemm_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, epi);
+  if constexpr (std::is_same_v<T, float> && kHaveSgemm) {
+    sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, epi);
     return;
   }
   constexpr int R = Eigen::RowMajor, Cm = Eigen::ColMajor;
@@ -139,12 +139,12 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A
   }
   // Split the longer output side into `parts` panels, each a whole GEMM over the full K: every
   // thread packs the shared operand once, and its panel of C stays in its own cache. Panel edges
-  // fall on whole register tiles: 32 columns by 12 rows for the AVX-512 f32 kernel, 16 by 8
-  // for Eigen's.
+  // fall on whole register tiles: our f32 kernel's (AVX-512: 12 rows by 32 columns; AVX2: 6 by
+  // 16), 8 by 16 for Eigen's.
   const bool split_n = N >= M;
   const int64_t len = split_n ? N : M;
-  constexpr bool own = std::is_same_v<T, float> && kHaveSgemmAvx512;
-  const int64_t align = split_n ? (own ? 32 : 16) : (own ? 12 : 8);
+  constexpr bool own = std::is_same_v<T, float> && kHaveSgemm;
+  const int64_t align = split_n ? (own ? kSgemmTile.cols : 16) : (own ? kSgemmTile.rows : 8);
   const int64_t chunk = ((len + parts - 1) / parts + align - 1) / align * align;
   parts = (len + chunk - 1) / chunk;
   parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {

@@ -1,5 +1,6 @@
-// Kernel benchmark: f32 matmul GFLOP/s (1 and 2 threads, against a per-core peak) and the GB/s of
-// memory-bound ops (layer_norm, softmax, gelu) next to a plain copy of the same tensor.
+// Kernel benchmark: f32 matmul GFLOP/s (a linear layer's products at GPT-2 124M's shapes, 1 and 2
+// threads, against a per-core peak) and the GB/s of memory-bound ops (layer_norm, softmax, gelu)
+// next to a plain copy of the same tensor.
 // Every op goes through merak::ops, so dispatch and output allocation are part of the timing.
 //
 //   bench_kernels [--threads N] [--runs N] [--peak GFLOPS_PER_CORE]
@@ -80,21 +81,38 @@ double median_seconds(const std::function<void()>& fn, int runs) {
   return t[t.size() / 2];
 }
 
+// A linear layer's three products at GPT-2 124M's shapes (batch 4 x 64 = 256 tokens): the
+// forward x W^T, the input's gradient dY W and the weight's gradient dY^T x, each its own
+// transposes, as training runs them; then a square product.
 void bench_matmul(const Options& o) {
-  struct Dims { int64_t m, n, k; };
-  const std::vector<Dims> shapes = {{256, 768, 768}, {256, 3072, 768}, {256, 768, 3072},
-                                    {1024, 1024, 1024}};
+  struct Layer { const char* name; int64_t tokens, out, in; };
+  const std::vector<Layer> layers = {{"attn out", 256, 768, 768}, {"qkv", 256, 2304, 768},
+                                     {"mlp up", 256, 3072, 768}, {"mlp down", 256, 768, 3072},
+                                     {"lm head", 256, 50257, 768}};
   std::printf("f32 matmul (median of %d runs; peak %.0f GFLOP/s per core)\n", o.runs, o.peak);
-  std::printf("  %6s %6s %6s  %7s  %9s  %7s\n", "M", "N", "K", "threads", "GFLOP/s", "of peak");
+  std::printf("  %-9s %-7s %6s %6s %6s  %7s  %9s  %7s\n", "layer", "product", "M", "N", "K",
+              "threads", "GFLOP/s", "of peak");
+  auto row = [&](const char* layer, const char* form, const Tensor& a, const Tensor& b, bool ta,
+                 bool tb, int threads) {
+    const int64_t m = ta ? a.size(1) : a.size(0), k = ta ? a.size(0) : a.size(1);
+    const int64_t n = tb ? b.size(0) : b.size(1);
+    const double s = median_seconds([&] { merak::ops::matmul(a, b, ta, tb); }, o.runs);
+    const double gflops = 2.0 * double(m) * double(n) * double(k) / s / 1e9;
+    std::printf("  %-9s %-7s %6lld %6lld %6lld  %7d  %9.1f  %6.0f%%\n", layer, form,
+                (long long)m, (long long)n, (long long)k, threads, gflops,
+                100 * gflops / (o.peak * threads));
+  };
   for (int threads : {1, 2}) {
     merak::set_num_threads(threads);
-    for (const Dims& d : shapes) {
-      const Tensor a = random_f32({d.m, d.k}, 1), b = random_f32({d.k, d.n}, 2);
-      const double s = median_seconds([&] { merak::ops::matmul(a, b); }, o.runs);
-      const double gflops = 2.0 * double(d.m) * double(d.n) * double(d.k) / s / 1e9;
-      std::printf("  %6lld %6lld %6lld  %7d  %9.1f  %6.0f%%\n", (long long)d.m, (long long)d.n,
-                  (long long)d.k, threads, gflops, 100 * gflops / (o.peak * threads));
+    for (const Layer& l : layers) {
+      const Tensor x = random_f32({l.tokens, l.in}, 1), w = random_f32({l.out, l.in}, 2);
+      const Tensor dy = random_f32({l.tokens, l.out}, 3);
+      row(l.name, "x W^T", x, w, false, true, threads);
+      row(l.name, "dY W", dy, w, false, false, threads);
+      row(l.name, "dY^T x", dy, x, true, false, threads);
     }
+    const Tensor a = random_f32({1024, 1024}, 4), b = random_f32({1024, 1024}, 5);
+    row("square", "A B", a, b, false, false, threads);
   }
 }
 
