@@ -29,8 +29,8 @@ namespace merak::cpu {
 namespace {
 
 using V = simd::Native;
-constexpr int64_t kRows = V::kRows;          // rows of C in the register tile
-constexpr int64_t kCols = 2 * V::kLanes;     // columns of C in the register tile: two vectors
+constexpr int64_t kRows = kSgemmTile.rows;  // rows of C in the register tile
+constexpr int64_t kCols = kSgemmTile.cols;  // columns of C in the register tile: two vectors
 constexpr int64_t kDepth = 256;              // depth of one packed block
 constexpr int64_t kBlockCols = V::kBlockCols;  // columns of C (and of packed B) in one block
 constexpr int64_t kBlockRows = V::kBlockRows;  // rows of C (and of packed A) in one block
