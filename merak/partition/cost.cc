@@ -19,7 +19,8 @@ CostModel::CostModel(const Hardware& hw, Precision precision, const Placement& p
               precision_name(precision), " peak");
   float_scale_ = precision_bytes(precision) / 4.0;
   tp_link_ = find_tp_link();
-  dp_link_ = find_dp_link();
+  dp_within_node_ = find_dp_within_node();
+  dp_link_ = dp_within_node_ ? hw_.intra_node : hw_.inter_node;
   for (int64_t s = 0; s + 1 < placement.pp; ++s) pp_links_.push_back(find_pp_link(s));
 }
 
@@ -28,10 +29,11 @@ double CostModel::value_bytes(const ops::TensorMeta& meta) const {
   return is_floating(meta.dtype) && meta.dtype == DType::F32 ? b * float_scale_ : b;
 }
 
-double CostModel::optimizer_seconds(double params) const {
+double CostModel::optimizer_seconds(double held, double updated) const {
   const double weight_copy = precision_bytes(precision_) < 4 ? 2 : 0;  // the 16-bit weights
-  const double bytes = 4 /* norm */ + 16 + 12 /* AdamW */ + 4 /* zeroing */ + weight_copy;
-  return params * bytes / (hw_.memory_bandwidth * hw_.memory_efficiency);
+  const double bytes = updated * (4 /* norm */ + 16 + 12 /* AdamW */ + weight_copy) +
+                       held * 4 /* zeroing */;
+  return bytes / (hw_.memory_bandwidth * hw_.memory_efficiency);
 }
 
 double CostModel::gemm_seconds(const ops::Gemm& g) const {
@@ -80,15 +82,15 @@ Link CostModel::find_tp_link() const {
   return hw_.intra_node;
 }
 
-Link CostModel::find_dp_link() const {
+bool CostModel::find_dp_within_node() const {
   const Placement& p = placement_;
   for (int64_t s = 0; s < p.pp; ++s)
     for (int64_t t = 0; t < p.tp; ++t) {
       std::vector<int64_t> ranks;
       for (int64_t d = 0; d < p.dp; ++d) ranks.push_back(p.rank(d, s, t));
-      if (!same_node(ranks)) return hw_.inter_node;
+      if (!same_node(ranks)) return false;
     }
-  return hw_.intra_node;
+  return true;
 }
 
 Link CostModel::pp_link(int64_t stage) const {

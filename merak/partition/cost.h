@@ -58,11 +58,13 @@ class CostModel {
 
   // Bytes a value of `meta` occupies under the precision (floating values rescaled from f32).
   double value_bytes(const ops::TensorMeta& meta) const;
-  // Seconds of one optimizer step over `params` parameter elements a rank updates: memory-bound
-  // everywhere. The gradients are read for the global norm and zeroed after; AdamW reads the
-  // weights, gradients and both moments and writes the weights and moments (the f32 masters
-  // under 16-bit training, whose 16-bit weights are written too).
-  double optimizer_seconds(double params) const;
+  // Seconds of one optimizer step on a rank that holds the gradients of `held` parameter
+  // elements and updates `updated` of them (all, or its 1/dp share where replicas split the
+  // update): memory-bound everywhere. The updated gradients are read for the global norm; AdamW
+  // reads the weights, gradients and both moments and writes the weights and moments (the f32
+  // masters under 16-bit training, whose 16-bit weights are written too); every held gradient
+  // is zeroed after.
+  double optimizer_seconds(double held, double updated) const;
   // Seconds of `g` alone at the curve's efficiency for its shape (compute only).
   double gemm_seconds(const ops::Gemm& g) const;
   double all_reduce_seconds(double bytes, int64_t members, const Link& link) const;
@@ -73,6 +75,8 @@ class CostModel {
   // s + 1 (the slowest over the groups of that kind).
   Link tp_link() const { return tp_link_; }
   Link dp_link() const { return dp_link_; }
+  // Whether every data-parallel group lies within one node.
+  bool dp_within_node() const { return dp_within_node_; }
   Link pp_link(int64_t stage) const;
 
   NodeTime node_time(const GraphFacts& g, int node) const;
@@ -83,7 +87,7 @@ class CostModel {
                          double bytes_f32, int64_t kernels) const;
   bool same_node(const std::vector<int64_t>& ranks) const;
   Link find_tp_link() const;
-  Link find_dp_link() const;
+  bool find_dp_within_node() const;
   Link find_pp_link(int64_t stage) const;
 
   Hardware hw_;
@@ -91,6 +95,7 @@ class CostModel {
   Placement placement_;
   double float_scale_;  // bytes per floating element under the precision / 4
   Link tp_link_, dp_link_;
+  bool dp_within_node_ = true;
   std::vector<Link> pp_links_;  // between stage s and s + 1
 };
 

@@ -125,6 +125,18 @@ double fill_factor(const Layout& l, int64_t micro_batches) {
   return (double(micro_batches) + fill) / double(micro_batches);
 }
 
+// Whether each replica runs AdamW on its 1/dp share of the parameters only, as the runtime's
+// data parallelism does (runtime::make_data_parallel): under ZeRO-1, and where f32 replicas of a
+// CPU node sum their gradients through shared memory and keep one shared parameter copy.
+bool splits_update(const config::Config& c, const Layout& l, const partition::Request& req,
+                   const partition::CostModel& cost) {
+  if (l.dp <= 1) return false;
+  if (l.zero1) return true;
+  const bool cpu = c.train.device != "cuda" && req.hardware.shared_node;  // a CPU profile
+  return cpu && req.memory.precision == partition::Precision::F32 && c.parallel.dp_shared_memory &&
+         c.parallel.dp_shared_params && cost.dp_within_node();
+}
+
 // The layout's step: its stages' estimates replayed in the simulator under its schedule, plus
 // the gradient reduction that the last micro-batch's backward leaves exposed.
 Prediction predict(const config::Config& c, const Layout& l, const partition::Request& req,
@@ -175,15 +187,16 @@ Prediction predict(const config::Config& c, const Layout& l, const partition::Re
     }
   }
   // The optimizer step after it, on every rank at once: the slowest rank's (a rank holds
-  // virtual_stages model stages; ZeRO-1 updates its 1 / dp share of them).
+  // virtual_stages model stages; where the replicas split the update, it runs its 1 / dp share).
   std::vector<double> rank_params(size_t(l.pp), 0.0);
   for (int s = 0; s < model_stages; ++s) rank_params[size_t(s % l.pp)] += st[size_t(s)].params;
+  const double update_share = splits_update(c, l, req, cost) ? 1.0 / double(l.dp) : 1.0;
   // Every rank at once: where ranks share cores, each at its share of them.
   const double shared_rate = req.hardware.all_busy_share(world);
   for (double params : rank_params)
     p.optimizer_seconds =
         std::max(p.optimizer_seconds,
-                 cost.optimizer_seconds(params / double(l.zero1 ? l.dp : 1)) / shared_rate);
+                 cost.optimizer_seconds(params, params * update_share) / shared_rate);
   p.step_seconds = sim.step_time + std::max(0.0, p.exposed_dp_seconds) + p.optimizer_seconds;
   p.tokens_per_s = double(c.train.batch * c.train.seq_len) / p.step_seconds;
   p.tflops_per_device = facts.flops_per_step / p.step_seconds / double(world) / 1e12;
