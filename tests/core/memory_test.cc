@@ -1,8 +1,11 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "merak/core/parallel.h"
@@ -76,6 +79,32 @@ TEST_CASE("parallel_for covers the range once, with any thread count", "[core][t
   CHECK(total == 400);
   CHECK_THROWS_WITH(parallel_for(0, 100, 1, [](int64_t, int64_t) { MERAK_FAIL("boom"); }),
                     Catch::Contains("boom"));
+  set_num_threads(saved);
+}
+
+TEST_CASE("the pool runs every chunk of many back-to-back regions once, awake or asleep",
+          "[core][threads]") {
+  const int saved = num_threads();
+  set_num_threads(4);
+  int wrong = 0;
+  for (int region = 0; region < 20000; ++region) {
+    // 1 to 4 chunks: workers past the count sit a region out and must still see the next one.
+    const int64_t n = 1 + region % 4;
+    std::array<std::atomic<int>, 4> runs{};
+    parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) ++runs[size_t(i)];
+    });
+    for (int64_t i = 0; i < 4; ++i) wrong += runs[size_t(i)] != (i < n ? 1 : 0);
+    // Now and then a pause far past the pool's spin, so the workers go to sleep and must wake.
+    if (region % 4000 == 3) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(wrong == 0);
+  // An exception from a worker's chunk, not only the caller's, reaches the caller.
+  CHECK_THROWS_WITH(parallel_for(0, 4, 1,
+                                 [](int64_t lo, int64_t) {
+                                   if (lo == 3) MERAK_FAIL("chunk three");
+                                 }),
+                    Catch::Contains("chunk three"));
   set_num_threads(saved);
 }
 

@@ -1,6 +1,6 @@
 // Kernel benchmark: f32 matmul GFLOP/s (a linear layer's products at GPT-2 124M's shapes, 1 and 2
 // threads, against a per-core peak) and the GB/s of memory-bound ops (layer_norm, softmax, gelu)
-// next to a plain copy of the same tensor.
+// next to a plain copy of the same tensor, and the cost of an empty parallel region.
 // Every op goes through merak::ops, so dispatch and output allocation are part of the timing.
 //
 //   bench_kernels [--threads N] [--runs N] [--peak GFLOPS_PER_CORE]
@@ -116,6 +116,16 @@ void bench_matmul(const Options& o) {
   }
 }
 
+// What splitting work costs by itself: an empty parallel region on the pool's threads (the
+// handoff to the workers and the wait for them), which every split op pays once.
+void bench_parallel_region(const Options& o) {
+  merak::set_num_threads(o.threads);
+  const double s = median_seconds(
+      [&] { merak::parallel_for(0, o.threads, 1, [](int64_t, int64_t) {}); }, o.runs);
+  std::printf("\nan empty parallel region on %d thread(s): %.2f us (median of %d runs)\n",
+              o.threads, s * 1e6, o.runs);
+}
+
 void bench_memory_ops(const Options& o) {
   merak::set_num_threads(o.threads);
   const int64_t rows = 256, cols = 3072, n = rows * cols;
@@ -171,6 +181,7 @@ int main(int argc, char** argv) {
     std::printf("per-core f32 peak: %.1f GFLOP/s (--peak)\n\n", o.peak);
   }
   bench_matmul(o);
+  bench_parallel_region(o);
   bench_memory_ops(o);
   return 0;
 }
