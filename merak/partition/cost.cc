@@ -20,7 +20,6 @@ CostModel::CostModel(const Hardware& hw, Precision precision, const Placement& p
   float_scale_ = precision_bytes(precision) / 4.0;
   tp_link_ = find_tp_link();
   dp_within_node_ = find_dp_within_node();
-  dp_link_ = dp_within_node_ ? hw_.intra_node : hw_.inter_node;
   for (int64_t s = 0; s + 1 < placement.pp; ++s) pp_links_.push_back(find_pp_link(s));
 }
 

@@ -74,7 +74,7 @@ class CostModel {
   // The link joining a tensor-parallel group, a data-parallel group, and pipeline stages s and
   // s + 1 (the slowest over the groups of that kind).
   Link tp_link() const { return tp_link_; }
-  Link dp_link() const { return dp_link_; }
+  Link dp_link() const { return dp_within_node_ ? hw_.intra_node : hw_.inter_node; }
   // Whether every data-parallel group lies within one node.
   bool dp_within_node() const { return dp_within_node_; }
   Link pp_link(int64_t stage) const;
@@ -94,7 +94,7 @@ class CostModel {
   Precision precision_;
   Placement placement_;
   double float_scale_;  // bytes per floating element under the precision / 4
-  Link tp_link_, dp_link_;
+  Link tp_link_;
   bool dp_within_node_ = true;
   std::vector<Link> pp_links_;  // between stage s and s + 1
 };
