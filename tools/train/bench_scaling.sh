@@ -89,7 +89,16 @@ tps() { sed -n 's/^done: [^|]*|[^|]*| \([0-9]*\) tok\/s.*/\1/p'; }
 steady() { sed -n 's/^done:.*median step [0-9.]* ms = \([0-9]*\) tok\/s.*/\1/p'; }
 median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-layouts=("dp 2 1 1 8 1.88" "dp-copy 2 1 1 8 1.88" "pp 1 2 1 2 1.70" "pp-il 1 2 1 2 1.70"
+# Two independent 1-rank runs side by side, first: what two busy cores of this machine give
+# against one (clocks and shared caches may slow each core when both work), the ceiling any
+# 2-rank layout's ratio can reach here. Each row also says its share of that ceiling.
+side_by_side() {
+  "$train" "${common[@]}" --set train.micro_batch=8 > "$tmp/side_a" 2>&1 &
+  "$train" "${common[@]}" --set train.micro_batch=8 > "$tmp/side_b" 2>&1
+  wait
+  cat "$tmp/side_a" "$tmp/side_b"
+}
+layouts=("side-by-side 1 1 1 8 0" "dp 2 1 1 8 1.88" "dp-copy 2 1 1 8 1.88" "pp 1 2 1 2 1.70" "pp-il 1 2 1 2 1.70"
          "pp-zb 1 2 1 2 1.70" "tp 1 1 2 16 1.70" "tp-sub 1 1 2 16 1.70")
 # Round-robin over the layouts, so a burst of load on the shared host lands on several rows'
 # samples rather than on every sample of one row.
@@ -108,28 +117,46 @@ for ((r = 0; r < repeats; ++r)); do
     measure "$train" "${common[@]}" --set train.micro_batch="$5"
     singles[$l]+="$(tps <<< "$out") "
     singles_steady[$l]+="$(steady <<< "$out") "
-    measure mpirun --allow-run-as-root -np 2 "$train" "${common[@]}" --set train.micro_batch="$5" \
-          --set parallel.dp="$2" --set parallel.pp="$3" --set parallel.tp="$4" "${extra[@]}"
-    rates[$l]+="$(tps <<< "$out") "
-    rates_steady[$l]+="$(steady <<< "$out") "
+    if [ "$1" = side-by-side ]; then  # the two runs' rates summed
+      measure side_by_side
+      rates[$l]+="$(tps <<< "$out" | awk '{t += $1} END {print t}') "
+      rates_steady[$l]+="$(steady <<< "$out" | awk '{t += $1} END {print t}') "
+    else
+      measure mpirun --allow-run-as-root -np 2 "$train" "${common[@]}" --set train.micro_batch="$5" \
+            --set parallel.dp="$2" --set parallel.pp="$3" --set parallel.tp="$4" "${extra[@]}"
+      rates[$l]+="$(tps <<< "$out") "
+      rates_steady[$l]+="$(steady <<< "$out") "
+    fi
     last[$l]=$out
   done
 done
 
+ceiling=""
 for ((l = 0; l < ${#layouts[@]}; ++l)); do
   set -- ${layouts[l]}
   single=$(tr ' ' '\n' <<< "${singles[$l]}" | grep . | median)
   rate=$(tr ' ' '\n' <<< "${rates[$l]}" | grep . | median)
   single_steady=$(tr ' ' '\n' <<< "${singles_steady[$l]}" | grep . | median)
   rate_steady=$(tr ' ' '\n' <<< "${rates_steady[$l]}" | grep . | median)
+  if [ "$1" = side-by-side ]; then
+    ceiling=$(awk -v r="$rate" -v s="$single" 'BEGIN {print r / s}')
+    awk -v r="$rate" -v s="$single" -v c="$ceiling" -v redone="${redone_row[$l]:-0}" 'BEGIN {
+      printf "two 1-rank runs side by side: %d tok/s together vs 1 rank alone %d tok/s (medians," \
+             " micro-batches of 8) = %.2fx: the ceiling of a 2-rank ratio on this machine", r, s, c
+      if (redone > 0) printf "; %d run%s redone for host load", redone, (redone > 1) ? "s" : ""
+      printf "\n" }'
+    echo "  runs, tok/s: 1 rank ${singles[$l]% }; side by side ${rates[$l]% }"
+    continue
+  fi
   awk -v n="$1" -v r="$rate" -v s="$single" -v want="$6" -v mb="$5" -v rs="$rate_steady" \
-      -v ss="$single_steady" -v redone="${redone_row[$l]:-0}" 'BEGIN {
+      -v ss="$single_steady" -v redone="${redone_row[$l]:-0}" -v c="$ceiling" 'BEGIN {
     sub(/-sub/, "2 sub-pipelined", n); sub(/-il/, "2 interleaved", n)
     sub(/-copy/, "2 a copy a replica", n)
     sub(/-zb/, "2 zero bubble", n)
     if (n !~ / /) n = n "2"
     printf "%s: %d tok/s vs 1 rank %d tok/s (medians, micro-batches of %d) = %.2fx (target >= %.2fx)",
            n, r, s, mb, r / s, want
+    if (c > 0) printf ", %.0f%% of the ceiling", 100 * r / s / c
     if (ss > 0) printf "; steady state (median step) %.2fx", rs / ss
     if (redone > 0) printf "; %d run%s redone for host load", redone, (redone > 1) ? "s" : ""
     printf "\n" }'
