@@ -41,7 +41,7 @@ PerParameter bytes_per_parameter(const MemoryOptions& o) {
   p.weight = half ? 2 : 4;
   p.grad = 4;
   p.optimizer = half ? 12 : 8;
-  if (o.zero1) p.optimizer /= double(std::max<int64_t>(o.dp, 1));
+  if (o.zero1 || o.shared_update) p.optimizer /= double(std::max<int64_t>(o.dp, 1));
   return p;
 }
 

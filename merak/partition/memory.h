@@ -3,7 +3,8 @@
 //   weights + gradients + optimizer states   per parameter element, by precision:
 //       f32 / tf32:  4 + 4 + 8   (AdamW's two moments)
 //       bf16 / f16:  2 + 4 + 12  (16-bit weights, f32 gradients, f32 master weights and moments)
-//     optimizer states divided by dp under ZeRO-1;
+//     optimizer states divided by dp under ZeRO-1, and where replicas sharing one parameter
+//     copy each update their share (shared_update);
 //   activations   the values autograd keeps for backward (the op registry's saves_inputs /
 //     saves_outputs, views counted once with their storage) for each micro-batch in flight:
 //       1F1B:  stage s of p holds up to p - s micro-batches (at most the micro-batch count),
@@ -51,6 +52,10 @@ struct MemoryOptions {
   int64_t micro_batches = 1;
   int64_t dp = 1;
   bool zero1 = false;
+  // CPU replicas of one node that keep one shared parameter copy, each running AdamW on its
+  // 1/dp share with moments for that share only (runtime::SharedCopy): ZeRO-1's sharding of
+  // the optimizer state without the flag.
+  bool shared_update = false;
   Recompute recompute = Recompute::None;
 };
 

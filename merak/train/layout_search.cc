@@ -125,18 +125,6 @@ double fill_factor(const Layout& l, int64_t micro_batches) {
   return (double(micro_batches) + fill) / double(micro_batches);
 }
 
-// Whether each replica runs AdamW on its 1/dp share of the parameters only, as the runtime's
-// data parallelism does (runtime::make_data_parallel): under ZeRO-1, and where f32 replicas of a
-// CPU node sum their gradients through shared memory and keep one shared parameter copy.
-bool splits_update(const config::Config& c, const Layout& l, const partition::Request& req,
-                   const partition::CostModel& cost) {
-  if (l.dp <= 1) return false;
-  if (l.zero1) return true;
-  const bool cpu = c.train.device != "cuda" && req.hardware.shared_node;  // a CPU profile
-  return cpu && req.memory.precision == partition::Precision::F32 && c.parallel.dp_shared_memory &&
-         c.parallel.dp_shared_params && cost.dp_within_node();
-}
-
 // The layout's step: its stages' estimates replayed in the simulator under its schedule, plus
 // the gradient reduction that the last micro-batch's backward leaves exposed.
 Prediction predict(const config::Config& c, const Layout& l, const partition::Request& req,
@@ -190,7 +178,9 @@ Prediction predict(const config::Config& c, const Layout& l, const partition::Re
   // virtual_stages model stages; where the replicas split the update, it runs its 1 / dp share).
   std::vector<double> rank_params(size_t(l.pp), 0.0);
   for (int s = 0; s < model_stages; ++s) rank_params[size_t(s % l.pp)] += st[size_t(s)].params;
-  const double update_share = splits_update(c, l, req, cost) ? 1.0 / double(l.dp) : 1.0;
+  // (ZeRO-1, or CPU replicas sharing one parameter copy: the request says, as the runtime picks).
+  const double update_share =
+      l.dp > 1 && (req.memory.zero1 || req.memory.shared_update) ? 1.0 / double(l.dp) : 1.0;
   // Every rank at once: where ranks share cores, each at its share of them.
   const double shared_rate = req.hardware.all_busy_share(world);
   for (double params : rank_params)
@@ -291,6 +281,7 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
     // Memory no split can get under (weights, gradients, optimizer state): not partitioned.
     partition::MemoryOptions mem;
     mem.precision = precision, mem.dp = l.dp, mem.zero1 = l.zero1;
+    mem.shared_update = replicas_share_update(with_layout(c, l), node_hw);
     const partition::PerParameter per = partition::bytes_per_parameter(mem);
     const double static_bytes =
         facts.parameters / double(l.tp * l.pp) * (per.weight + per.grad + per.optimizer);
@@ -389,8 +380,7 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
       ++out.costed;
       // The request alone: the graph comes prepared (a copy of the trace for each candidate
       // would cost more than its split).
-      PartitionInput in = partition_input(lc, &untraced);
-      in.request.hardware.devices_per_node = s.devices_per_node;
+      PartitionInput in = partition_input(lc, &untraced, s.devices_per_node);
       in.request.estimates_only = true;
       partition::Result r;
       try {
@@ -467,8 +457,8 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
   // The winner's plan as the run makes it, from the graph prepared for it (it fits: its split
   // was costed with the same request), the programs of its first data-parallel replica only.
   s.chosen = with_layout(c, s.ranked.front().layout);
-  s.input = partition_input(s.chosen, &traces.at(config::model_micro_batch_size(s.chosen)));
-  s.input.request.hardware.devices_per_node = s.devices_per_node;
+  s.input = partition_input(s.chosen, &traces.at(config::model_micro_batch_size(s.chosen)),
+                            s.devices_per_node);
   s.input.request.first_replica_only = true;
   s.result = partition::run_partition(prepared.at(graph_key(s.ranked.front().layout)),
                                       s.input.request);

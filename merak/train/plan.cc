@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "merak/graph/tracer.h"
+#include "merak/partition/cost.h"
 #include "merak/partition/hardware.h"
 #include "merak/partition/plan_builder.h"
 #include "merak/runtime/engine_comm.h"
@@ -26,7 +27,17 @@ std::string layout_str(const config::ParallelConfig& p) {
 
 }  // namespace
 
-PartitionInput partition_input(const config::Config& c, const graph::Model* traced) {
+bool replicas_share_update(const config::Config& c, const partition::Hardware& hw) {
+  const config::ParallelConfig& p = c.parallel;
+  const partition::Precision precision = partition::parse_precision(c.train.precision);
+  const bool cpu = c.train.device != "cuda" && hw.shared_node;
+  return cpu && p.dp > 1 && precision == partition::Precision::F32 && p.dp_shared_memory &&
+         p.dp_shared_params &&
+         partition::CostModel(hw, precision, {p.dp, p.pp, p.tp}).dp_within_node();
+}
+
+PartitionInput partition_input(const config::Config& c, const graph::Model* traced,
+                               int64_t devices_per_node) {
   const config::ParallelConfig& p = c.parallel;
   PartitionInput in;
   partition::Request& req = in.request;
@@ -40,6 +51,7 @@ PartitionInput partition_input(const config::Config& c, const graph::Model* trac
   } catch (const partition::HardwareError& e) {
     throw SetupError(c.path + ": key 'parallel.hardware': " + e.what());
   }
+  if (devices_per_node > 0) req.hardware.devices_per_node = devices_per_node;
   // The precision the run computes in (its f32 master weights and moments are costed with it).
   req.memory.precision = partition::parse_precision(c.train.precision);
   if (req.hardware.peak(req.memory.precision) <= 0)
@@ -53,6 +65,7 @@ PartitionInput partition_input(const config::Config& c, const graph::Model* trac
   // Merak's ratio rule recomputes wherever its ratio is above 0: the model costs it as full.
   req.memory.recompute = partition::parse_recompute(p.recompute == "ratio" ? "full" : p.recompute);
   req.memory.zero1 = p.zero1;
+  req.memory.shared_update = replicas_share_update(c, req.hardware);
   if (traced) {
     in.model = *traced;
     return in;

@@ -31,10 +31,16 @@ struct PartitionInput {
   graph::Model model;
   partition::Request request;
 };
+// Whether the data-parallel replicas keep one shared parameter copy and each update its 1/dp
+// share, as runtime::make_data_parallel picks for f32 replicas within one CPU node with shared
+// memory and shared parameters on (the defaults): `hw` is the profile with the job's node size.
+bool replicas_share_update(const config::Config& config, const partition::Hardware& hw);
+
 // `traced`: the model already traced at this config's micro-batch size (a layout search costs
-// many layouts of one trace).
+// many layouts of one trace); `devices_per_node` > 0 replaces the profile's (--gpus-per-node).
 PartitionInput partition_input(const config::Config& config,
-                               const graph::Model* traced = nullptr);
+                               const graph::Model* traced = nullptr,
+                               int64_t devices_per_node = 0);
 
 // The partitioner's answer for `in` (made from `config` by partition_input). Throws SetupError
 // (naming the layout, the profile and, when nothing fits, the memory the best split needs).

@@ -87,24 +87,30 @@ echo "recompute memory: stages $flags recompute (device of $(sed -n 's/^memory_g
 # The optimizer step a dry run predicts follows how the replicas update: 2 CPU replicas with
 # one shared parameter copy (the default) or ZeRO-1 each run AdamW on half the parameters and
 # zero all their gradients (4 + 28 bytes an updated parameter, 4 a held one: 20 of 36), a copy a
-# replica all of them.
-optimizer_seconds() {
+# replica all of them. Their memory likewise: moments for half the parameters (4 bytes a
+# parameter less than a copy's 8).
+optimizer_and_memory() {  # optimizer seconds, stage 0's memory bytes, parameters
   "$train" --config "$configs/gpt-tiny.yaml" --set parallel.dp=2 --dry-run --world 2 \
     --gpus-per-node 2 --json "$@" |
-    /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["predicted"]["optimizer_seconds"])'
+    /usr/bin/python3 -c 'import json, sys; d = json.load(sys.stdin); p = d["predicted"]
+print(p["optimizer_seconds"], p["memory_bytes"][0], d["parameters"])'
 }
-shared=$(optimizer_seconds) || fail "dry run, shared parameters"
-zero1=$(optimizer_seconds --set parallel.dp_shared_params=false --set parallel.zero1=true) ||
+shared=$(optimizer_and_memory) || fail "dry run, shared parameters"
+zero1=$(optimizer_and_memory --set parallel.dp_shared_params=false --set parallel.zero1=true) ||
   fail "dry run, ZeRO-1"
-copy=$(optimizer_seconds --set parallel.dp_shared_params=false) || fail "dry run, a copy each"
+copy=$(optimizer_and_memory --set parallel.dp_shared_params=false) || fail "dry run, a copy each"
 /usr/bin/python3 - "$shared" "$zero1" "$copy" <<'PY' ||
 import sys
-shared, zero1, copy = map(float, sys.argv[1:])
+(shared, shared_mem, params), (zero1, zero1_mem, _), (copy, copy_mem, _) = (
+    map(float, a.split()) for a in sys.argv[1:])
 assert shared > 0 and shared == zero1, (shared, zero1)
 assert abs(copy / shared - 36 / 20) < 1e-6, (copy, shared)
+assert shared_mem == zero1_mem, (shared_mem, zero1_mem)
+assert copy_mem - shared_mem == 4 * params, (copy_mem, shared_mem, params)
 PY
-  fail "optimizer seconds: shared $shared, ZeRO-1 $zero1, a copy each $copy"
-echo "optimizer step, dp 2: shared copy $shared s = ZeRO-1 $zero1 s; a copy each $copy s"
+  fail "optimizer seconds and memory bytes: shared $shared, ZeRO-1 $zero1, a copy each $copy"
+echo "optimizer step and memory, dp 2 (seconds, bytes, parameters): shared copy $shared;" \
+  "ZeRO-1 $zero1; a copy each $copy"
 
 # What cannot be: a model no layout of the world fits, tp beyond a node, a fixed layout of
 # another size. Exit 2, one line with the reason.
