@@ -15,7 +15,8 @@
 # runs split their stages with it: a virtual machine's speed drifts by 10-25% within the hour
 # (clocks, neighbours), and each measurement is judged against the machine as it was minutes
 # before, not against configs/hardware/cpu-local.yaml. A layout's figures are the medians of its
-# rounds' predictions, measurements and prediction/measurement ratios.
+# rounds' predictions, measurements and prediction/measurement ratios. The auto pick is also set
+# against each round's fastest layout within that round, drift between rounds left out.
 #
 #   bazel run //tools/train:bench_layouts [-- STEPS [REPEATS]]
 set -u
@@ -68,7 +69,7 @@ for cfg in "${models[@]}"; do
         done
       done
     done
-    declare -A preds=() runs=() ratios=() picks=()
+    declare -A preds=() runs=() ratios=() picks=() round_ms=()
     peaks=""
     for ((r = 0; r < repeats; ++r)); do
       profile="$tmp/cpu-$r.yaml"
@@ -97,6 +98,7 @@ for cfg in "${models[@]}"; do
         fi
         preds[$i]+="$(awk -v p="$pred" 'BEGIN {print p * 1000}') "
         runs[$i]+="$ms "
+        round_ms[$r,$i]=$ms
         ratios[$i]+="$(awk -v p="$pred" -v m="$ms" 'BEGIN {print p * 1000 / m}') "
       done
     done
@@ -109,7 +111,7 @@ for cfg in "${models[@]}"; do
     echo "$name, $world ranks, micro-batches of 2 ($steps steps a run, medians of $repeats rounds;" \
       "FMA peak per round: ${peaks% } GFLOP/s a core):"
     printf "  %-28s %12s %12s %10s\n" layout "predicted ms" "measured ms" "pred/meas"
-    best_ms="" best_l="" auto_ms="" within=0 n=0
+    best_ms="" best_l="" auto_ms="" auto_i="" within=0 n=0
     for ((i = 0; i < ${#layouts[@]}; ++i)); do
       read -r dp pp tp sc v <<< "${layouts[i]}"
       pred=$(tr ' ' '\n' <<< "${preds[$i]}" | grep -v '^$' | median)
@@ -117,7 +119,7 @@ for cfg in "${models[@]}"; do
       ratio=$(tr ' ' '\n' <<< "${ratios[$i]}" | grep -v '^$' | median)
       label="dp $dp pp $pp tp $tp $sc"
       mark=""
-      [ "$dp $pp $tp $sc $v" = "$auto" ] && { mark=" <- auto"; auto_ms=$ms; }
+      [ "$dp $pp $tp $sc $v" = "$auto" ] && { mark=" <- auto"; auto_ms=$ms; auto_i=$i; }
       awk -v l="$label" -v p="$pred" -v m="$ms" -v r="$ratio" -v mark="$mark" \
         'BEGIN {printf "  %-28s %12.1f %12.1f %10.2f%s\n", l, p, m, r, mark}'
       awk -v r="$ratio" 'BEGIN {exit !(r >= 0.9 && r <= 1.1)}' && within=$((within + 1))
@@ -132,6 +134,20 @@ for cfg in "${models[@]}"; do
     if [ -n "$auto_ms" ]; then
       awk -v a="$auto_ms" -v b="$best_ms" -v bl="$best_l" \
         'BEGIN {printf "  auto: %.1f ms; best measured: %.1f ms (%s): auto is %.1f%% slower (target <= 5%%)\n", a, b, bl, 100 * (a / b - 1)}'
+      # The same within each round (the machine drifts between rounds more than within one):
+      # auto's time over that round's fastest layout, the median over rounds.
+      per_round=""
+      for ((r = 0; r < repeats; ++r)); do
+        a="${round_ms[$r,$auto_i]:-}" b=""
+        for ((i = 0; i < ${#layouts[@]}; ++i)); do
+          m="${round_ms[$r,$i]:-}"
+          [ -n "$m" ] && { [ -z "$b" ] || awk -v x="$m" -v y="$b" 'BEGIN {exit !(x < y)}'; } && b=$m
+        done
+        [ -n "$a" ] && [ -n "$b" ] && per_round+="$(awk -v a="$a" -v b="$b" 'BEGIN {print 100 * (a / b - 1)}') "
+      done
+      [ -n "$per_round" ] && echo "  within each round, auto over that round's fastest layout:" \
+        "$(for x in $per_round; do printf '+%.1f%% ' "$x"; done)(median" \
+        "$(tr ' ' '\n' <<< "$per_round" | grep -v '^$' | median | xargs printf '+%.1f%%'))"
     else
       echo "  auto picked dp pp tp schedule x virtual stages: $auto, not among the measured layouts"
     fi
