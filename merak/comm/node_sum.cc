@@ -50,7 +50,7 @@ std::unique_ptr<NodeSum> NodeSum::create(const MpiCommunicator& group,
   // Every part: counters, then the slot; member 0's also holds the results.
   const int64_t slot_bytes = at * int64_t(sizeof(float));
   const int64_t part_bytes = counter_bytes + slot_bytes * (group.rank() == 0 ? 2 : 1);
-  sum->bytes_ = part_bytes;
+  sum->bytes_ = (int64_t(n) * (counter_bytes + slot_bytes) + slot_bytes) / n;
   MPI_Info info;
   MPI_Info_create(&info);
   MPI_Info_set(info, "alloc_shared_noncontig", "true");  // each part near its owner's memory

@@ -50,7 +50,9 @@ class NodeSum {
   NodeSum& operator=(const NodeSum&) = delete;
 
   int regions() const { return int(regions_.size()); }
-  int64_t bytes() const { return bytes_; }  // this member's part of the window
+  // This member's share of the window: its total (a slot a member, member 0's sums, the
+  // counters) over the members, however MPI places the parts.
+  int64_t bytes() const { return bytes_; }
   int64_t floats(int k) const { return regions_.at(size_t(k)).floats; }
 
   // Consecutive pieces of a member's input, together floats(k) values; data null: zeros.

@@ -27,8 +27,8 @@ class SharedArray {
 
   float* data() const { return data_; }
   int64_t floats() const { return floats_; }
-  // The memory this member holds for the group: all of it on member 0, none elsewhere.
-  int64_t bytes() const { return group_.rank() == 0 ? floats_ * int64_t(sizeof(float)) : 0; }
+  // This member's share of the array's memory (member 0 holds it; the members use it alike).
+  int64_t bytes() const { return floats_ * int64_t(sizeof(float)) / group_.size(); }
   // Every member has reached this point (the group's barrier), and what each wrote before it is
   // visible to all.
   void barrier();

@@ -41,7 +41,12 @@ PerParameter bytes_per_parameter(const MemoryOptions& o) {
   p.weight = half ? 2 : 4;
   p.grad = 4;
   p.optimizer = half ? 12 : 8;
-  if (o.zero1 || o.shared_update) p.optimizer /= double(std::max<int64_t>(o.dp, 1));
+  const double dp = double(std::max<int64_t>(o.dp, 1));
+  if (o.zero1 || o.shared_update) p.optimizer /= dp;
+  if (o.shared_update) p.weight /= dp;  // one copy a node, each member's share
+  // ZeRO-1's own exchange sums a member's segment of the gradients into a buffer of its own.
+  if (o.zero1 && !o.shared_update) p.grad += 4 / dp;
+  if (o.dp_window) p.shared = 4 * (dp + 1) / dp;
   return p;
 }
 
@@ -63,6 +68,7 @@ StageMemory stage_memory(const MemoryOptions& o, int64_t stage, int64_t stages, 
   m.weights = params * per.weight;
   m.grads = params * per.grad;
   m.optimizer = params * per.optimizer;
+  m.shared = params * per.shared;
   m.in_flight = in_flight(o, stage, stages);
   m.recompute = recompute && can_recompute(o, stage, stages);
   m.activations = m.recompute ? double(m.in_flight) * boundary_in + activations

@@ -4,7 +4,10 @@
 //       f32 / tf32:  4 + 4 + 8   (AdamW's two moments)
 //       bf16 / f16:  2 + 4 + 12  (16-bit weights, f32 gradients, f32 master weights and moments)
 //     optimizer states divided by dp under ZeRO-1, and where replicas sharing one parameter
-//     copy each update their share (shared_update);
+//     copy each update their share (shared_update: the weights too, one copy a node);
+//     ZeRO-1's own exchange (no shared copy) sums its 1/dp segment of the gradients apart;
+//   shared windows   CPU replicas summing gradients through shared memory (dp_window) hold a
+//     slot each and one copy of the sums: (dp + 1) / dp f32 gradients a replica;
 //   activations   the values autograd keeps for backward (the op registry's saves_inputs /
 //     saves_outputs, views counted once with their storage) for each micro-batch in flight:
 //       1F1B:  stage s of p holds up to p - s micro-batches (at most the micro-batch count),
@@ -56,11 +59,15 @@ struct MemoryOptions {
   // 1/dp share with moments for that share only (runtime::SharedCopy): ZeRO-1's sharding of
   // the optimizer state without the flag.
   bool shared_update = false;
+  // CPU replicas of one node summing f32 gradients through a shared-memory window
+  // (comm::NodeSum): a slot a member and one copy of the sums.
+  bool dp_window = false;
   Recompute recompute = Recompute::None;
 };
 
 struct PerParameter {
   double weight = 0, grad = 0, optimizer = 0;  // bytes per parameter element
+  double shared = 0;  // a rank's share of shared-memory windows (dp_window)
 };
 PerParameter bytes_per_parameter(const MemoryOptions& o);
 
@@ -72,13 +79,14 @@ bool can_recompute(const MemoryOptions& o, int64_t stage, int64_t stages);
 
 struct StageMemory {
   double weights = 0, grads = 0, optimizer = 0, activations = 0, working = 0;
+  double shared = 0;  // this rank's share of shared-memory windows
   int64_t in_flight = 0;
   bool recompute = false;   // activations counted as the stage recomputing keeps them
   bool accumulates = true;  // several micro-batches a step: gradients live next to activations
   double total() const {
     const double transient = accumulates ? grads + activations + working
                                          : std::max(grads, activations + working);
-    return weights + optimizer + transient;
+    return weights + optimizer + shared + transient;
   }
 };
 

@@ -120,8 +120,8 @@ class Engine {
   // How tensor-parallel all-reduces travel ("shared memory", "MPI all-reduce (...)"); empty at
   // tp 1.
   std::string tp_transport() const;
-  // This rank's part of the shared-memory windows (data-parallel gradient sums, the replicas'
-  // one parameter copy on their first member, the tensor-parallel all-reduce slots), which the
+  // This rank's share of the shared-memory windows (data-parallel gradient sums, the replicas'
+  // one parameter copy, each over its members; the tensor-parallel all-reduce slots), which the
   // CPU allocator's counts leave out.
   int64_t shared_memory_bytes() const;
   const Program& instructions() const;  // this rank's schedule for one step

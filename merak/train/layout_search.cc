@@ -282,9 +282,10 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
     partition::MemoryOptions mem;
     mem.precision = precision, mem.dp = l.dp, mem.zero1 = l.zero1;
     mem.shared_update = replicas_share_update(with_layout(c, l), node_hw);
+    mem.dp_window = replicas_sum_in_shared_memory(with_layout(c, l), node_hw);
     const partition::PerParameter per = partition::bytes_per_parameter(mem);
     const double static_bytes =
-        facts.parameters / double(l.tp * l.pp) * (per.weight + per.grad + per.optimizer);
+        facts.parameters / double(l.tp * l.pp) * (per.weight + per.grad + per.optimizer + per.shared);
     if (static_bytes > limit) {
       note_need(static_bytes, l);
       continue;

@@ -27,13 +27,16 @@ std::string layout_str(const config::ParallelConfig& p) {
 
 }  // namespace
 
-bool replicas_share_update(const config::Config& c, const partition::Hardware& hw) {
+bool replicas_sum_in_shared_memory(const config::Config& c, const partition::Hardware& hw) {
   const config::ParallelConfig& p = c.parallel;
   const partition::Precision precision = partition::parse_precision(c.train.precision);
   const bool cpu = c.train.device != "cuda" && hw.shared_node;
   return cpu && p.dp > 1 && precision == partition::Precision::F32 && p.dp_shared_memory &&
-         p.dp_shared_params &&
          partition::CostModel(hw, precision, {p.dp, p.pp, p.tp}).dp_within_node();
+}
+
+bool replicas_share_update(const config::Config& c, const partition::Hardware& hw) {
+  return replicas_sum_in_shared_memory(c, hw) && c.parallel.dp_shared_params;
 }
 
 PartitionInput partition_input(const config::Config& c, const graph::Model* traced,
@@ -66,6 +69,7 @@ PartitionInput partition_input(const config::Config& c, const graph::Model* trac
   req.memory.recompute = partition::parse_recompute(p.recompute == "ratio" ? "full" : p.recompute);
   req.memory.zero1 = p.zero1;
   req.memory.shared_update = replicas_share_update(c, req.hardware);
+  req.memory.dp_window = replicas_sum_in_shared_memory(c, req.hardware);
   if (traced) {
     in.model = *traced;
     return in;

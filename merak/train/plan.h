@@ -31,9 +31,12 @@ struct PartitionInput {
   graph::Model model;
   partition::Request request;
 };
-// Whether the data-parallel replicas keep one shared parameter copy and each update its 1/dp
-// share, as runtime::make_data_parallel picks for f32 replicas within one CPU node with shared
-// memory and shared parameters on (the defaults): `hw` is the profile with the job's node size.
+// Whether the data-parallel replicas sum their gradients through a shared-memory window, as
+// runtime::make_data_parallel picks for f32 replicas within one CPU node with
+// parallel.dp_shared_memory on (the default): `hw` is the profile with the job's node size.
+bool replicas_sum_in_shared_memory(const config::Config& config, const partition::Hardware& hw);
+// Whether they also keep one shared parameter copy, each updating its 1/dp share
+// (parallel.dp_shared_params, on by default).
 bool replicas_share_update(const config::Config& config, const partition::Hardware& hw);
 
 // `traced`: the model already traced at this config's micro-batch size (a layout search costs

@@ -87,8 +87,11 @@ echo "recompute memory: stages $flags recompute (device of $(sed -n 's/^memory_g
 # The optimizer step a dry run predicts follows how the replicas update: 2 CPU replicas with
 # one shared parameter copy (the default) or ZeRO-1 each run AdamW on half the parameters and
 # zero all their gradients (4 + 28 bytes an updated parameter, 4 a held one: 20 of 36), a copy a
-# replica all of them. Their memory likewise: moments for half the parameters (4 bytes a
-# parameter less than a copy's 8).
+# replica all of them. Their memory per replica: a shared copy holds half the weights (one copy
+# for the two) and half the moments, 6 bytes a parameter less than a copy each; ZeRO-1 half the
+# moments, 4 bytes less, plus up to 2 for its half of the summed gradients apart (where the
+# gradients, not backward's activations, make the peak); all three sum through a shared-memory
+# window (a slot each and the sums).
 optimizer_and_memory() {  # optimizer seconds, stage 0's memory bytes, parameters
   "$train" --config "$configs/gpt-tiny.yaml" --set parallel.dp=2 --dry-run --world 2 \
     --gpus-per-node 2 --json "$@" |
@@ -105,12 +108,31 @@ import sys
     map(float, a.split()) for a in sys.argv[1:])
 assert shared > 0 and shared == zero1, (shared, zero1)
 assert abs(copy / shared - 36 / 20) < 1e-6, (copy, shared)
-assert shared_mem == zero1_mem, (shared_mem, zero1_mem)
-assert copy_mem - shared_mem == 4 * params, (copy_mem, shared_mem, params)
+assert copy_mem - shared_mem == 6 * params, (copy_mem, shared_mem, params)
+assert 2 * params <= copy_mem - zero1_mem <= 4 * params, (copy_mem, zero1_mem, params)
 PY
   fail "optimizer seconds and memory bytes: shared $shared, ZeRO-1 $zero1, a copy each $copy"
 echo "optimizer step and memory, dp 2 (seconds, bytes, parameters): shared copy $shared;" \
   "ZeRO-1 $zero1; a copy each $copy"
+
+# And what they measure: every rank's peak memory (its tensors and its share of the shared-memory
+# windows) within 10% of the partitioner's estimate for it, in each of the three ways replicas
+# hold their state (before the windows and the shared copy were counted: up to 1.29x).
+for mode in "" "parallel.dp_shared_params=false" "parallel.dp_shared_params=false parallel.zero1=true"; do
+  sets=(--set parallel.dp=2)
+  for kv in $mode; do sets+=(--set "$kv"); done
+  out=$(timeout $((300 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe \
+        -np 2 "$train" --config "$configs/gpt-tiny.yaml" "${sets[@]}" --set train.steps=2 \
+        --set train.threads=1 2>&1) || fail "dp 2 ${mode:-shared copy}: $out"
+  line=$(grep "^peak host memory per rank" <<< "$out") || fail "dp 2 ${mode:-shared copy}: no memory line: $out"
+  ratios=$(grep -o ', x[0-9.]*)' <<< "$line" | tr -d ',x)' | xargs)
+  [ "$(wc -w <<< "$ratios")" -eq 2 ] || fail "dp 2 ${mode:-shared copy}: want 2 ranks' ratios: $line"
+  for r in $ratios; do
+    awk -v r="$r" 'BEGIN {exit !(r >= 0.9 && r <= 1.1)}' ||
+      fail "dp 2 ${mode:-shared copy}: measured / estimated memory $r: $line"
+  done
+  echo "memory, dp 2 ${mode:-(shared copy)}: measured / estimated $ratios"
+done
 
 # What cannot be: a model no layout of the world fits, tp beyond a node, a fixed layout of
 # another size. Exit 2, one line with the reason.

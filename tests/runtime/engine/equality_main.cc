@@ -252,16 +252,18 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     // ... and so do the tp all-reduces.
     const std::string tp_transport = engine.tp_transport();
     const bool tp_shared = tp_transport.rfind("shared memory", 0) == 0;
-    // The memory reports count the shared windows: the data-parallel ones at least the
-    // parameters' size each (every member's slot of inputs; on the first, the sums and the
-    // parameter copy as well), the tp one's slots at least a micro-batch's activations each.
+    // The memory reports count each member's share of the shared windows: the data-parallel
+    // ones at least (dp + 1) / dp of the parameters' size (a slot of inputs a member and one
+    // copy of the sums), 1 / dp more with the shared parameter copy; the tp one's slots at
+    // least a micro-batch's activations each.
     int64_t param_bytes = 0;
     for (const auto& named : engine.parameters()) param_bytes += named.second.nbytes();
     const int64_t held = engine.shared_memory_bytes();
-    const int windows = grid.coord().dp == 0 ? (params_shared ? 3 : 2) : 1;
+    const int64_t dp = cfg.parallel.dp;
+    const int64_t window_copies = dp + 1 + (params_shared ? 1 : 0);  // over dp members
     const int64_t activation_bytes = config::model_micro_batch_size(cfg) * cfg.train.seq_len *
                                      cfg.model.hidden * int64_t(sizeof(float));
-    const int64_t least = (shared ? windows * param_bytes : 0) +
+    const int64_t least = (shared ? window_copies * param_bytes / dp : 0) +
                           (tp_shared ? comm::NodeAllReduce::kSlots * activation_bytes : 0);
     const bool counted = least > 0 ? held >= least : held == 0;
     bool memory_right = true;
