@@ -62,7 +62,8 @@ bool can_recompute(const MemoryOptions& o, int64_t stage, int64_t stages) {
 }
 
 StageMemory stage_memory(const MemoryOptions& o, int64_t stage, int64_t stages, double params,
-                         double activations, double boundary_in, double working, bool recompute) {
+                         double activations, double boundary_in, double working, bool recompute,
+                         const DeferredBytes& deferred) {
   const PerParameter per = bytes_per_parameter(o);
   StageMemory m;
   m.weights = params * per.weight;
@@ -74,6 +75,10 @@ StageMemory stage_memory(const MemoryOptions& o, int64_t stage, int64_t stages, 
   m.activations = m.recompute ? double(m.in_flight) * boundary_in + activations
                               : double(m.in_flight) * activations;
   m.working = working;
+  if (o.schedule == Schedule::ZeroBubble) {
+    const double whole = deferred.inputs + deferred.grads;
+    m.deferred = o.micro_batches <= 1 ? deferred.grads : (stage == stages - 1 ? 2 : 1) * whole;
+  }
   m.accumulates = o.micro_batches > 1;
   return m;
 }

@@ -18,7 +18,13 @@
 //     nothing, as in Merak's shifted critical path schedule. Which stages recompute is the
 //     Recompute mode's: all that can, or only those that do not fit the device without it;
 //   working set   the largest transient of one node's backward: its input gradients, and its
-//     output gradients, live next to everything above.
+//     output gradients, live next to everything above;
+//   deferred      zero bubble's parameter gradients left for later: each separable op that
+//     reads a parameter keeps its saved inputs and its output gradients from Backward to
+//     WeightGrad. With several micro-batches a step, the previous micro-batch's (the next
+//     forward runs before its WeightGrad), two on the last stage (whose WeightGrad of the
+//     previous micro-batch follows the next Backward); with one, its output gradients alone
+//     (its saved inputs are among the activations counted).
 // Gradient buffers fill during backward while activations are freed. With several micro-batches
 // a step (gradient accumulation, pipelining) they persist next to later micro-batches'
 // activations and all terms add up; with one, the peak is the larger of (activations + working
@@ -80,20 +86,29 @@ bool can_recompute(const MemoryOptions& o, int64_t stage, int64_t stages);
 struct StageMemory {
   double weights = 0, grads = 0, optimizer = 0, activations = 0, working = 0;
   double shared = 0;  // this rank's share of shared-memory windows
+  double deferred = 0;  // zero bubble's state kept for WeightGrad
   int64_t in_flight = 0;
   bool recompute = false;   // activations counted as the stage recomputing keeps them
   bool accumulates = true;  // several micro-batches a step: gradients live next to activations
   double total() const {
-    const double transient = accumulates ? grads + activations + working
-                                         : std::max(grads, activations + working);
+    const double transient = accumulates ? grads + activations + working + deferred
+                                         : std::max(grads, activations + working + deferred);
     return weights + optimizer + shared + transient;
   }
 };
 
+// What a zero-bubble WeightGrad keeps of one micro-batch: the saved inputs and the output
+// gradients of the stage's separable ops that read parameters.
+struct DeferredBytes {
+  double inputs = 0, grads = 0;
+};
+
 // One stage's memory from its parameter elements, one micro-batch's saved activation bytes,
-// its boundary-input bytes per micro-batch, and its largest backward working set, recomputing
-// or not (`recompute` is ignored where the stage cannot: can_recompute).
+// its boundary-input bytes per micro-batch, its largest backward working set and its
+// zero-bubble WeightGrad state, recomputing or not (`recompute` is ignored where the stage
+// cannot: can_recompute).
 StageMemory stage_memory(const MemoryOptions& o, int64_t stage, int64_t stages, double params,
-                         double activations, double boundary_in, double working, bool recompute);
+                         double activations, double boundary_in, double working, bool recompute,
+                         const DeferredBytes& deferred = {});
 
 }  // namespace merak::partition

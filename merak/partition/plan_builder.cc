@@ -71,7 +71,7 @@ Prediction prediction(const StageEstimate& e) {
   p.set_grad_bytes(int64_t(e.memory.grads));
   p.set_optimizer_bytes(int64_t(e.memory.optimizer));
   p.set_shared_bytes(int64_t(e.memory.shared));
-  p.set_activation_bytes(int64_t(e.memory.activations + e.memory.working));
+  p.set_activation_bytes(int64_t(e.memory.activations + e.memory.working + e.memory.deferred));
   p.set_in_flight(e.memory.in_flight);
   p.set_memory_bytes(int64_t(e.memory.total()));
   return p;

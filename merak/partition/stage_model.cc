@@ -103,6 +103,27 @@ StageModel::StageModel(const GraphFacts& g, const CostModel& cost, const MemoryO
     }
     work_[k] = w;
   }
+
+  // Zero bubble's WeightGrad state: a separable op that reads a parameter keeps its saved
+  // (non-parameter) inputs and receives its output gradients at Backward, and lets them go at
+  // WeightGrad.
+  deferred_.assign(n, {});
+  for (size_t k = 0; k < n; ++k) {
+    const NodeFacts& nf = g.nodes[k];
+    if (!nf.recorded || !nf.op->separable_grads) continue;
+    const bool reads_param = std::any_of(nf.inputs.begin(), nf.inputs.end(), [&](int id) {
+      return id >= 0 && g.values[size_t(id)].kind == ValueFacts::Kind::Param;
+    });
+    if (!reads_param) continue;
+    DeferredBytes& d = deferred_[k];
+    for (int id : nf.outputs)
+      if (g.values[size_t(id)].requires_grad) d.grads += cost.value_bytes(g.values[size_t(id)].meta);
+    for (int root : nf.saved) {
+      const ValueFacts& v = g.values[size_t(root)];
+      if (v.kind != ValueFacts::Kind::Param && v.kind != ValueFacts::Kind::Constant)
+        d.inputs += cost.value_bytes(v.meta);
+    }
+  }
 }
 
 StageModel::Uses StageModel::file_uses(
@@ -130,6 +151,8 @@ void StageModel::grow(StageContents& c) const {
   for (const Use& u : saved_[i])
     if (u.next >= c.end) c.activations += u.size;
   c.working = std::max(c.working, work_[i]);
+  c.deferred.inputs += deferred_[i].inputs;
+  c.deferred.grads += deferred_[i].grads;
 }
 
 StageContents StageModel::contents(int64_t i, int64_t j) const {
@@ -141,7 +164,7 @@ StageContents StageModel::contents(int64_t i, int64_t j) const {
 double StageModel::memory(int64_t stage, int64_t stages, const StageContents& c,
                           bool recompute) const {
   return stage_memory(mem_, stage, stages, c.params, c.activations, cross_bytes_[size_t(c.first)],
-                      c.working, recompute)
+                      c.working, recompute, c.deferred)
              .total() +
          c.constants;
 }
@@ -149,7 +172,9 @@ double StageModel::memory(int64_t stage, int64_t stages, const StageContents& c,
 double StageModel::memory_floor(int64_t stage, int64_t stages, const StageContents& c) const {
   // Recomputing (where the mode lets the stage) never keeps more: boundary inputs aside, it
   // holds one micro-batch's activations where it would hold several.
-  return stage_memory(mem_, stage, stages, c.params, c.activations, 0, c.working, true).total() +
+  return stage_memory(mem_, stage, stages, c.params, c.activations, 0, c.working, true,
+                      c.deferred)
+             .total() +
          c.constants;
 }
 
@@ -205,7 +230,7 @@ StageEstimate StageModel::estimate(int64_t stage, int64_t stages, int64_t i, int
   e.bwd_flops = bwd_flops_sum_[size_t(j)] - bwd_flops_sum_[size_t(i)];
   e.params = c.params;
   e.memory = stage_memory(mem_, stage, stages, c.params, c.activations, cross_bytes_[size_t(i)],
-                          c.working, recompute);
+                          c.working, recompute, c.deferred);
   e.memory.weights += c.constants;
   return e;
 }

@@ -34,6 +34,7 @@ struct StageEstimate {
 struct StageContents {
   int64_t first = 0, end = 0;
   double params = 0, constants = 0, activations = 0, working = 0;
+  DeferredBytes deferred;  // one micro-batch's zero-bubble WeightGrad state (memory.h)
 };
 
 class StageModel {
@@ -104,6 +105,7 @@ class StageModel {
   std::vector<int64_t> cross_count_, cross_grad_count_;
   Uses params_, constants_, saved_;  // elements, bytes, bytes
   std::vector<double> work_;         // per node: its backward's working set
+  std::vector<DeferredBytes> deferred_;  // per node: what a zero-bubble WeightGrad keeps of it
 };
 
 }  // namespace merak::partition

@@ -234,6 +234,17 @@ TEST_CASE("the memory model: bytes per parameter, in-flight micro-batches, recom
   o.recompute = Recompute::None;
   StageMemory once = stage_memory(o, 0, 1, 1000, 100e6, 0, 5e6, false);
   CHECK(once.total() == Approx(4000 + 8000 + 105e6));
+  // Zero bubble keeps its WeightGrad state: one micro-batch's output gradients when a step has
+  // one; else the previous micro-batch's saved inputs and gradients, twice on the last stage.
+  const DeferredBytes kept{10e6, 20e6};
+  CHECK(stage_memory(o, 0, 1, 1000, 100e6, 0, 5e6, false, kept).deferred == 0);  // not zb
+  o.schedule = Schedule::ZeroBubble;
+  CHECK(stage_memory(o, 0, 2, 1000, 100e6, 0, 5e6, false, kept).deferred == 20e6);
+  o.micro_batches = 8;
+  CHECK(stage_memory(o, 0, 2, 1000, 100e6, 0, 5e6, false, kept).deferred == 30e6);
+  const StageMemory last = stage_memory(o, 1, 2, 1000, 100e6, 0, 5e6, false, kept);
+  CHECK(last.deferred == 60e6);
+  CHECK(last.total() == Approx(4000 + 4000 + 8000 + 100e6 + 5e6 + 60e6));
 }
 
 TEST_CASE("activations: views share their storage, saved values count once", "[partition]") {

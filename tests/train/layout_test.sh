@@ -117,21 +117,25 @@ echo "optimizer step and memory, dp 2 (seconds, bytes, parameters): shared copy 
 
 # And what they measure: every rank's peak memory (its tensors and its share of the shared-memory
 # windows) within 10% of the partitioner's estimate for it, in each of the three ways replicas
-# hold their state (before the windows and the shared copy were counted: up to 1.29x).
-for mode in "" "parallel.dp_shared_params=false" "parallel.dp_shared_params=false parallel.zero1=true"; do
-  sets=(--set parallel.dp=2)
+# hold their state (before the windows and the shared copy were counted: up to 1.29x), and
+# under zero bubble with one micro-batch a step and with four (before its WeightGrad state was
+# counted: 1.34-1.41x with one).
+for mode in "parallel.dp=2" "parallel.dp=2 parallel.dp_shared_params=false" \
+            "parallel.dp=2 parallel.dp_shared_params=false parallel.zero1=true" \
+            "parallel.pp=2 parallel.schedule=zb" "parallel.pp=2 parallel.schedule=zb train.micro_batch=4"; do
+  sets=()
   for kv in $mode; do sets+=(--set "$kv"); done
   out=$(timeout $((300 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe \
         -np 2 "$train" --config "$configs/gpt-tiny.yaml" "${sets[@]}" --set train.steps=2 \
-        --set train.threads=1 2>&1) || fail "dp 2 ${mode:-shared copy}: $out"
-  line=$(grep "^peak host memory per rank" <<< "$out") || fail "dp 2 ${mode:-shared copy}: no memory line: $out"
+        --set train.threads=1 2>&1) || fail "$mode: $out"
+  line=$(grep "^peak host memory per rank" <<< "$out") || fail "$mode: no memory line: $out"
   ratios=$(grep -o ', x[0-9.]*)' <<< "$line" | tr -d ',x)' | xargs)
-  [ "$(wc -w <<< "$ratios")" -eq 2 ] || fail "dp 2 ${mode:-shared copy}: want 2 ranks' ratios: $line"
+  [ "$(wc -w <<< "$ratios")" -eq 2 ] || fail "$mode: want 2 ranks' ratios: $line"
   for r in $ratios; do
     awk -v r="$r" 'BEGIN {exit !(r >= 0.9 && r <= 1.1)}' ||
-      fail "dp 2 ${mode:-shared copy}: measured / estimated memory $r: $line"
+      fail "$mode: measured / estimated memory $r: $line"
   done
-  echo "memory, dp 2 ${mode:-(shared copy)}: measured / estimated $ratios"
+  echo "memory, $mode: measured / estimated $ratios"
 done
 
 # What cannot be: a model no layout of the world fits, tp beyond a node, a fixed layout of
