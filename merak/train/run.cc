@@ -17,6 +17,7 @@
 #include "merak/cuda/runtime.h"
 #include "merak/log/log.h"
 #include "merak/metrics/tensorboard.h"
+#include "merak/partition/hardware.h"
 #include "merak/partition/report.h"
 #include "merak/runtime/engine_comm.h"
 #include "merak/runtime/engine_replay.h"
@@ -32,6 +33,7 @@ namespace {
 // tensor-core rate (so the share is MFU), on the CPU the f32 FMA rate measured now on its threads.
 struct Peak {
   double rank_gflops = 0;
+  double core_gflops = 0;  // CPU: one core's measured rate
   std::string what;  // for the start-up report
 };
 
@@ -44,6 +46,7 @@ Peak measure_peak(Device device) {
                   p.rank_gflops / 1e3);
   } else {
     const double core = bench::measured_fma_peak_gflops();
+    p.core_gflops = core;
     p.rank_gflops = core * num_threads();
     std::snprintf(buf, sizeof buf, "peak %.0f GFLOP/s a rank (%.0f a core, measured)",
                   p.rank_gflops, core);
@@ -64,6 +67,28 @@ Peak measure_peak(Device device) {
   while (!line.empty() && line.back() == '\n') line.pop_back();
   std::fflush(stdout);  // after what was printf'd before it
   log::message(level, line);
+}
+
+// A CPU profile (configs/hardware/cpu-local.yaml is one) describes the machine it was
+// calibrated on; on another CPU its predictions (step times, the layout search's ranking) are
+// off by about the ratio of their speeds. Warns when this CPU's FMA rate, measured at start-up,
+// is not within 20% of the profile's.
+void check_cpu_profile(const config::Config& c, double core_gflops) {
+  partition::Hardware hw;
+  try {
+    hw = partition::load_hardware(partition::find_hardware(c.parallel.hardware));
+  } catch (const std::exception&) {
+    return;  // the plan loaded it already; nothing to add here
+  }
+  if (!hw.shared_node || hw.devices_per_node < 1 || hw.peak_f32 <= 0) return;  // not a CPU's
+  const double profiled = hw.peak_f32 / double(hw.devices_per_node) / 1e9;
+  const double ratio = core_gflops / profiled;
+  if (ratio >= 0.8 && ratio <= 1.25) return;
+  say(log::Level::Warn,
+      "hardware profile '%s' was calibrated on a CPU of %.0f GFLOP/s a core; this one measures "
+      "%.0f, so its step-time predictions are off by about %.1fx (profile this machine: "
+      "merak_partition calibrate -o FILE.yaml, then parallel.hardware: FILE.yaml)",
+      c.parallel.hardware.c_str(), profiled, core_gflops, std::max(ratio, 1 / ratio));
 }
 
 void print_header(Trainer& trainer, const Peak& peak) {
@@ -258,6 +283,7 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   // Only rank 0 reports; the others skip the measurement (and do not disturb it much).
   const Peak peak = root ? measure_peak(trainer.device()) : Peak();
   if (root) print_header(trainer, peak);
+  if (root && peak.core_gflops > 0) check_cpu_profile(trainer.config(), peak.core_gflops);
   if (root && !resume.empty())
     say(log::Level::Info, "resumed from %s: step %lld done (loaded in %.2f s)", resume.c_str(),
                 (long long)trainer.steps_done(), load_seconds);
