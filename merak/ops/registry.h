@@ -36,6 +36,20 @@ struct Gemm {
   double flops() const { return 2 * batch * m * n * k; }
 };
 
+// A collective an op runs over its tensor-parallel group, for the cost model to price on the
+// group's link: `count` of them, each over `members` ranks, the result `elements` long; in the
+// op's forward, or in its backward (its gradient's exchange, run only where it is recorded).
+// Floating values move at the compute precision; `f32_stats` ones (loss statistics) in f32.
+struct Collective {
+  enum class Kind { AllReduce, AllGather };
+  Kind kind = Kind::AllReduce;
+  bool backward = false;
+  int64_t members = 1;
+  double elements = 0;
+  int count = 1;
+  bool f32_stats = false;
+};
+
 // Predicted work of one call, for the partitioner's cost model.
 struct OpCost {
   double fwd_flops = 0;  // forward floating-point operations (GEMMs included)
@@ -44,6 +58,7 @@ struct OpCost {
   // The forward's matrix products. Backward runs, for each, the products of dC with the other
   // operand: dA [m, k] = dC B^T (depth n) and dB [k, n] = A^T dC (depth m).
   std::vector<Gemm> gemms;
+  std::vector<Collective> collectives;  // tensor-parallel ops: what they exchange
 };
 
 // What a backward formula sees. Inputs/outputs the op saves hold data; the others are Meta tensors

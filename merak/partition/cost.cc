@@ -156,26 +156,17 @@ NodeTime CostModel::node_time(const GraphFacts& g, int node) const {
     t.bwd = copy_seconds + kernels_seconds(bwd, n.cost.bwd_flops - 2 * fwd_gemm_flops,
                                            2 * n.cost.bytes,
                                            std::max<int64_t>(1, int64_t(bwd.size())));
-  // Tensor-parallel collectives: what each moves, in which direction.
-  const std::string& op = n.op->name;
-  if (op.compare(0, 3, "tp_") == 0 && n.attrs.has("size")) {
-    const int64_t members = n.attrs.i("size");
-    const Link link = tp_link();
-    const double out_bytes = value_bytes(g.values[size_t(n.outputs[0])].meta);
-    if (op == "tp_all_reduce") {
-      t.fwd_comm = all_reduce_seconds(out_bytes, members, link);
-    } else if (op == "tp_copy") {
-      t.bwd_comm = n.recorded ? all_reduce_seconds(out_bytes, members, link) : 0;
-    } else if (op == "tp_all_gather") {
-      t.fwd_comm = all_gather_seconds(out_bytes, members, link);
-    } else if (op == "tp_cross_entropy") {
-      // Three row-sized reductions: the max, the sum of exponentials, the target logit.
-      const double rows = double(g.values[size_t(n.outputs[1])].meta.numel());
-      t.fwd_comm = 3 * all_reduce_seconds(rows * 4, members, link);
-    }
-    t.fwd += t.fwd_comm;
-    t.bwd += t.bwd_comm;
+  // Tensor-parallel collectives, as the op's registry entry states them.
+  for (const ops::Collective& c : n.cost.collectives) {
+    if (c.backward && !n.recorded) continue;
+    const double bytes = c.elements * 4 * (c.f32_stats ? 1.0 : float_scale_);
+    const double one = c.kind == ops::Collective::Kind::AllGather
+                           ? all_gather_seconds(bytes, c.members, tp_link())
+                           : all_reduce_seconds(bytes, c.members, tp_link());
+    (c.backward ? t.bwd_comm : t.fwd_comm) += c.count * one;
   }
+  t.fwd += t.fwd_comm;
+  t.bwd += t.bwd_comm;
   return t;
 }
 

@@ -155,3 +155,59 @@ TEST_CASE("the same op without a sharding rule stays whole", "[partition]") {
   CHECK(pass.ranks[0].shards.at("b.weight").split == "replicated");
   CHECK_FALSE(find_op(pass.ranks[0].model.graph(), "tp_all_reduce"));
 }
+
+// The cost model likewise prices a tensor-parallel op's exchanges from its registry entry: an
+// op defined only here, which says it all-gathers its result twice in forward and all-reduces
+// its gradient in backward, is costed so with no change to the cost model.
+namespace {
+
+MERAK_REGISTER_OP(test_exchanging_scale) {
+  ops::OpDef d;
+  d.name = "test_exchanging_scale";
+  d.doc = "2 x (a test op whose cost states collectives)";
+  d.inputs = {"x"};
+  d.outputs = {"y"};
+  d.infer = [](const std::vector<ops::TensorMeta>& in, const ops::Attrs&) {
+    return std::vector<ops::TensorMeta>{in[0]};
+  };
+  d.cost = [](const std::vector<ops::TensorMeta>& in, const std::vector<ops::TensorMeta>&,
+              const ops::Attrs&) {
+    ops::OpCost c{double(in[0].numel()), double(in[0].numel()), 2 * double(in[0].nbytes())};
+    const double n = double(in[0].numel());
+    c.collectives = {{ops::Collective::Kind::AllGather, false, 4, n, 2},
+                     {ops::Collective::Kind::AllReduce, true, 4, n}};
+    return c;
+  };
+  d.backward = [](const ops::BackwardCtx& c) -> std::vector<Tensor> {
+    return {ops::mul_scalar(c.grad_outputs[0], 2.0)};
+  };
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("a new op's collectives in its registry entry are costed by the unchanged model",
+          "[partition]") {
+  TwoWeights module;
+  const graph::TraceFn fn = [&](const std::vector<Tensor>& x) {
+    const Tensor h = ops::call("test_exchanging_scale", {ops::linear(x[0], module.a.weight)})[0];
+    return std::vector<Tensor>{ops::mean(h, {0, 1})};
+  };
+  const graph::Model m = graph::trace(module, 3, {{"x", {4, 8}, DType::F32}}, fn, {"loss"});
+  const GraphFacts f = analyze(m.graph());
+  int node = -1;
+  for (size_t k = 0; k < f.nodes.size(); ++k)
+    if (f.nodes[k].op->name == "test_exchanging_scale") node = int(k);
+  REQUIRE(node >= 0);
+  const double bytes = 4 * 16 * 4;  // its [4, 16] f32 result
+  for (Precision p : {Precision::F32, Precision::BF16}) {
+    const CostModel cost(test::profile("a100-80g"), p, {1, 1, 4});
+    const double scale = p == Precision::F32 ? 1.0 : 0.5;
+    const NodeTime t = cost.node_time(f, node);
+    CHECK(t.fwd_comm == Approx(2 * cost.all_gather_seconds(bytes * scale, 4, cost.tp_link())));
+    CHECK(t.bwd_comm == Approx(cost.all_reduce_seconds(bytes * scale, 4, cost.tp_link())));
+    CHECK(t.fwd_comm > 0);
+    CHECK(t.fwd >= t.fwd_comm);
+    CHECK(t.bwd >= t.bwd_comm);
+  }
+}

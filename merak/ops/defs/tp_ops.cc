@@ -44,8 +44,11 @@ MERAK_REGISTER_OP(tp_all_reduce) {
     check_size(a);
     return std::vector<TensorMeta>{in[0]};
   };
-  d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>&, const Attrs&) {
-    return OpCost{double(in[0].numel()), 0, 2 * double(in[0].nbytes())};
+  d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>&,
+              const Attrs& a) {
+    OpCost c{double(in[0].numel()), 0, 2 * double(in[0].nbytes())};
+    c.collectives = {{Collective::Kind::AllReduce, false, a.i("size"), double(in[0].numel())}};
+    return c;
   };
   d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> { return {c.grad_outputs[0]}; };
   return d;
@@ -64,8 +67,11 @@ MERAK_REGISTER_OP(tp_copy) {
     check_size(a);
     return std::vector<TensorMeta>{in[0]};
   };
-  d.cost = [](const std::vector<TensorMeta>&, const std::vector<TensorMeta>&, const Attrs&) {
-    return OpCost{0, 0, 0};
+  d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>&,
+              const Attrs& a) {
+    OpCost c{0, 0, 0};
+    c.collectives = {{Collective::Kind::AllReduce, true, a.i("size"), double(in[0].numel())}};
+    return c;
   };
   d.view = [](const std::vector<Tensor>& in, const Attrs&) -> std::vector<Tensor> {
     return {in[0].detach()};
@@ -111,7 +117,11 @@ MERAK_REGISTER_OP(tp_all_gather) {
     return std::vector<TensorMeta>{{s, in[0].dtype}};
   };
   d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out,
-              const Attrs&) { return OpCost{0, 0, double(in[0].nbytes() + out[0].nbytes())}; };
+              const Attrs& a) {
+    OpCost c{0, 0, double(in[0].nbytes() + out[0].nbytes())};
+    c.collectives = {{Collective::Kind::AllGather, false, a.i("size"), double(out[0].numel())}};
+    return c;
+  };
   d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
     const Tensor& g = c.grad_outputs[0];
     if (!g.defined()) return {Tensor()};
@@ -212,10 +222,15 @@ MERAK_REGISTER_OP(tp_cross_entropy) {
     return std::vector<TensorMeta>{{{}, stat}, {targets.shape, stat}};
   };
   d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out,
-              const Attrs&) {
+              const Attrs& a) {
     const double n = double(in[0].numel());
-    return OpCost{13 * n, 13 * n,
-                  double(in[0].nbytes() + in[1].nbytes() + out[0].nbytes() + out[1].nbytes())};
+    OpCost c{13 * n, 13 * n,
+             double(in[0].nbytes() + in[1].nbytes() + out[0].nbytes() + out[1].nbytes())};
+    // Three row-sized reductions of f32 statistics: the max, the sum of exponentials, the
+    // target logit.
+    c.collectives = {{Collective::Kind::AllReduce, false, a.i("size"), double(out[1].numel()), 3,
+                      true}};
+    return c;
   };
   d.saves_inputs = 0b11;   // logits, targets
   d.saves_outputs = 0b10;  // lse
