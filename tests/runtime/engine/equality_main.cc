@@ -259,7 +259,6 @@ int layout_run(const config::Config& base, const std::string& layout, const Expe
     int64_t param_bytes = 0;
     for (const auto& named : engine.parameters()) param_bytes += named.second.nbytes();
     const int64_t held = engine.shared_memory_bytes();
-    const int64_t dp = cfg.parallel.dp;
     const int64_t window_copies = dp + 1 + (params_shared ? 1 : 0);  // over dp members
     const int64_t activation_bytes = config::model_micro_batch_size(cfg) * cfg.train.seq_len *
                                      cfg.model.hidden * int64_t(sizeof(float));
