@@ -106,9 +106,9 @@ StageModel::StageModel(const GraphFacts& g, const CostModel& cost, const MemoryO
 
   // Zero bubble's WeightGrad state: a separable op that reads a parameter keeps its saved
   // (non-parameter) inputs and receives its output gradients at Backward, and lets them go at
-  // WeightGrad.
+  // WeightGrad. Other schedules keep none.
   deferred_.assign(n, {});
-  for (size_t k = 0; k < n; ++k) {
+  for (size_t k = 0; k < n && memory.schedule == Schedule::ZeroBubble; ++k) {
     const NodeFacts& nf = g.nodes[k];
     if (!nf.recorded || !nf.op->separable_grads) continue;
     const bool reads_param = std::any_of(nf.inputs.begin(), nf.inputs.end(), [&](int id) {

@@ -281,8 +281,9 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
     // Memory no split can get under (weights, gradients, optimizer state): not partitioned.
     partition::MemoryOptions mem;
     mem.precision = precision, mem.dp = l.dp, mem.zero1 = l.zero1;
-    mem.shared_update = replicas_share_update(with_layout(c, l), node_hw);
-    mem.dp_window = replicas_sum_in_shared_memory(with_layout(c, l), node_hw);
+    const config::Config lc = with_layout(c, l);
+    mem.shared_update = replicas_share_update(lc, node_hw);
+    mem.dp_window = replicas_sum_in_shared_memory(lc, node_hw);
     const partition::PerParameter per = partition::bytes_per_parameter(mem);
     const double static_bytes =
         facts.parameters / double(l.tp * l.pp) * (per.weight + per.grad + per.optimizer + per.shared);
@@ -296,7 +297,7 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
     if (fresh) {
       // Recomputation only adds to this (the refined bound below counts it where it must be).
       const double compute = facts.flops_per_step / (double(world) * sustained);
-      const int64_t m = config::model_micro_batches_per_replica(with_layout(c, l));
+      const int64_t m = config::model_micro_batches_per_replica(lc);
       groups.push_back({{}, compute * fill_factor(l, m)});
     }
     groups[it->second].variants.push_back(l);
