@@ -88,12 +88,44 @@ void strided_copy(const Tensor& dst, const Tensor& src) {
   char* d = static_cast<char*>(dst.raw_data());
   const char* s = static_cast<const char*>(src.raw_data());
   const int64_t r = int64_t(shape.size());
-  switch (dtype_size(dst.dtype())) {
-    case 1: copy_dim<uint8_t>(d, ds.data(), s, ss.data(), shape.data(), r); break;
-    case 2: copy_dim<uint16_t>(d, ds.data(), s, ss.data(), shape.data(), r); break;
-    case 4: copy_dim<uint32_t>(d, ds.data(), s, ss.data(), shape.data(), r); break;
-    case 8: copy_dim<uint64_t>(d, ds.data(), s, ss.data(), shape.data(), r); break;
+  const int64_t elem = int64_t(dtype_size(dst.dtype()));
+  // Copies the elements whose leading `lead` dims, flattened, index [lo, hi).
+  auto copy_rows = [&](int64_t lead, int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      int64_t rest = i, doff = 0, soff = 0;
+      for (int64_t k = lead; k-- > 0;) {
+        const int64_t idx = rest % shape[size_t(k)];
+        rest /= shape[size_t(k)];
+        doff += idx * ds[size_t(k)];
+        soff += idx * ss[size_t(k)];
+      }
+      char* dd = d + doff * elem;
+      const char* sd = s + soff * elem;
+      const int64_t* dst_st = ds.data() + lead;
+      const int64_t* src_st = ss.data() + lead;
+      const int64_t* sh = shape.data() + lead;
+      switch (elem) {
+        case 1: copy_dim<uint8_t>(dd, dst_st, sd, src_st, sh, r - lead); break;
+        case 2: copy_dim<uint16_t>(dd, dst_st, sd, src_st, sh, r - lead); break;
+        case 4: copy_dim<uint32_t>(dd, dst_st, sd, src_st, sh, r - lead); break;
+        case 8: copy_dim<uint64_t>(dd, dst_st, sd, src_st, sh, r - lead); break;
+      }
+    }
+  };
+  // Large copies (a permuted attention input, a concatenation's parts) are split over the pool
+  // along their leading dims, enough of them to give every thread a few pieces: the training
+  // step's other threads would otherwise wait for one core's copy.
+  constexpr int64_t kParallelCopyBytes = int64_t(64) << 10;
+  const int64_t threads = num_threads();
+  if (threads > 1 && r >= 2 && dst.nbytes() >= kParallelCopyBytes) {
+    int64_t lead = 1, rows = shape[0];
+    while (rows < 4 * threads && lead < r - 1) rows *= shape[size_t(lead++)];
+    if (rows >= 2) {
+      parallel_for(0, rows, 1, [&](int64_t lo, int64_t hi) { copy_rows(lead, lo, hi); });
+      return;
+    }
   }
+  copy_rows(0, 0, 1);
 }
 
 }  // namespace

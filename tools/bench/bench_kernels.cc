@@ -1,9 +1,9 @@
-// Kernel benchmark: f32 matmul GFLOP/s (a linear layer's products at GPT-2 124M's shapes, 1 and 2
-// threads, against a per-core peak) and the GB/s of memory-bound ops (layer_norm, softmax, gelu)
+// Kernel benchmark: f32 matmul GFLOP/s (a linear layer's products at GPT-2 124M's shapes, or with
+// --shape small the L4 C256 V8192 model's, 1 and 2 threads, against a per-core peak) and the GB/s of memory-bound ops (layer_norm, softmax, gelu)
 // next to a plain copy of the same tensor, and the cost of an empty parallel region.
 // Every op goes through merak::ops, so dispatch and output allocation are part of the timing.
 //
-//   bench_kernels [--threads N] [--runs N] [--peak GFLOPS_PER_CORE]
+//   bench_kernels [--threads N] [--runs N] [--peak GFLOPS_PER_CORE] [--shape 124m|small]
 // Without --peak the per-core peak is measured (an FMA loop from registers) at start-up.
 #include <algorithm>
 #include <chrono>
@@ -29,10 +29,14 @@ struct Options {
   int threads = int(std::max(1u, std::thread::hardware_concurrency()));  // memory-bound ops
   int runs = 7;                                                            // timed runs (median)
   double peak = 0;  // GFLOP/s per core for the fraction column; 0 = measure it
+  std::string shape = "124m";  // the matmuls' layer sizes: GPT-2 124M's or "small" (L4 C256 V8192)
 };
 
 [[noreturn]] void usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s [--threads N] [--runs N >= 5] [--peak GFLOPS_PER_CORE]\n", argv0);
+  std::fprintf(stderr,
+               "usage: %s [--threads N] [--runs N >= 5] [--peak GFLOPS_PER_CORE] "
+               "[--shape 124m|small]\n",
+               argv0);
   std::exit(2);
 }
 
@@ -44,9 +48,11 @@ Options parse(int argc, char** argv) {
     if (arg == "--threads") o.threads = std::atoi(argv[++i]);
     else if (arg == "--runs") o.runs = std::atoi(argv[++i]);
     else if (arg == "--peak") o.peak = std::atof(argv[++i]);
+    else if (arg == "--shape") o.shape = argv[++i];
     else usage(argv[0]);
   }
-  if (o.threads < 1 || o.runs < 5 || o.peak < 0) usage(argv[0]);
+  if (o.threads < 1 || o.runs < 5 || o.peak < 0 || (o.shape != "124m" && o.shape != "small"))
+    usage(argv[0]);
   return o;
 }
 
@@ -81,14 +87,17 @@ double median_seconds(const std::function<void()>& fn, int runs) {
   return t[t.size() / 2];
 }
 
-// A linear layer's three products at GPT-2 124M's shapes (batch 4 x 64 = 256 tokens): the
-// forward x W^T, the input's gradient dY W and the weight's gradient dY^T x, each its own
-// transposes, as training runs them; then a square product.
+// A linear layer's three products at GPT-2 124M's shapes or the small benchmark model's (L4 C256
+// V8192; batch 4 x 64 = 256 tokens for both): the forward x W^T, the input's gradient dY W and
+// the weight's gradient dY^T x, each its own transposes, as training runs them; then a square
+// product.
 void bench_matmul(const Options& o) {
   struct Layer { const char* name; int64_t tokens, out, in; };
-  const std::vector<Layer> layers = {{"attn out", 256, 768, 768}, {"qkv", 256, 2304, 768},
-                                     {"mlp up", 256, 3072, 768}, {"mlp down", 256, 768, 3072},
-                                     {"lm head", 256, 50257, 768}};
+  const int64_t c = o.shape == "small" ? 256 : 768;
+  const int64_t vocab = o.shape == "small" ? 8192 : 50257;
+  const std::vector<Layer> layers = {{"attn out", 256, c, c}, {"qkv", 256, 3 * c, c},
+                                     {"mlp up", 256, 4 * c, c}, {"mlp down", 256, c, 4 * c},
+                                     {"lm head", 256, vocab, c}};
   std::printf("f32 matmul (median of %d runs; peak %.0f GFLOP/s per core)\n", o.runs, o.peak);
   std::printf("  %-9s %-7s %6s %6s %6s  %7s  %9s  %7s\n", "layer", "product", "M", "N", "K",
               "threads", "GFLOP/s", "of peak");
