@@ -125,18 +125,9 @@ TEST_CASE("strided copies split over threads move every element to its place", "
       if (l.narrow_dim >= 0) view = view.narrow(l.narrow_dim, l.start, l.length);
       REQUIRE_FALSE(view.is_contiguous());
       REQUIRE(view.nbytes() >= (int64_t(64) << 10));  // large enough to be split
-      // Where each element of the view lies in the source, by a plain walk over its strides.
-      std::vector<int64_t> expected;
-      std::vector<int64_t> idx(view.shape().size(), 0);
-      for (int64_t i = 0; i < view.numel(); ++i) {
-        int64_t off = (static_cast<const uint8_t*>(view.raw_data()) - bytes) / elem;
-        for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * view.strides()[d];
-        expected.push_back(off);
-        for (size_t d = idx.size(); d-- > 0;) {
-          if (++idx[d] < view.shape()[d]) break;
-          idx[d] = 0;
-        }
-      }
+      // Where each element of the view lies in the source: the element-by-element stride walk
+      // that kernels taking arbitrary strides use, independent of strided_copy.
+      const std::vector<int64_t> expected = element_offsets(view);
       for (int threads : {1, 2, 3}) {
         set_num_threads(threads);
         // Into a poisoned tensor, so that an element left out shows (contiguous() may get a

@@ -1,6 +1,7 @@
 // Kernel benchmark: f32 matmul GFLOP/s (a linear layer's products at GPT-2 124M's shapes, or with
-// --shape small the L4 C256 V8192 model's, 1 and 2 threads, against a per-core peak) and the GB/s of memory-bound ops (layer_norm, softmax, gelu)
-// next to a plain copy of the same tensor, and the cost of an empty parallel region.
+// --shape small the L4 C256 V8192 model's, 1 and 2 threads, against a per-core peak) and the GB/s
+// of memory-bound ops (layer_norm, softmax, gelu) next to a plain copy of the same tensor, and the
+// cost of an empty parallel region.
 // Every op goes through merak::ops, so dispatch and output allocation are part of the timing.
 //
 //   bench_kernels [--threads N] [--runs N] [--peak GFLOPS_PER_CORE] [--shape 124m|small]
