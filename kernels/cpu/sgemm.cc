@@ -15,7 +15,9 @@
 // packed once per depth step: A block by block, B block by block when C has one block of rows
 // (a layer's forward: batch x sequence rows), else all of its columns at once (a weight's
 // gradient: rows are the layer's outputs). At our models' shapes packing costs a fifth of the
-// GEMM when either operand is packed more than once.
+// GEMM when either operand is packed more than once. Where op(B) is too wide to pack at once
+// and C has several blocks of rows, the two block loops swap when that packs less: columns
+// outermost, B packed once and A's few packed panels again for each block of columns.
 #include "kernels/cpu/sgemm.h"
 
 #if MERAK_SGEMM_SIMD
@@ -167,38 +169,68 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
 
   // Full panels of A stored [M, K] are read in place; the others are packed.
   auto in_place = [ta](int64_t mr) { return !ta && mr == kRows; };
+  // With op(B) too wide to pack whole and several blocks of rows, one operand is packed more
+  // than once a depth step: B once per block of rows, or A's packed panels once per block of
+  // columns. Columns go outermost when that packs fewer floats: A read in place leaves only a
+  // last partial panel to pack (the LM head's forward: 256 rows of x against 50257 columns of
+  // W^T, which rows outermost transposed into panels twice).
+  const int64_t row_blocks = (M + kBlockRows - 1) / kBlockRows;
+  const int64_t col_blocks = (N + kBlockCols - 1) / kBlockCols;
+  const int64_t a_packed_rows = ta ? M : M % kRows;
+  const bool cols_outer = !whole_b && row_blocks > 1 &&
+                          (col_blocks - 1) * a_packed_rows < (row_blocks - 1) * N;
+
   for (int64_t pc = 0; pc < K; pc += kDepth) {
     const int64_t kc = std::min(kDepth, K - pc);
     const bool first = pc == 0, last = pc + kc == K;
-    if (whole_b) pack_b(tb, B, ldb, pc, kc, 0, N, packed_b);
-    for (int64_t icb = 0; icb < M; icb += kBlockRows) {
-      const int64_t mc = std::min(kBlockRows, M - icb);
+    // The packed panels of A's rows [icb, icb + mc) that are not read in place.
+    auto pack_a_block = [&](int64_t icb, int64_t mc) {
       for (int64_t ic = 0; ic < mc; ic += kRows) {
         const int64_t mr = std::min(kRows, mc - ic);
         if (!in_place(mr)) pack_a(ta, A, lda, icb + ic, mr, pc, kc, packed_a + ic * kc);
       }
+    };
+    // Rows [icb, icb + mc) by columns [jc, jc + nc) of C against packed B's block b.
+    auto run_block = [&](int64_t icb, int64_t mc, int64_t jc, int64_t nc, const float* b) {
+      for (int64_t ic = icb; ic < icb + mc; ic += kRows) {
+        const int64_t mr = std::min(kRows, icb + mc - ic);
+        // Initialised right before the first tile adds into it, while it comes into cache.
+        if (first && init) gemm_init_block(C, ldc, beta, bias, ic, mr, jc, nc);
+        float* c = C + ic * ldc + jc;
+        if (in_place(mr)) {
+          const float* a = A + ic * lda + pc;
+          for (int64_t jr = 0; jr < nc; jr += kCols)
+            tile<true>(kc, a, lda, b + jr * kc, alpha, c + jr, ldc, mr,
+                       std::min(kCols, nc - jr), first && overwrite);
+        } else {
+          const float* a = packed_a + (ic - icb) * kc;
+          for (int64_t jr = 0; jr < nc; jr += kCols)
+            tile<false>(kc, a, 0, b + jr * kc, alpha, c + jr, ldc, mr,
+                        std::min(kCols, nc - jr), first && overwrite);
+        }
+        if (last && epilogue) (*epilogue)(ic, mr, jc, nc);
+      }
+    };
+    if (cols_outer) {
+      for (int64_t jc = 0; jc < N; jc += kBlockCols) {
+        const int64_t nc = std::min(kBlockCols, N - jc);
+        pack_b(tb, B, ldb, pc, kc, jc, nc, packed_b);
+        for (int64_t icb = 0; icb < M; icb += kBlockRows) {
+          const int64_t mc = std::min(kBlockRows, M - icb);
+          pack_a_block(icb, mc);
+          run_block(icb, mc, jc, nc, packed_b);
+        }
+      }
+      continue;
+    }
+    if (whole_b) pack_b(tb, B, ldb, pc, kc, 0, N, packed_b);
+    for (int64_t icb = 0; icb < M; icb += kBlockRows) {
+      const int64_t mc = std::min(kBlockRows, M - icb);
+      pack_a_block(icb, mc);
       for (int64_t jc = 0; jc < N; jc += kBlockCols) {
         const int64_t nc = std::min(kBlockCols, N - jc);
         if (!whole_b) pack_b(tb, B, ldb, pc, kc, jc, nc, packed_b);
-        const float* b = whole_b ? packed_b + jc * kc : packed_b;
-        for (int64_t ic = icb; ic < icb + mc; ic += kRows) {
-          const int64_t mr = std::min(kRows, icb + mc - ic);
-          // Initialised right before the first tile adds into it, while it comes into cache.
-          if (first && init) gemm_init_block(C, ldc, beta, bias, ic, mr, jc, nc);
-          float* c = C + ic * ldc + jc;
-          if (in_place(mr)) {
-            const float* a = A + ic * lda + pc;
-            for (int64_t jr = 0; jr < nc; jr += kCols)
-              tile<true>(kc, a, lda, b + jr * kc, alpha, c + jr, ldc, mr,
-                         std::min(kCols, nc - jr), first && overwrite);
-          } else {
-            const float* a = packed_a + (ic - icb) * kc;
-            for (int64_t jr = 0; jr < nc; jr += kCols)
-              tile<false>(kc, a, 0, b + jr * kc, alpha, c + jr, ldc, mr,
-                          std::min(kCols, nc - jr), first && overwrite);
-          }
-          if (last && epilogue) (*epilogue)(ic, mr, jc, nc);
-        }
+        run_block(icb, mc, jc, nc, whole_b ? packed_b + jc * kc : packed_b);
       }
     }
   }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <type_traits>
 #include <vector>
 
@@ -105,6 +106,52 @@ TEST_CASE("gemm handles blocks beyond the cache blocking, threaded, and in doubl
         }
   check<double>(false, true, {300, 200, 700}, 1.0, 0.0, true, true);
   check<double>(true, false, {150, 90, 40}, 2.0, 0.25, false, false);
+}
+
+TEST_CASE("gemm with op(B) too wide to pack whole and several blocks of rows", "[gemm]") {
+  // 256 deep x 8300 columns is more than the f32 kernel packs of op(B) at once, and 140 rows
+  // are two blocks of rows: the kernel takes columns outermost (B packed once a block) and
+  // packs A's panels again for every block of columns.
+  const Case wide{140, 8300, 260};
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      check<float>(ta, tb, wide, 1.0f, 0.0f, true, false);
+      check<float>(ta, tb, wide, -0.5f, 1.0f, false, false);
+    }
+}
+
+TEST_CASE("gemm's epilogue sees every block of C once, holding its final values", "[gemm]") {
+  merak::set_num_threads(2);
+  // Rows outermost (several blocks of each) and columns outermost (op(B) too wide to pack).
+  for (const Case c : {Case{300, 1000, 300}, Case{140, 8300, 260}})
+    for (bool ta : {false, true})
+      for (bool threaded : {false, true}) {
+        const int64_t lda = ta ? c.M : c.K;
+        const std::vector<float> A = values<float>(c.M * c.K, 1), B = values<float>(c.K * c.N, 2);
+        std::vector<float> C(size_t(c.M * c.N)), seen(C.size());
+        std::vector<int> visits(C.size(), 0);
+        std::mutex mu;  // blocks may come from different threads
+        const merak::cpu::GemmEpilogue epilogue = [&](int64_t row, int64_t rows, int64_t col,
+                                                      int64_t cols) {
+          std::lock_guard<std::mutex> lock(mu);
+          for (int64_t i = row; i < row + rows; ++i)
+            for (int64_t j = col; j < col + cols; ++j) {
+              ++visits[size_t(i * c.N + j)];
+              seen[size_t(i * c.N + j)] = C[size_t(i * c.N + j)];
+            }
+        };
+        gemm<float>(ta, false, c.M, c.N, c.K, 1.0f, A.data(), lda, B.data(), c.N, 0.0f,
+                    C.data(), c.N, threaded, nullptr, &epilogue);
+        int64_t wrong_visits = 0, not_final = 0;
+        for (size_t i = 0; i < C.size(); ++i) {
+          wrong_visits += visits[i] != 1;
+          not_final += seen[i] != C[i];
+        }
+        INFO("M " << c.M << " N " << c.N << " K " << c.K << " ta " << ta << " threaded "
+                  << threaded);
+        CHECK(wrong_visits == 0);
+        CHECK(not_final == 0);
+      }
 }
 
 TEST_CASE("gemm with an empty depth or alpha 0 only applies beta and the bias", "[gemm]") {
