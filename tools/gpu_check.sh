@@ -15,14 +15,22 @@
 #      steps, dp 2 x pp 2 in bf16 within 1e-2; one rank on a grid of NCCL communicators;
 #   7. GPT-2 124M (batch 16 x 1024) and GPT 1.3B (batch 8 x 2048) steps in bf16: tokens/s, MFU.
 #
-#   tools/gpu_check.sh                 on a machine set up with tools/setup.sh: builds, then runs
-#   tools/gpu_check.sh --bundle DIR    runs binaries made elsewhere by tools/gpu_bundle.sh
+#   tools/gpu_check.sh                     on a machine set up with tools/setup.sh: builds, runs
+#   tools/gpu_check.sh --bundle DIR.tar.gz  runs binaries made elsewhere by tools/gpu_bundle.sh
+#                                           (or --bundle DIR, the same unpacked)
 set -u
 cd "$(dirname "$0")/.."
 bundle=""
 [ "${1:-}" = "--bundle" ] && bundle="$2"
 
 if [ -n "$bundle" ]; then
+  if [ -f "$bundle" ]; then  # the packed bundle: unpacked beside the other temporary files
+    unpacked=$(mktemp -d)
+    trap 'rm -rf "$unpacked"' EXIT
+    tar xzf "$bundle" -C "$unpacked" || { echo "gpu_check: cannot unpack $bundle"; exit 1; }
+    bundle=$(find "$unpacked" -mindepth 1 -maxdepth 1 -type d | head -1)  # .gpu_bundle
+  fi
+  [ -x "$bundle/bin/merak_train" ] || { echo "gpu_check: $bundle holds no bin/merak_train"; exit 1; }
   bin="$bundle/bin"
   # CUDA's libraries from the toolkit, or from the nvidia-* Python wheels where those hold them.
   libs="$bundle/lib:/usr/local/cuda/lib64"
@@ -30,6 +38,11 @@ if [ -n "$bundle" ]; then
     for d in "$site"/nvidia/*/lib; do [ -d "$d" ] && libs="$libs:$d"; done
   done
   export LD_LIBRARY_PATH="$libs:${LD_LIBRARY_PATH:-}"
+  # The bundle's own Open MPI (the version its binaries were linked against), relocated: its
+  # launcher first on PATH, its plugins and help texts found through these prefixes.
+  if [ -d "$bundle/ompi" ]; then
+    export OPAL_PREFIX="$bundle/ompi" PMIX_PREFIX="$bundle/pmix" PATH="$bundle/ompi/bin:$PATH"
+  fi
 else
   checks=(tools/train/merak_train tests/cuda/cuda_test tests/cuda/nn_kernels_test
           tests/cuda/optim_kernels_test tests/cuda/tp_kernels_test
