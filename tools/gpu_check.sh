@@ -6,7 +6,7 @@
 #      the optimizer kernels (multi-tensor AdamW bit for bit against the CPU, gradient norm,
 #      non-finite check);
 #   3. the NCCL communicator suite on the GPUs present (needs mpirun);
-#   4. bf16 matmul TFLOP/s against the device's peak (tools/bench/bench_cuda);
+#   4. bf16 matmul and attention TFLOP/s against the device's peak (tools/bench/bench_cuda);
 #   5. GPT training with merak_train (the one engine, (1, 1, 1) layout): GPT-tiny for 50 steps
 #      in f32, bf16 and f16 on the GPU against f32 on the CPU (per-step losses within 1e-4 in
 #      f32, 1% in bf16 and f16);
@@ -15,13 +15,29 @@
 #      steps, dp 2 x pp 2 in bf16 within 1e-2; one rank on a grid of NCCL communicators;
 #   7. GPT-2 124M (batch 16 x 1024) and GPT 1.3B (batch 8 x 2048) steps in bf16: tokens/s, MFU.
 #
-#   tools/gpu_check.sh                     on a machine set up with tools/setup.sh: builds, runs
-#   tools/gpu_check.sh --bundle DIR.tar.gz  runs binaries made elsewhere by tools/gpu_bundle.sh
-#                                           (or --bundle DIR, the same unpacked)
+# Every part runs under a time limit of its own, cut to what is left of --budget (default 540 s
+# for all of them), so one hang cannot take the lease: a part stopped at its limit is a FAIL, one
+# that would start with under 10 s left is "not run". Each part's log and the summary table
+# (summary.txt) go to --out DIR (default: a temporary folder, printed at the end).
+#
+#   tools/gpu_check.sh [--out DIR] [--budget S]      on a machine set up with tools/setup.sh
+#   tools/gpu_check.sh --bundle DIR.tar.gz [...]     runs binaries made elsewhere by
+#                                                    tools/gpu_bundle.sh (or DIR, unpacked)
 set -u
 cd "$(dirname "$0")/.."
-bundle=""
-[ "${1:-}" = "--bundle" ] && bundle="$2"
+bundle="" logs="" budget=540
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bundle) bundle="$2"; shift ;;
+    --out) logs="$2"; shift ;;
+    --budget) budget="$2"; shift ;;
+    *) echo "usage: tools/gpu_check.sh [--bundle DIR[.tar.gz]] [--out DIR] [--budget SECONDS]"
+       exit 2 ;;
+  esac
+  shift
+done
+[[ "$budget" =~ ^[0-9]+$ ]] || { echo "gpu_check: --budget wants whole seconds, got $budget"; exit 2; }
+if [ -z "$logs" ]; then logs=$(mktemp -d); else mkdir -p "$logs" || exit 2; fi
 
 if [ -n "$bundle" ]; then
   if [ -f "$bundle" ]; then  # the packed bundle: unpacked beside the other temporary files
@@ -59,14 +75,32 @@ nvidia-smi -L 2>/dev/null || echo "nvidia-smi: not available"
 status=0
 row() { printf '%-34s %s\n' "$1" "$2"; }
 summary=()
+deadline=$((SECONDS + budget))
+# Runs a part's command under the smaller of its own limit and the time left: exit 124 when it
+# was stopped there, 125 when too little time was left to start it.
+limited() {  # seconds command...
+  local want="$1" left=$((deadline - SECONDS))
+  shift
+  [ "$left" -lt 10 ] && return 125
+  timeout -k 5 "$((want < left ? want : left))" "$@"
+}
+# The summary's wording for a part that did not finish: empty for any other exit code.
+cut_short() {  # exit code
+  case "$1" in
+    124) echo "FAIL: stopped at its time limit" ;;
+    125) echo "not run: out of the check's time budget" ;;
+  esac
+}
 
 # A device test binary: pass, FAIL, or (without a GPU) SKIPPED, which is not a pass.
 device_test() {  # title binary
   echo "== $1"
   local out rc
-  out=$("$bin/$2" 2>&1); rc=$?
+  out=$(limited 120 "$bin/$2" 2>&1); rc=$?
+  echo "$out" > "$logs/$2.log"
   echo "$out" | tail -20
-  if [ "$rc" -ne 0 ]; then summary+=("$(row "$1" FAIL)"); status=1
+  if [ -n "$(cut_short "$rc")" ]; then summary+=("$(row "$1" "$(cut_short "$rc")")"); status=1
+  elif [ "$rc" -ne 0 ]; then summary+=("$(row "$1" FAIL)"); status=1
   elif grep -q 'SKIPPED (no GPU' <<< "$out"; then
     summary+=("$(row "$1" 'SKIPPED: no GPU')"); status=1
   else summary+=("$(row "$1" pass)"); fi
@@ -75,10 +109,13 @@ device_test() {  # title binary
 device_test 'CUDA runtime tests' cuda_test
 
 echo "== op harness (CPU and CUDA)"
-harness=$("$bin/op_harness_test" 2>&1); rc=$?
+harness=$(limited 300 "$bin/op_harness_test" 2>&1); rc=$?
+echo "$harness" > "$logs/op_harness.log"
 echo "$harness" | tail -40
 cuda_line=$(grep '^op harness: CUDA' <<< "$harness")
-if [ "$rc" -eq 0 ] && grep -q 'run on the GPU' <<< "$cuda_line"; then
+if [ -n "$(cut_short "$rc")" ]; then
+  summary+=("$(row 'op harness on CUDA' "$(cut_short "$rc")")"); status=1
+elif [ "$rc" -eq 0 ] && grep -q 'run on the GPU' <<< "$cuda_line"; then
   summary+=("$(row 'op harness on CUDA' "pass: ${cuda_line#op harness: CUDA: }")")
 else
   summary+=("$(row 'op harness on CUDA' "FAIL (exit $rc): ${cuda_line#op harness: CUDA: }")")
@@ -91,26 +128,30 @@ device_test 'CUDA tensor-parallel kernels' tp_kernels_test
 
 echo "== NCCL communicator suite"
 if command -v mpirun > /dev/null; then
-  if bash tests/comm/comm_nccl_test.sh "$bin/comm_suite_nccl"; then
-    summary+=("$(row 'NCCL communicator suite' pass)")
-  else
-    summary+=("$(row 'NCCL communicator suite' FAIL)"); status=1
+  limited 300 bash tests/comm/comm_nccl_test.sh "$bin/comm_suite_nccl" > "$logs/nccl_suite.log" 2>&1
+  rc=$?
+  tail -20 "$logs/nccl_suite.log"
+  why=$(cut_short "$rc")
+  if [ "$rc" -eq 0 ]; then summary+=("$(row 'NCCL communicator suite' pass)")
+  else summary+=("$(row 'NCCL communicator suite' "${why:-FAIL (exit $rc)}")"); status=1
   fi
 else
   summary+=("$(row 'NCCL communicator suite' 'not run: no mpirun on this machine')")
 fi
 
-echo "== bf16 matmul"
-bench=$("$bin/bench_cuda" 2>&1); rc=$?
-echo "$bench"
+echo "== bf16 matmul and attention"
+bench=$(limited 180 "$bin/bench_cuda" 2>&1); rc=$?
+echo "$bench" | tee "$logs/bench_cuda.log"
 [ "$rc" -ne 0 ] && status=1
-summary+=("$(row 'bf16 matmul' "see the table above (exit $rc; target >= 70% of peak)")")
+why=$(cut_short "$rc")
+summary+=("$(row 'bf16 matmul, attention' "${why:+$why; }see the tables above (exit $rc; \
+targets: matmul >= 70%, attention forward at head dim 128 >= 50% of peak)")")
 
 echo "== GPT training on the GPU"
-tmp=$(mktemp -d)
-tiny() {  # device precision: 50 steps of GPT-tiny, per-step metrics in $tmp/<device>-<precision>
-  "$bin/merak_train" --config configs/gpt-tiny.yaml --set train.steps=50 --set train.device="$1" \
-    --set train.precision="$2" --metrics "$tmp/$1-$2.jsonl" > "$tmp/$1-$2.log" 2>&1
+tiny() {  # device precision: 50 steps of GPT-tiny, per-step metrics in $logs/<device>-<precision>
+  limited 120 "$bin/merak_train" --config configs/gpt-tiny.yaml --set train.steps=50 \
+    --set train.device="$1" --set train.precision="$2" --metrics "$logs/$1-$2.jsonl" \
+    > "$logs/$1-$2.log" 2>&1
 }
 losses() { sed -n 's/.*"loss": \([^,]*\),.*/\1/p' "$1"; }
 if tiny cpu f32; then
@@ -118,10 +159,10 @@ if tiny cpu f32; then
     tolerance=0.01
     [ "$p" = f32 ] && tolerance=0.0001
     if tiny cuda "$p"; then
-      worst=$(paste <(losses "$tmp/cpu-f32.jsonl") <(losses "$tmp/cuda-$p.jsonl") | awk '
+      worst=$(paste <(losses "$logs/cpu-f32.jsonl") <(losses "$logs/cuda-$p.jsonl") | awk '
         {d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d; n++}
         END {if (n != 50) print "missing"; else printf "%.2e", w}')
-      skipped=$(grep -c 'step skipped' "$tmp/cuda-$p.log")
+      skipped=$(grep -c 'step skipped' "$logs/cuda-$p.log")
       verdict=pass
       [ "$worst" = missing ] || awk -v w="$worst" -v t="$tolerance" 'BEGIN {exit !(w > t)}' &&
         verdict=FAIL
@@ -129,35 +170,39 @@ if tiny cpu f32; then
       summary+=("$(row "GPT-tiny $p on GPU vs f32 CPU" "$verdict: largest per-step loss \
 difference $worst over 50 steps (target $tolerance); $skipped steps skipped")")
     else
-      tail -5 "$tmp/cuda-$p.log"
-      summary+=("$(row "GPT-tiny $p on GPU" "FAIL: $(tail -1 "$tmp/cuda-$p.log")")"); status=1
+      why=$(cut_short "$?")
+      tail -5 "$logs/cuda-$p.log"
+      summary+=("$(row "GPT-tiny $p on GPU" "${why:-FAIL: $(tail -1 "$logs/cuda-$p.log")}")")
+      status=1
     fi
   done
 else
-  summary+=("$(row 'GPT-tiny on the CPU' "FAIL: $(tail -1 "$tmp/cpu-f32.log")")"); status=1
+  why=$(cut_short "$?")
+  summary+=("$(row 'GPT-tiny on the CPU' "${why:-FAIL: $(tail -1 "$logs/cpu-f32.log")}")")
+  status=1
 fi
 # 3D on GPUs: the engine's layouts against the one-process GPU run, GPT-tiny for 20 steps. Four
 # ranks share the one GPU (train.gpus_share), their groups staged through host memory
 # (parallel.comm: auto picks MPI where ranks share a GPU); then one rank whose groups are NCCL
 # communicators of one member (mpirun -np 1: a grid, not the single process).
 echo "== 3D training on the GPU"
-run3d() {  # name ranks precision overrides...: 20 steps, metrics in $tmp/<name>.jsonl
+run3d() {  # name ranks precision overrides...: 20 steps, metrics in $logs/<name>.jsonl
   local name="$1" np="$2" p="$3"; shift 3
-  local launch=()
-  [ "$np" -gt 0 ] && launch=(timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$np")
+  local launch=(limited 240)
+  [ "$np" -gt 0 ] && launch+=(mpirun --allow-run-as-root --oversubscribe -np "$np")
   "${launch[@]}" "$bin/merak_train" --config configs/gpt-tiny.yaml --set train.steps=20 \
     --set train.device=cuda --set train.precision="$p" --set train.gpus_share=true \
-    --metrics "$tmp/$name.jsonl" "$@" > "$tmp/$name.log" 2>&1
+    --metrics "$logs/$name.jsonl" "$@" > "$logs/$name.log" 2>&1
 }
 compare3d() {  # title reference name tolerance
   local worst
-  worst=$(paste <(losses "$tmp/$2.jsonl") <(losses "$tmp/$3.jsonl") | awk '
+  worst=$(paste <(losses "$logs/$2.jsonl") <(losses "$logs/$3.jsonl") | awk '
     {d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d; n++}
     END {if (n != 20) print "missing"; else printf "%.2e", w}')
   local verdict=pass
   [ "$worst" = missing ] || awk -v w="$worst" -v t="$4" 'BEGIN {exit !(w > t)}' && verdict=FAIL
-  [ "$verdict" = FAIL ] && { status=1; tail -5 "$tmp/$3.log"; }
-  grep -E '^  (data|tensor)|^peak' "$tmp/$3.log"
+  [ "$verdict" = FAIL ] && { status=1; tail -5 "$logs/$3.log"; }
+  grep -E '^  (data|tensor)|^peak' "$logs/$3.log"
   summary+=("$(row "$1" "$verdict: largest per-step loss difference $worst over 20 steps \
 (target $4)")")
 }
@@ -172,19 +217,27 @@ elif run3d one-f32 0 f32 && run3d one-bf16 0 bf16; then
   compare3d "dp2 x pp2 bf16, 4 ranks on 1 GPU" one-bf16 dp2pp2-bf16 1e-2
   run3d nccl1-f32 1 f32 --set parallel.comm=nccl
   compare3d "NCCL grid of one rank, f32" one-f32 nccl1-f32 1e-5
-  grep -q "^  groups talk over NCCL$" "$tmp/nccl1-f32.log" ||
+  grep -q "^  groups talk over NCCL$" "$logs/nccl1-f32.log" ||
     { summary+=("$(row 'NCCL grid of one rank' 'FAIL: its groups were not NCCL')"); status=1; }
 else
-  summary+=("$(row '3D on the GPU' "FAIL: the one-process reference: $(tail -1 "$tmp/one-f32.log")")")
+  why=$(cut_short "$?")
+  summary+=("$(row '3D on the GPU' \
+    "${why:-FAIL: the one-process reference: $(tail -1 "$logs/one-f32.log")}")")
   status=1
 fi
 
 big() {  # name config overrides...: a few bf16 steps, tokens/s and MFU from merak_train's summary
   local name="$1" config="$2"; shift 2
-  local out
-  out=$("$bin/merak_train" --config "$config" --set train.device=cuda --set train.precision=bf16 \
-        --set train.log_interval=1 "$@" 2>&1)
+  local out rc
+  out=$(limited 240 "$bin/merak_train" --config "$config" --set train.device=cuda \
+        --set train.precision=bf16 --set train.log_interval=1 "$@" 2>&1)
+  rc=$?
+  echo "$out" > "$logs/$(basename "$config" .yaml)-bf16.log"
   echo "$out" | tail -4
+  if [ -n "$(cut_short "$rc")" ]; then
+    summary+=("$(row "$name (bf16)" "$(cut_short "$rc")")"); status=1
+    return
+  fi
   local done_line
   done_line=$(grep '^done:' <<< "$out")
   if [ -z "$done_line" ]; then
@@ -202,9 +255,9 @@ big "GPT-2 124M, batch 16 x 1024" configs/gpt-small.yaml --set train.steps=12 \
     --set train.batch=16 --set train.micro_batch=16 --set schedule.warmup_steps=2
 big "GPT 1.3B, batch 8 x 2048" configs/gpt1.3b.yaml --set train.steps=8 \
     --set schedule.warmup_steps=2
-rm -rf "$tmp"
 
 echo
 echo "== GPU check summary"
-printf '%s\n' "${summary[@]}"
+printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
+echo "logs: $logs ($((SECONDS)) s in all)"
 exit "$status"

@@ -1,6 +1,9 @@
-// GPU matmul throughput through the op registry's CUDA kernels (cuBLASLt): bf16 TFLOP/s at
-// 4096^3 and at GPT-2 124M's linear shapes for batch 16 x sequence 1024, against the device's
-// dense bf16 tensor-core peak (SMs x clock x FLOP per SM per clock of its architecture).
+// GPU throughput through the op registry's CUDA kernels, against the device's dense bf16
+// tensor-core peak (SMs x clock x FLOP per SM per clock of its architecture): bf16 matmul
+// (cuBLASLt) at 4096^3 and at GPT-2 124M's linear shapes for batch 16 x sequence 1024; then
+// attention (sdpa and sdpa_grad) in bf16 at batch 4, 16 heads, sequence 2048, head dim 64 and
+// 128, causal and not, counting the products' FLOPs as flash attention's papers do (forward
+// Q K^T and P V: 4 T^2 D a head, halved when causal; backward 2.5 times that).
 //
 //   bench_cuda [--iters N]
 // Exits 1 on a machine without a GPU, saying why.
@@ -12,6 +15,7 @@
 
 #include "merak/core/philox.h"
 #include "merak/cuda/runtime.h"
+#include "merak/ops/dispatch.h"
 #include "merak/ops/functional.h"
 #include "tools/common/cli.h"
 
@@ -25,20 +29,56 @@ Tensor random_bf16(const Shape& shape, uint64_t seed) {
   return ops::cast(t, DType::BF16).to(Device::cuda());
 }
 
-// Median seconds of `iters` products y = x W^T (after warm-up), synchronised around each.
-double time_linear(int64_t m, int64_t n, int64_t k, int iters) {
-  const Tensor x = random_bf16({m, k}, 1), w = random_bf16({n, k}, 2);
-  for (int i = 0; i < 3; ++i) ops::linear(x, w);
+// Median seconds of `iters` calls of fn (after warm-up), synchronised around each.
+template <typename Fn>
+double median_seconds(Fn&& fn, int iters) {
+  for (int i = 0; i < 3; ++i) fn();
   cuda::synchronize(0);
   std::vector<double> times;
   for (int i = 0; i < iters; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    const Tensor y = ops::linear(x, w);
+    fn();
     cuda::synchronize(0);
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
+}
+
+// Median seconds of `iters` products y = x W^T.
+double time_linear(int64_t m, int64_t n, int64_t k, int iters) {
+  const Tensor x = random_bf16({m, k}, 1), w = random_bf16({n, k}, 2);
+  return median_seconds([&] { ops::linear(x, w); }, iters);
+}
+
+// Attention forward (sdpa) and backward (sdpa_grad, from the forward's out and lse) in bf16.
+void bench_attention(int iters, double peak) {
+  std::printf("\n%-28s %5s %5s %6s %4s %7s %10s %9s %8s\n", "attention (bf16)", "B", "H", "T",
+              "D", "causal", "ms", "TFLOP/s", "of peak");
+  const int64_t B = 4, H = 16, T = 2048;
+  for (int64_t D : {64, 128}) {
+    for (bool causal : {false, true}) {
+      const Tensor q = random_bf16({B, H, T, D}, 3), k = random_bf16({B, H, T, D}, 4),
+                   v = random_bf16({B, H, T, D}, 5), dout = random_bf16({B, H, T, D}, 6);
+      const ops::Attrs attrs = ops::Attrs().set("causal", causal).set("scale", 0.0);
+      std::vector<Tensor> fwd;
+      const double f_sec =
+          median_seconds([&] { fwd = ops::call("sdpa", {q, k, v, Tensor()}, attrs); }, iters);
+      const double b_sec = median_seconds(
+          [&] { ops::call("sdpa_grad", {dout, q, k, v, Tensor(), fwd[0], fwd[1]}, attrs); },
+          iters);
+      const double f_flops =
+          4.0 * double(B * H) * double(T) * double(T) * double(D) * (causal ? 0.5 : 1.0);
+      auto report = [&](const char* pass, double sec, double flops) {
+        const double tflops = flops / sec / 1e12;
+        std::printf("%-28s %5lld %5lld %6lld %4lld %7s %10.3f %9.1f %7.1f%%\n", pass,
+                    (long long)B, (long long)H, (long long)T, (long long)D, causal ? "yes" : "no",
+                    1e3 * sec, tflops, 100 * tflops / peak);
+      };
+      report("sdpa forward", f_sec, f_flops);
+      report("sdpa backward", b_sec, 2.5 * f_flops);
+    }
+  }
 }
 
 }  // namespace
@@ -73,5 +113,6 @@ int main(int argc, char** argv) {
     std::printf("%-28s %8lld %8lld %8lld %10.3f %9.1f %7.1f%%\n", s.name, (long long)s.m,
                 (long long)s.n, (long long)s.k, 1e3 * sec, tflops, 100 * tflops / peak);
   }
+  bench_attention(iters, peak);
   return 0;
 }
