@@ -55,6 +55,11 @@ cp -rL "$pmix/lib/pmix" "$out/pmix/lib/"
 copy_libs "$out/ompi/bin/orterun" "$out/ompi/bin/orted" "$ompi_plugins"/openmpi3/*.so \
           "$out"/pmix/lib/pmix/*.so
 
+# The newest glibc any file asks for: a GPU machine with an older one cannot load it.
+glibc=$(find "$out" -type f \( -name '*.so*' -o -perm -u+x \) -exec objdump -T {} + 2>/dev/null |
+        grep -o 'GLIBC_2\.[0-9]*' | sort -t. -k2 -n -u | tail -1)
+echo "gpu_bundle: needs ${glibc/GLIBC_/glibc >= } (this machine has $(ldd --version | head -1 | awk '{print $NF}'))"
+
 tar czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
 mb=$(( $(stat -c %s "$out.tar.gz") / 1048576 ))
 echo "gpu_bundle: $out ($(du -sh "$out" | cut -f1) unpacked), $out.tar.gz: $mb MiB"
