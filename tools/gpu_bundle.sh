@@ -15,7 +15,8 @@ out="${out%/}"
 max_mb="${MAX_MB:-56}"
 checks=(tools/train/merak_train tests/cuda/cuda_test tests/cuda/nn_kernels_test
         tests/cuda/optim_kernels_test tests/cuda/tp_kernels_test
-        tests/op_harness_test tests/comm/comm_suite_nccl tools/bench/bench_cuda)
+        tests/op_harness_test tests/comm/comm_suite_nccl tools/bench/bench_cuda
+        tools/generate/merak_generate)
 targets=()
 for t in "${checks[@]}"; do targets+=("//$(dirname "$t"):$(basename "$t")"); done
 bazel build --config=ci "${targets[@]}"

@@ -13,7 +13,11 @@
 #   6. 3D on the GPU: mpirun -np 4 sharing it (device tensors staged over MPI), GPT-tiny at
 #      dp 2 x pp 2 and pp 2 x tp 2 in f32 within 1e-5 of the one-process GPU run at each of 20
 #      steps, dp 2 x pp 2 in bf16 within 1e-2; one rank on a grid of NCCL communicators;
-#   7. GPT-2 124M (batch 16 x 1024) and GPT 1.3B (batch 8 x 2048) steps in bf16: tokens/s, MFU.
+#   7. checkpoints and sampling on the GPU: GPT-tiny saves at step 3 of 6 from device memory,
+#      in the step loop and in the background (checkpoint.async), and resumed on the GPU gives
+#      steps 4-6 bit for bit; the GPU's checkpoint resumed on the CPU stays within 1e-5;
+#      merak_generate samples from it on the GPU (greedy, 40 tokens; same text as the CPU's?);
+#   8. GPT-2 124M (batch 16 x 1024) and GPT 1.3B (batch 8 x 2048) steps in bf16: tokens/s, MFU.
 #
 # Every part runs under a time limit of its own, cut to what is left of --budget (default 540 s
 # for all of them), so one hang cannot take the lease: a part stopped at its limit is a FAIL, one
@@ -62,7 +66,8 @@ if [ -n "$bundle" ]; then
 else
   checks=(tools/train/merak_train tests/cuda/cuda_test tests/cuda/nn_kernels_test
           tests/cuda/optim_kernels_test tests/cuda/tp_kernels_test
-          tests/op_harness_test tests/comm/comm_suite_nccl tools/bench/bench_cuda)
+          tests/op_harness_test tests/comm/comm_suite_nccl tools/bench/bench_cuda
+          tools/generate/merak_generate)
   targets=()
   for t in "${checks[@]}"; do targets+=("//$(dirname "$t"):$(basename "$t")"); done
   bazel build --config=ci "${targets[@]}" || exit 1
@@ -223,6 +228,77 @@ else
   why=$(cut_short "$?")
   summary+=("$(row '3D on the GPU' \
     "${why:-FAIL: the one-process reference: $(tail -1 "$logs/one-f32.log")}")")
+  status=1
+fi
+
+# Checkpoints written from device memory, read back into it, and on the CPU; sampling.
+echo "== checkpoints and sampling on the GPU"
+ckpt() {  # name device overrides...: 6 steps of GPT-tiny in f32, metrics in $logs/<name>.jsonl
+  local name="$1" device="$2"; shift 2
+  limited 120 "$bin/merak_train" --config configs/gpt-tiny.yaml --set train.steps=6 \
+    --set train.device="$device" --metrics "$logs/$name.jsonl" "$@" > "$logs/$name.log" 2>&1
+}
+# Steps 4-6 as "step loss grad_norm" at full precision.
+late_steps() {
+  sed -n 's/.*"step": \([0-9]*\), "loss": \([^,]*\),.*"grad_norm": \([^,]*\),.*/\1 \2 \3/p' "$1" |
+    awk '$1 >= 4'
+}
+ck="$logs/ck"
+for mode in false true; do
+  title="GPU checkpoint (async $mode)"
+  rm -rf "$ck-$mode"
+  if ! ckpt "save-$mode" cuda --set checkpoint.dir="$ck-$mode" --set checkpoint.every=3 \
+         --set checkpoint.async="$mode"; then
+    why=$(cut_short "$?")
+    summary+=("$(row "$title" "${why:-FAIL: saving: $(tail -1 "$logs/save-$mode.log")}")")
+    status=1; continue
+  fi
+  if ! ckpt "resume-$mode" cuda --resume "$ck-$mode/step_000000003"; then
+    why=$(cut_short "$?")
+    summary+=("$(row "$title" "${why:-FAIL: resuming: $(tail -1 "$logs/resume-$mode.log")}")")
+    status=1; continue
+  fi
+  if [ "$(late_steps "$logs/resume-$mode.jsonl" | wc -l)" -eq 3 ] &&
+     diff <(late_steps "$logs/save-$mode.jsonl") <(late_steps "$logs/resume-$mode.jsonl") \
+       > "$logs/resume-$mode.diff"; then
+    summary+=("$(row "$title" "pass: steps 4-6 resumed bit for bit")")
+  else
+    summary+=("$(row "$title" "FAIL: the resumed steps differ ($logs/resume-$mode.diff)")")
+    status=1
+  fi
+done
+if [ ! -d "$ck-false/step_000000003" ]; then
+  summary+=("$(row "GPU checkpoint resumed on the CPU" "not run: no checkpoint from the GPU")")
+  status=1
+elif ckpt resume-cpu cpu --resume "$ck-false/step_000000003"; then
+  worst=$(paste <(late_steps "$logs/save-false.jsonl") <(late_steps "$logs/resume-cpu.jsonl") |
+    awk '{d = ($2 - $5) / $2; if (d < 0) d = -d; if (d > w) w = d; n++}
+         END {if (n != 3) print "missing"; else printf "%.2e", w}')
+  verdict=pass
+  [ "$worst" = missing ] || awk -v w="$worst" 'BEGIN {exit !(w > 1e-5)}' && verdict=FAIL
+  [ "$verdict" = FAIL ] && status=1
+  summary+=("$(row "GPU checkpoint resumed on the CPU" "$verdict: largest loss difference \
+$worst over steps 4-6 (target 1e-5)")")
+else
+  why=$(cut_short "$?")
+  summary+=("$(row "GPU checkpoint resumed on the CPU" \
+    "${why:-FAIL: $(tail -1 "$logs/resume-cpu.log")}")"); status=1
+fi
+sample() {  # device: greedy text from the synchronous run's checkpoint into $logs/sample-<device>
+  limited 60 "$bin/merak_generate" --checkpoint "$ck-false" --prompt "The " --max-tokens 40 \
+    --temperature 0 --device "$1" > "$logs/sample-$1.out" 2> "$logs/sample-$1.err"
+}
+if [ ! -d "$ck-false/step_000000006" ]; then
+  summary+=("$(row "merak_generate on the GPU" "not run: no checkpoint from the GPU")"); status=1
+elif sample cuda && sample cpu; then
+  same=no
+  cmp -s "$logs/sample-cuda.out" "$logs/sample-cpu.out" && same=yes
+  summary+=("$(row "merak_generate on the GPU" "pass: $(tail -1 "$logs/sample-cuda.err" | \
+sed 's/^merak_generate: //'); same text as the CPU's: $same")")
+else
+  why=$(cut_short "$?")
+  summary+=("$(row "merak_generate on the GPU" \
+    "${why:-FAIL: $(cat "$logs/sample-cuda.err" "$logs/sample-cpu.err" 2> /dev/null | tail -1)}")")
   status=1
 fi
 
