@@ -64,16 +64,10 @@ if [ -n "$bundle" ]; then
     export OPAL_PREFIX="$bundle/ompi" PMIX_PREFIX="$bundle/pmix" PATH="$bundle/ompi/bin:$PATH"
   fi
 else
-  checks=(tools/train/merak_train tests/cuda/cuda_test tests/cuda/nn_kernels_test
-          tests/cuda/optim_kernels_test tests/cuda/tp_kernels_test
-          tests/op_harness_test tests/comm/comm_suite_nccl tools/bench/bench_cuda
-          tools/generate/merak_generate)
-  targets=()
-  for t in "${checks[@]}"; do targets+=("//$(dirname "$t"):$(basename "$t")"); done
-  bazel build --config=ci "${targets[@]}" || exit 1
-  mkdir -p .gpu_check
-  for t in "${checks[@]}"; do ln -sf "$PWD/bazel-bin/$t" .gpu_check/; done
-  bin=".gpu_check"
+  # The same binaries and libraries a GPU machine without this environment gets.
+  tools/gpu_bundle.sh .gpu_check || exit 1
+  bin=".gpu_check/bin"
+  export LD_LIBRARY_PATH=".gpu_check/lib:${LD_LIBRARY_PATH:-}"
 fi
 nvidia-smi -L 2>/dev/null || echo "nvidia-smi: not available"
 
@@ -158,20 +152,30 @@ tiny() {  # device precision: 50 steps of GPT-tiny, per-step metrics in $logs/<d
     --set train.device="$1" --set train.precision="$2" --metrics "$logs/$1-$2.jsonl" \
     > "$logs/$1-$2.log" 2>&1
 }
-losses() { sed -n 's/.*"loss": \([^,]*\),.*/\1/p' "$1"; }
+# A metrics file's per-step losses, from step $2 (default 1) on.
+losses() {
+  sed -n 's/.*"step": \([0-9]*\), "loss": \([^,]*\),.*/\1 \2/p' "$1" |
+    awk -v from="${2:-1}" '$1 >= from {print $2}'
+}
+# The largest relative difference between two runs' losses from step $4 (default 1) on, or
+# "missing" unless each has $3 of them; status 1 when it is above the tolerance $5.
+worst_difference() {  # reference other steps from tolerance
+  local worst
+  worst=$(paste <(losses "$1" "$4") <(losses "$2" "$4") | awk -v want="$3" '
+    {d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d; n++}
+    END {if (n != want) print "missing"; else printf "%.2e", w}')
+  echo "$worst"
+  [ "$worst" != missing ] && awk -v w="$worst" -v t="$5" 'BEGIN {exit !(w <= t)}'
+}
 if tiny cpu f32; then
   for p in f32 bf16 f16; do
     tolerance=0.01
     [ "$p" = f32 ] && tolerance=0.0001
     if tiny cuda "$p"; then
-      worst=$(paste <(losses "$logs/cpu-f32.jsonl") <(losses "$logs/cuda-$p.jsonl") | awk '
-        {d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d; n++}
-        END {if (n != 50) print "missing"; else printf "%.2e", w}')
-      skipped=$(grep -c 'step skipped' "$logs/cuda-$p.log")
       verdict=pass
-      [ "$worst" = missing ] || awk -v w="$worst" -v t="$tolerance" 'BEGIN {exit !(w > t)}' &&
-        verdict=FAIL
-      [ "$verdict" = FAIL ] && status=1
+      worst=$(worst_difference "$logs/cpu-f32.jsonl" "$logs/cuda-$p.jsonl" 50 1 "$tolerance") ||
+        { verdict=FAIL; status=1; }
+      skipped=$(grep -c 'step skipped' "$logs/cuda-$p.log")
       summary+=("$(row "GPT-tiny $p on GPU vs f32 CPU" "$verdict: largest per-step loss \
 difference $worst over 50 steps (target $tolerance); $skipped steps skipped")")
     else
@@ -200,13 +204,9 @@ run3d() {  # name ranks precision overrides...: 20 steps, metrics in $logs/<name
     --metrics "$logs/$name.jsonl" "$@" > "$logs/$name.log" 2>&1
 }
 compare3d() {  # title reference name tolerance
-  local worst
-  worst=$(paste <(losses "$logs/$2.jsonl") <(losses "$logs/$3.jsonl") | awk '
-    {d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d; n++}
-    END {if (n != 20) print "missing"; else printf "%.2e", w}')
-  local verdict=pass
-  [ "$worst" = missing ] || awk -v w="$worst" -v t="$4" 'BEGIN {exit !(w > t)}' && verdict=FAIL
-  [ "$verdict" = FAIL ] && { status=1; tail -5 "$logs/$3.log"; }
+  local worst verdict=pass
+  worst=$(worst_difference "$logs/$2.jsonl" "$logs/$3.jsonl" 20 1 "$4") ||
+    { verdict=FAIL; status=1; tail -5 "$logs/$3.log"; }
   grep -E '^  (data|tensor)|^peak' "$logs/$3.log"
   summary+=("$(row "$1" "$verdict: largest per-step loss difference $worst over 20 steps \
 (target $4)")")
@@ -271,12 +271,9 @@ if [ ! -d "$ck-false/step_000000003" ]; then
   summary+=("$(row "GPU checkpoint resumed on the CPU" "not run: no checkpoint from the GPU")")
   status=1
 elif ckpt resume-cpu cpu --resume "$ck-false/step_000000003"; then
-  worst=$(paste <(late_steps "$logs/save-false.jsonl") <(late_steps "$logs/resume-cpu.jsonl") |
-    awk '{d = ($2 - $5) / $2; if (d < 0) d = -d; if (d > w) w = d; n++}
-         END {if (n != 3) print "missing"; else printf "%.2e", w}')
   verdict=pass
-  [ "$worst" = missing ] || awk -v w="$worst" 'BEGIN {exit !(w > 1e-5)}' && verdict=FAIL
-  [ "$verdict" = FAIL ] && status=1
+  worst=$(worst_difference "$logs/save-false.jsonl" "$logs/resume-cpu.jsonl" 3 4 1e-5) ||
+    { verdict=FAIL; status=1; }
   summary+=("$(row "GPU checkpoint resumed on the CPU" "$verdict: largest loss difference \
 $worst over steps 4-6 (target 1e-5)")")
 else
