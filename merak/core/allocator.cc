@@ -138,9 +138,9 @@ CpuAllocator& cpu_allocator() {
   return *a;
 }
 
-Allocator*& cuda_slot() {
-  static Allocator* a = nullptr;
-  return a;
+AllocatorForIndex& cuda_slot() {
+  static AllocatorForIndex for_index = nullptr;
+  return for_index;
 }
 
 }  // namespace
@@ -150,15 +150,15 @@ Allocator* allocator_for(Device device) {
     case DeviceType::CPU: return &cpu_allocator();
     case DeviceType::CUDA:
       MERAK_CHECK(cuda_slot(), "no CUDA allocator: this build has no CUDA backend linked in");
-      return cuda_slot();
+      return cuda_slot()(device.index);
     case DeviceType::Meta: MERAK_FAIL("Meta tensors never allocate");
   }
   MERAK_FAIL("unknown device");
 }
 
-void register_allocator(DeviceType type, Allocator* allocator) {
+void register_allocator(DeviceType type, AllocatorForIndex allocator_for_index) {
   MERAK_CHECK(type == DeviceType::CUDA, "only the CUDA allocator can be registered");
-  cuda_slot() = allocator;
+  cuda_slot() = allocator_for_index;
 }
 
 MemoryStats cpu_memory_stats() { return cpu_allocator().stats(); }

@@ -25,10 +25,11 @@ class Allocator {
   virtual void reset_peak() = 0;
 };
 
-// The allocator for a device. Meta has none (it never allocates); CUDA's is provided by the CUDA
-// backend when it is linked in, otherwise asking for it is an error.
+// The allocator for a device. Meta has none (it never allocates); CUDA's, one per device index,
+// are provided by the CUDA backend when it is linked in, otherwise asking for one is an error.
 Allocator* allocator_for(Device device);
-void register_allocator(DeviceType type, Allocator* allocator);
+using AllocatorForIndex = Allocator* (*)(int index);
+void register_allocator(DeviceType type, AllocatorForIndex allocator_for_index);
 
 // CPU allocations are 64-byte aligned (one AVX-512 vector, one cache line); those of 64 KiB and
 // more start on a page, so direct I/O can read a checkpoint straight into them.

@@ -28,8 +28,12 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     // wrote the source) is finished first.
     if (src_device.index != dst_device.index)
       check(cudaStreamSynchronize(stream(src_device.index)), "cudaStreamSynchronize (source)");
-    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream(dst_device.index)),
-          "cudaMemcpyAsync (d2d)");
+    const cudaStream_t s = stream(dst_device.index);
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync (d2d)");
+    // Across devices the copy reads the source outside its device's stream order: it must end
+    // before that device's allocator may hand the source's block to its next kernel.
+    if (src_device.index != dst_device.index)
+      check(cudaStreamSynchronize(s), "cudaStreamSynchronize (cross-device copy)");
     return;
   }
   static std::mutex mu;
@@ -88,7 +92,9 @@ void fill(const Tensor& t, double value) {
 
 struct Registration {
   Registration() {
-    register_allocator(DeviceType::CUDA, &caching_allocator());
+    register_allocator(DeviceType::CUDA, [](int index) -> Allocator* {
+      return &caching_allocator(index);
+    });
     register_device_backend(DeviceType::CUDA, DeviceBackend{copy_bytes, strided_copy, fill});
   }
 } registration;

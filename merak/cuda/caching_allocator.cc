@@ -1,6 +1,7 @@
 #include "merak/cuda/caching_allocator.h"
 
 #include <algorithm>
+#include <string>
 
 #include "merak/core/error.h"
 #include "merak/cuda/runtime.h"
@@ -13,6 +14,29 @@ constexpr size_t kLargeStep = size_t(2) << 20;
 constexpr size_t kLargeFrom = size_t(1) << 20;
 
 double mib(int64_t bytes) { return double(bytes) / double(1 << 20); }
+
+// Makes `device` current for a scope and restores the caller's: cudaMalloc and cudaFree act on
+// the current device, which on a thread that has not touched this device's stream yet (a tensor
+// created before its first kernel) may be another GPU.
+class DeviceScope {
+ public:
+  // `what` names the call the device is made current for, in the error when that fails.
+  DeviceScope(int device, const char* what) {
+    const std::string where = std::string(what) + " on cuda:" + std::to_string(device) +
+                              " (making the device current)";
+    check(cudaGetDevice(&previous_), where.c_str());
+    if (previous_ != device) check(cudaSetDevice(device), where.c_str());
+    else previous_ = -1;
+  }
+  ~DeviceScope() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = -1;
+};
 
 }  // namespace
 
@@ -31,6 +55,7 @@ void* CachingAllocator::allocate(size_t bytes) {
     p = bin->second.back();
     bin->second.pop_back();
   } else {
+    const DeviceScope on_device(device_, "cudaMalloc");
     cudaError_t e = cudaMalloc(&p, size);
     if (e == cudaErrorMemoryAllocation) {
       cudaGetLastError();
@@ -41,10 +66,11 @@ void* CachingAllocator::allocate(size_t bytes) {
       cudaGetLastError();
       size_t free_b = 0, total_b = 0;
       cudaMemGetInfo(&free_b, &total_b);
-      MERAK_CHECK(e == cudaErrorMemoryAllocation, "cudaMalloc of ", mib(int64_t(size)), " MiB: ",
-                  cudaGetErrorString(e), " (cudaError ", int(e), ")");
-      MERAK_FAIL("CUDA out of memory allocating ", mib(int64_t(size)), " MiB: ",
-                 cudaGetErrorString(e), " (cudaError ", int(e), "); this process has ",
+      MERAK_CHECK(e == cudaErrorMemoryAllocation, "cudaMalloc of ", mib(int64_t(size)),
+                  " MiB on cuda:", device_, ": ", cudaGetErrorString(e), " (cudaError ", int(e),
+                  ")");
+      MERAK_FAIL("CUDA out of memory on cuda:", device_, " allocating ", mib(int64_t(size)),
+                 " MiB: ", cudaGetErrorString(e), " (cudaError ", int(e), "); this process has ",
                  mib(live_), " MiB live in tensors, peak ", mib(peak_), " MiB, ", mib(reserved_),
                  " MiB reserved from the device, which has ", mib(int64_t(free_b)),
                  " MiB free of ", mib(int64_t(total_b)), " MiB");
@@ -85,6 +111,7 @@ void CachingAllocator::empty_cache() {
 }
 
 void CachingAllocator::release_cached_locked() {
+  const DeviceScope on_device(device_, "cudaFree");
   for (auto& [size, blocks] : bins_) {
     for (void* p : blocks) {
       cudaFree(p);
@@ -94,9 +121,14 @@ void CachingAllocator::release_cached_locked() {
   }
 }
 
-CachingAllocator& caching_allocator() {
-  static CachingAllocator* a = new CachingAllocator();  // tensors may outlive main
-  return *a;
+CachingAllocator& caching_allocator(int index) {
+  MERAK_CHECK(index >= 0, "CUDA allocator for device index ", index);
+  static std::mutex mu;
+  static std::vector<CachingAllocator*> allocators;  // never destroyed: tensors may outlive main
+  std::lock_guard<std::mutex> lock(mu);
+  if (int(allocators.size()) <= index) allocators.resize(size_t(index) + 1, nullptr);
+  if (!allocators[size_t(index)]) allocators[size_t(index)] = new CachingAllocator(index);
+  return *allocators[size_t(index)];
 }
 
 }  // namespace merak::cuda

@@ -188,6 +188,9 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
     problem = e.what();
   }
   agree(grid_.host(), problem);
+  // The rank's GPU current from here on, on this thread, for what allocates on the current
+  // device without being told which (the NCCL transport does this too; the staged one does not).
+  if (device.is_cuda()) cuda::stream(device.index);
 
   const partition::Plan plan = shared_plan(grid_.host(), c);
   options_ = engine_options(c, plan);
@@ -247,7 +250,7 @@ StepStats Trainer::step() {
   s.tokens = double(t.batch) * double(t.seq_len);
   s.model_flops = flops_per_token_ * s.tokens;
   s.peak_mem_bytes = options_.device.is_cuda()
-                         ? cuda::caching_allocator().stats().peak_bytes
+                         ? cuda::caching_allocator(options_.device.index).stats().peak_bytes
                          : cpu_memory_stats().peak_bytes + engine_->shared_memory_bytes();
   return s;
 }

@@ -47,6 +47,29 @@ TEST_CASE("without a GPU: discovery says why, and a CUDA tensor is a clear error
   CHECK(Tensor::full({3}, 2.0).to_vector<float>() == std::vector<float>{2, 2, 2});
 }
 
+TEST_CASE("one caching allocator per device, allocating on its own GPU", "[cuda]") {
+  // Registration and lookup touch no CUDA API: checked everywhere.
+  CHECK(allocator_for(Device::cuda(0)) == &cuda::caching_allocator(0));
+  CHECK(allocator_for(Device::cuda(1)) == &cuda::caching_allocator(1));
+  CHECK(cuda::caching_allocator(1).device() == 1);
+  std::string why;
+  if (cuda::device_count(&why) < 2) {
+    std::printf("cuda_test: SKIPPED (fewer than 2 GPUs: %s): a tensor for cuda:1 while cuda:0 "
+                "is current\n", why.empty() ? "1 GPU" : why.c_str());
+    return;
+  }
+  cuda::check(cudaSetDevice(0), "cudaSetDevice");
+  const int64_t live1 = cuda::caching_allocator(1).stats().live_bytes;
+  const Tensor t = Tensor::empty({1 << 10}, DType::F32, Device::cuda(1));
+  cudaPointerAttributes where{};
+  cuda::check(cudaPointerGetAttributes(&where, t.device_data()), "cudaPointerGetAttributes");
+  CHECK(where.device == 1);
+  int current = -1;
+  cuda::check(cudaGetDevice(&current), "cudaGetDevice");
+  CHECK(current == 0);  // the caller's device is left as it was
+  CHECK(cuda::caching_allocator(1).stats().live_bytes == live1 + 4096);
+}
+
 TEST_CASE("with a GPU: transfers, fills, strided copies, block reuse", "[cuda]") {
   if (!have_gpu("transfers, fills, strided copies, block reuse")) return;
   const Tensor host = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
@@ -65,10 +88,10 @@ TEST_CASE("with a GPU: transfers, fills, strided copies, block reuse", "[cuda]")
   // A freed block serves the next request of its size class without a new cudaMalloc.
   const int64_t reserved = [] {
     Tensor t = Tensor::empty({1 << 20}, DType::F32, Device::cuda());
-    return cuda::caching_allocator().stats().reserved_bytes;
+    return cuda::caching_allocator(0).stats().reserved_bytes;
   }();
   { Tensor again = Tensor::empty({1 << 20}, DType::F32, Device::cuda()); }
-  CHECK(cuda::caching_allocator().stats().reserved_bytes == reserved);
+  CHECK(cuda::caching_allocator(0).stats().reserved_bytes == reserved);
 }
 
 TEST_CASE("CUDA kernel coverage of the registered ops", "[cuda]") {

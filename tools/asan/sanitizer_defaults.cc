@@ -40,3 +40,25 @@ extern "C" const char* __asan_default_options() {
 extern "C" const char* __ubsan_default_options() {
   return "print_stacktrace=1:halt_on_error=1";
 }
+
+// ThreadSanitizer (`--config=tsan`): a report ends the process with a failing status.
+extern "C" const char* __tsan_default_options() {
+  return "halt_on_error=1:second_deadlock_stack=1";
+}
+
+// Races inside libraries built without TSan, whose own synchronisation it cannot see (Open MPI's
+// progress and event threads, hwloc, PMIx). A called_from_lib name must match exactly one loaded
+// library (else TSan stops); Open MPI's plugins (mca_*.so, several loaded) are matched as any
+// frame's module instead.
+extern "C" const char* __tsan_default_suppressions() {
+  return "race:/openmpi3/mca_\n"
+         "mutex:/openmpi3/mca_\n"
+         "called_from_lib:mca_pmix_ext3x.so\n"
+         "called_from_lib:libmpi.so\n"
+         "called_from_lib:libopen-pal.so\n"
+         "called_from_lib:libopen-rte.so\n"
+         "called_from_lib:libpmix.so\n"
+         "called_from_lib:libevent_core\n"
+         "called_from_lib:libevent_pthreads\n"
+         "called_from_lib:libhwloc.so\n";
+}
