@@ -26,14 +26,14 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     // Ordered on the device's stream like the kernels around it (and the allocator's reuse):
     // nothing on the host waits for it. From another device, that device's queued work (which
     // wrote the source) is finished first.
-    if (src_device.index != dst_device.index)
+    const bool across = src_device.index != dst_device.index;
+    if (across)
       check(cudaStreamSynchronize(stream(src_device.index)), "cudaStreamSynchronize (source)");
     const cudaStream_t s = stream(dst_device.index);
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync (d2d)");
     // Across devices the copy reads the source outside its device's stream order: it must end
     // before that device's allocator may hand the source's block to its next kernel.
-    if (src_device.index != dst_device.index)
-      check(cudaStreamSynchronize(s), "cudaStreamSynchronize (cross-device copy)");
+    if (across) check(cudaStreamSynchronize(s), "cudaStreamSynchronize (cross-device copy)");
     return;
   }
   static std::mutex mu;

@@ -14,7 +14,6 @@
 #include "merak/comm/staged_communicator.h"
 #include "merak/core/allocator.h"
 #include "merak/core/parallel.h"
-#include "merak/cuda/caching_allocator.h"
 #include "merak/cuda/runtime.h"
 #include "merak/optim/adamw.h"
 #include "merak/runtime/engine_comm.h"
@@ -249,9 +248,8 @@ StepStats Trainer::step() {
   s.seconds = s.time.step;
   s.tokens = double(t.batch) * double(t.seq_len);
   s.model_flops = flops_per_token_ * s.tokens;
-  s.peak_mem_bytes = options_.device.is_cuda()
-                         ? cuda::caching_allocator(options_.device.index).stats().peak_bytes
-                         : cpu_memory_stats().peak_bytes + engine_->shared_memory_bytes();
+  s.peak_mem_bytes = allocator_for(options_.device)->stats().peak_bytes +
+                     (options_.device.is_cuda() ? 0 : engine_->shared_memory_bytes());
   return s;
 }
 
