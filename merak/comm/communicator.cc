@@ -29,8 +29,9 @@ void keep_owner(std::vector<Tensor>& keep, const Buffer& b) {
 }  // namespace
 
 Communicator::Communicator(MPI_Comm group, std::string name, CommOptions options)
-    : name_(std::move(name)) {
+    : name_(std::move(name)), options_(options) {
   set_timeout(options.timeout_s);
+  MERAK_CHECK(options.mpi_max_count > 0, "communicator '", name_, "': mpi_max_count must be > 0");
   int size = 0;
   check_mpi(MPI_Comm_rank(group, &rank_), "communicator '" + name_ + "': MPI_Comm_rank");
   check_mpi(MPI_Comm_size(group, &size), "communicator '" + name_ + "': MPI_Comm_size");
@@ -47,7 +48,7 @@ Communicator::Communicator(MPI_Comm group, std::string name, CommOptions options
 }
 
 Communicator::Communicator(std::string name, CommOptions options)
-    : name_(std::move(name)), world_ranks_{0} {
+    : name_(std::move(name)), world_ranks_{0}, options_(options) {
   set_timeout(options.timeout_s);
 }
 

@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -21,6 +22,9 @@ namespace merak::comm {
 struct CommOptions {
   // A wait() longer than this ends the job with a message naming the operation, group and peer.
   double timeout_s = 300;
+  // The MPI backend's longest call, in elements (MPI counts are int): longer operations are
+  // posted as several calls. Tests lower it to split small buffers.
+  int64_t mpi_max_count = INT32_MAX;
 };
 
 // One point-to-point operation of a batch.
@@ -47,6 +51,7 @@ class Communicator {
   std::string describe_peer(int peer) const;
 
   double timeout_s() const { return options_.timeout_s; }
+  const CommOptions& options() const { return options_; }
   void set_timeout(double seconds);
 
   virtual const char* backend() const = 0;  // "mpi", "nccl"

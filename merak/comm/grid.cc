@@ -35,7 +35,7 @@ Grid::Grid(const GridShape& shape, CommFactory factory, MPI_Comm world, GridOpti
   if (world_->memory() != DeviceType::CPU) {
     MPI_Comm control;
     check_mpi(MPI_Comm_dup(world, &control), "grid: MPI_Comm_dup");
-    host_ = std::make_unique<MpiCommunicator>(control, "host", CommOptions{world_->timeout_s()});
+    host_ = std::make_unique<MpiCommunicator>(control, "host", world_->options());
   }
   // Color = the position along the other two axes; key = the position along this one.
   tp_ = split(world, c.pp * s.dp + c.dp, c.tp, "tp", factory);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstring>
 #include <functional>
 #include <thread>
 
@@ -126,6 +127,7 @@ class MpiWork : public WorkImpl {
   // A collective's work holds a roll call when it times out; a send or receive names its peer.
   MpiWork(const MpiCommunicator& comm, OpInfo info, bool collective)
       : comm_(comm), info_(std::move(info)), collective_(collective) {}
+  ~MpiWork() override { cancel_p2p(); }
 
   // Receives to check on arrival: the message must fill the buffer exactly.
   struct Expect {
@@ -134,10 +136,24 @@ class MpiWork : public WorkImpl {
     OpInfo what;
   };
 
-  std::vector<MPI_Request> reqs;
-  std::vector<Expect> expects;
-  std::vector<int> counts, displs;  // MPI reads these until the operation completes
+  std::vector<MPI_Request> reqs;     // one a call: an operation longer than a call is several
+  std::vector<Expect> expects;       // per request
+  std::vector<int> counts, displs;   // MPI reads these until the operation completes
   std::function<void()> on_finish;   // avg's division
+
+  // Posts one call (`post` fills in the request), expecting `e` of it. A failure to post ends
+  // what the work has posted already before it throws.
+  template <typename Post>
+  void add(Post post, Expect e = {}) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    const int rc = post(&req);
+    if (rc != MPI_SUCCESS) {
+      cancel_p2p();
+      check_mpi(rc, describe());
+    }
+    reqs.push_back(req);
+    expects.push_back(std::move(e));
+  }
 
   bool poll() override {
     bool pending = false;
@@ -146,7 +162,7 @@ class MpiWork : public WorkImpl {
       int flag = 0;
       MPI_Status st;
       int rc = MPI_Test(&reqs[i], &flag, &st);
-      if (rc != MPI_SUCCESS) throw Error(describe() + ": " + mpi_error_string(rc));
+      if (rc != MPI_SUCCESS) fail(describe() + ": " + mpi_error_string(rc));
       if (!flag) {
         pending = true;
         continue;
@@ -154,8 +170,8 @@ class MpiWork : public WorkImpl {
       const Expect& e = expects[i];
       int got = 0;
       if (e.count >= 0 && MPI_Get_count(&st, e.type, &got) == MPI_SUCCESS && got != e.count)
-        throw Error(detail::concat(e.what.str(comm_), ": the message has ", got,
-                                   " elements, the buffer holds ", e.count));
+        fail(detail::concat(e.what.str(comm_), ": the message has ", got,
+                            " elements, the buffer holds ", e.count));
     }
     if (pending) return false;
     if (on_finish) on_finish();
@@ -169,10 +185,48 @@ class MpiWork : public WorkImpl {
   }
 
  private:
+  [[noreturn]] void fail(const std::string& msg) {
+    cancel_p2p();
+    throw Error(msg);
+  }
+  // Ends the point-to-point requests still active, so that none writes into a buffer once the
+  // work is gone (a failed batch's others, or a batch abandoned half-posted): receives are
+  // cancelled and waited for, which returns at once or once a matched message is in; sends only
+  // read their buffers, and one that cannot be cancelled is left to MPI. A collective cannot be
+  // cancelled: its failure ends the job.
+  void cancel_p2p() {
+    if (collective_) return;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      MPI_Request& r = reqs[i];
+      if (r == MPI_REQUEST_NULL) continue;
+      MPI_Cancel(&r);
+      if (expects[i].count >= 0)
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+      else
+        MPI_Request_free(&r);
+    }
+  }
+
   const MpiCommunicator& comm_;
   OpInfo info_;
   bool collective_;
 };
+
+// [begin, begin + count) in calls of at most `most` elements: f(offset, length) for each (one
+// call with length 0 for an empty range, which collectives still need on every member).
+template <typename F>
+void in_calls(int64_t count, int64_t most, F f) {
+  int64_t at = 0;
+  do {
+    const int64_t len = std::min(most, count - at);
+    f(at, int(len));
+    at += len;
+  } while (at < count);
+}
+
+char* at_element(void* data, DType t, int64_t i) {
+  return static_cast<char*>(data) + i * int64_t(dtype_size(t));
+}
 
 }  // namespace
 
@@ -189,13 +243,12 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, CommOptions op
 MpiCommunicator::~MpiCommunicator() {
   int fin = 0;
   MPI_Finalized(&fin);
-  if (!fin && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  // Collective in principle: skipped while a failure unwinds (see unwinding()).
+  if (!fin && !unwinding() && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-int MpiCommunicator::to_int(const OpInfo& info, int64_t n) const {
-  MERAK_CHECK(n <= INT_MAX, info.str(*this), ": ", n,
-              " elements exceed MPI's int count; split the operation");
-  return int(n);
+int64_t MpiCommunicator::max_count() const {
+  return std::min<int64_t>(options().mpi_max_count, INT_MAX);
 }
 
 std::unique_ptr<WorkImpl> MpiCommunicator::post_batch(const std::vector<P2P>& ops) {
@@ -206,24 +259,30 @@ std::unique_ptr<WorkImpl> MpiCommunicator::post_batch(const std::vector<P2P>& op
     info.op = "batch";
     for (const P2P& p : ops) info.parts.push_back(p2p_info(p));
   }
-  auto work = std::make_unique<MpiWork>(*this, info, false);
+  // Every operation is checked before any is posted: a refused one leaves none in flight.
   for (const P2P& p : ops) {
     MERAK_CHECK(p.tag < roll_call_tag(), info.str(*this), ": tag ", p.tag,
                 " is MPI_TAG_UB or above (", roll_call_tag(), ", which the roll call keeps)");
+    mpi_type(p.buffer.dtype);
+  }
+  auto work = std::make_unique<MpiWork>(*this, info, false);
+  for (const P2P& p : ops) {
     const MPI_Datatype type = mpi_type(p.buffer.dtype);
-    const int n = to_int(info, p.buffer.numel);
-    MPI_Request req;
-    MpiWork::Expect e;
-    int rc;
-    if (p.kind == P2P::Send) {
-      rc = MPI_Isend(p.buffer.data, n, type, p.peer, p.tag, comm_, &req);
-    } else {
-      rc = MPI_Irecv(p.buffer.data, n, type, p.peer, p.tag, comm_, &req);
-      e = {n, type, p2p_info(p)};
-    }
-    check_mpi(rc, info.str(*this));
-    work->reqs.push_back(req);
-    work->expects.push_back(e);
+    // A long message goes as several with the same tag; MPI matches them in posting order. (A
+    // sender longer than its receiver by whole calls is then not MPI_ERR_TRUNCATE: its extra
+    // calls would meet the pair's next receive. The engine's pairs post equal lengths.)
+    in_calls(p.buffer.numel, max_count(), [&](int64_t at, int n) {
+      void* data = at_element(p.buffer.data, p.buffer.dtype, at);
+      if (p.kind == P2P::Send) {
+        work->add([&](MPI_Request* r) {
+          return MPI_Isend(data, n, type, p.peer, p.tag, comm_, r);
+        });
+      } else {
+        work->add([&](MPI_Request* r) {
+          return MPI_Irecv(data, n, type, p.peer, p.tag, comm_, r);
+        }, {n, type, p2p_info(p)});
+      }
+    });
   }
   return work;
 }
@@ -231,12 +290,14 @@ std::unique_ptr<WorkImpl> MpiCommunicator::post_batch(const std::vector<P2P>& op
 std::unique_ptr<WorkImpl> MpiCommunicator::post_all_reduce(const Buffer& b, ReduceOp op) {
   OpInfo info = collective_info("all_reduce", b, reduce_op_name(op));
   auto work = std::make_unique<MpiWork>(*this, info, true);
-  MPI_Request req;
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, b.data, to_int(info, b.numel), mpi_type(b.dtype),
-                           mpi_op(op, b.dtype), comm_, &req),
-            info.str(*this));
-  work->reqs = {req};
-  work->expects.resize(1);
+  const MPI_Datatype type = mpi_type(b.dtype);
+  const MPI_Op mop = mpi_op(op, b.dtype);
+  in_calls(b.numel, max_count(), [&](int64_t at, int n) {
+    void* data = at_element(b.data, b.dtype, at);
+    work->add([&](MPI_Request* r) {
+      return MPI_Iallreduce(MPI_IN_PLACE, data, n, type, mop, comm_, r);
+    });
+  });
   if (op == ReduceOp::Avg) {
     const int n = size();
     work->on_finish = [b, n] { divide_in_place(b.dtype, b.data, b.numel, n); };
@@ -248,24 +309,35 @@ std::unique_ptr<WorkImpl> MpiCommunicator::post_all_gather(const Buffer& in, con
                                                            const std::vector<int64_t>& counts) {
   OpInfo info = collective_info("all_gather", out, nullptr);
   auto work = std::make_unique<MpiWork>(*this, info, true);
-  to_int(info, out.numel);  // displacements are ints too
+  const MPI_Datatype type = mpi_type(in.dtype);
+  std::vector<int64_t> displs;
   int64_t offset = 0;
   for (int64_t c : counts) {
-    work->counts.push_back(int(c));
-    work->displs.push_back(int(offset));
+    displs.push_back(offset);
     offset += c;
   }
-  const MPI_Datatype type = mpi_type(in.dtype);
+  char* mine = at_element(out.data, out.dtype, displs[size_t(rank())]);
+  if (out.numel > max_count()) {
+    // Past one call's counts and displacements: each member's part broadcast from it, in calls.
+    if (in.numel > 0 && in.data != mine)
+      std::memcpy(mine, in.data, size_t(in.numel) * dtype_size(in.dtype));
+    for (int m = 0; m < size(); ++m)
+      in_calls(counts[size_t(m)], max_count(), [&](int64_t at, int n) {
+        void* data = at_element(out.data, out.dtype, displs[size_t(m)] + at);
+        work->add([&](MPI_Request* r) { return MPI_Ibcast(data, n, type, m, comm_, r); });
+      });
+    return work;
+  }
+  for (size_t m = 0; m < counts.size(); ++m) {
+    work->counts.push_back(int(counts[m]));
+    work->displs.push_back(int(displs[m]));
+  }
   // An input that already sits at this rank's place in the output is gathered in place.
-  const char* mine = static_cast<const char*>(out.data) +
-                     int64_t(work->displs[rank()]) * int64_t(dtype_size(out.dtype));
   const void* send = (in.numel > 0 && in.data == mine) ? MPI_IN_PLACE : in.data;
-  MPI_Request req;
-  check_mpi(MPI_Iallgatherv(send, int(in.numel), type, out.data, work->counts.data(),
-                            work->displs.data(), type, comm_, &req),
-            info.str(*this));
-  work->reqs = {req};
-  work->expects.resize(1);
+  work->add([&](MPI_Request* r) {
+    return MPI_Iallgatherv(send, int(in.numel), type, out.data, work->counts.data(),
+                           work->displs.data(), type, comm_, r);
+  });
   return work;
 }
 
@@ -274,14 +346,27 @@ std::unique_ptr<WorkImpl> MpiCommunicator::post_reduce_scatter(const Buffer& in,
                                                                const std::vector<int64_t>& counts) {
   OpInfo info = collective_info("reduce_scatter", in, reduce_op_name(op));
   auto work = std::make_unique<MpiWork>(*this, info, true);
-  to_int(info, in.numel);
-  for (int64_t c : counts) work->counts.push_back(int(c));
-  MPI_Request req;
-  check_mpi(MPI_Ireduce_scatter(in.data, out.data, work->counts.data(), mpi_type(in.dtype),
-                                mpi_op(op, in.dtype), comm_, &req),
-            info.str(*this));
-  work->reqs = {req};
-  work->expects.resize(1);
+  const MPI_Datatype type = mpi_type(in.dtype);
+  const MPI_Op mop = mpi_op(op, in.dtype);
+  if (in.numel > max_count()) {
+    // Past one call's counts: each member's segment reduced to it, in calls.
+    int64_t offset = 0;
+    for (int m = 0; m < size(); ++m) {
+      in_calls(counts[size_t(m)], max_count(), [&](int64_t at, int n) {
+        const void* send = at_element(in.data, in.dtype, offset + at);
+        void* recv = m == rank() ? at_element(out.data, out.dtype, at) : nullptr;
+        work->add([&](MPI_Request* r) {
+          return MPI_Ireduce(send, recv, n, type, mop, m, comm_, r);
+        });
+      });
+      offset += counts[size_t(m)];
+    }
+  } else {
+    for (int64_t c : counts) work->counts.push_back(int(c));
+    work->add([&](MPI_Request* r) {
+      return MPI_Ireduce_scatter(in.data, out.data, work->counts.data(), type, mop, comm_, r);
+    });
+  }
   if (op == ReduceOp::Avg) {
     const int n = size();
     work->on_finish = [out, n] { divide_in_place(out.dtype, out.data, out.numel, n); };
@@ -294,11 +379,11 @@ std::unique_ptr<WorkImpl> MpiCommunicator::post_broadcast(const Buffer& b, int r
   info.role = "from root";
   info.peer = root;
   auto work = std::make_unique<MpiWork>(*this, info, true);
-  MPI_Request req;
-  check_mpi(MPI_Ibcast(b.data, to_int(info, b.numel), mpi_type(b.dtype), root, comm_, &req),
-            info.str(*this));
-  work->reqs = {req};
-  work->expects.resize(1);
+  const MPI_Datatype type = mpi_type(b.dtype);
+  in_calls(b.numel, max_count(), [&](int64_t at, int n) {
+    void* data = at_element(b.data, b.dtype, at);
+    work->add([&](MPI_Request* r) { return MPI_Ibcast(data, n, type, root, comm_, r); });
+  });
   return work;
 }
 
@@ -306,10 +391,7 @@ std::unique_ptr<WorkImpl> MpiCommunicator::post_barrier() {
   OpInfo info;
   info.op = "barrier";
   auto work = std::make_unique<MpiWork>(*this, info, true);
-  MPI_Request req;
-  check_mpi(MPI_Ibarrier(comm_, &req), info.str(*this));
-  work->reqs = {req};
-  work->expects.resize(1);
+  work->add([&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
   return work;
 }
 

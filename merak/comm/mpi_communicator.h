@@ -1,5 +1,7 @@
 // The MPI backend: communicators over CPU memory, built on MPI's non-blocking calls. bf16 and
-// f16 reduce through f32 with user-defined MPI_Ops; avg is a sum divided on arrival.
+// f16 reduce through f32 with user-defined MPI_Ops; avg is a sum divided on arrival. MPI counts
+// are int: an operation longer than that (CommOptions::mpi_max_count) is posted as several calls
+// under one handle, so callers see no limit.
 #pragma once
 
 #include <mpi.h>
@@ -32,7 +34,8 @@ class MpiCommunicator : public Communicator {
   std::unique_ptr<WorkImpl> post_barrier() override;
 
  private:
-  int to_int(const OpInfo& info, int64_t n) const;  // MPI counts are int: checked
+  // The most elements one MPI call carries (counts are int): longer operations take several.
+  int64_t max_count() const;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int tag_ub_ = 32767;
 };

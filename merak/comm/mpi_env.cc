@@ -1,7 +1,11 @@
 #include "merak/comm/mpi_env.h"
 
+#include <sys/statvfs.h>
+
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 
 #include "merak/core/error.h"
 
@@ -61,10 +65,32 @@ MPI_Comm one_node_comm(MPI_Comm comm, const std::string& what, std::string* why_
   return node;
 }
 
+bool node_window_fits(MPI_Comm node, int64_t bytes, std::string* why_not) {
+  int64_t total = 0;
+  check_mpi(MPI_Allreduce(&bytes, &total, 1, MPI_INT64_T, MPI_SUM, node),
+            "shared-memory window: MPI_Allreduce");
+  const char* dir = std::getenv("OMPI_MCA_osc_sm_backing_directory");
+  if (!dir || !*dir) dir = "/dev/shm";
+  int rank = 0;
+  MPI_Comm_rank(node, &rank);
+  int64_t room = -1;  // unknown (no such directory): left to MPI, as before
+  struct statvfs fs;
+  if (rank == 0 && statvfs(dir, &fs) == 0) room = int64_t(fs.f_bavail) * int64_t(fs.f_frsize);
+  check_mpi(MPI_Bcast(&room, 1, MPI_INT64_T, 0, node), "shared-memory window: MPI_Bcast");
+  // MPI's own bookkeeping and page rounding come on top of the parts.
+  const int64_t need = total + (int64_t(1) << 20);
+  if (room < 0 || need <= room) return true;
+  *why_not = std::string(dir) + " has " + std::to_string(room >> 20) + " MiB free, the window " +
+             "needs " + std::to_string((need + (1 << 20) - 1) >> 20) + " MiB";
+  return false;
+}
+
+bool unwinding() { return std::uncaught_exceptions() > 0; }
+
 void free_node_window(MPI_Win* window, MPI_Comm* node) {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (finalized) return;
+  if (finalized || unwinding()) return;
   if (*window != MPI_WIN_NULL) MPI_Win_free(window);
   if (*node != MPI_COMM_NULL) MPI_Comm_free(node);
 }

@@ -33,8 +33,25 @@ void check_mpi(int code, const std::string& what);
 // on more than one node. Collective; every member gets the same answer.
 MPI_Comm one_node_comm(MPI_Comm comm, const std::string& what, std::string* why_not);
 
+// Whether an exception is unwinding the stack. A failure on one rank unwinds through destructors
+// that would make collective calls (freeing a window, waiting for a Work) while its peers wait
+// elsewhere: those calls never return, and the error never reaches the catch that ends the job
+// with its message (abort_job). Destructors skip such calls while unwinding and leak what they
+// hold: the job is about to end.
+bool unwinding();
+
+// Whether the members' parts of a new shared-memory window, `bytes` for this member (those a
+// grown window adds, for a regrowth), fit in the free space of the file system Open MPI backs
+// windows with (OMPI_MCA_osc_sm_backing_directory, or /dev/shm): otherwise false, with the
+// reason in *why_not. A window too big for it fails to be made (MPI_ERR_INTERN) or, made, kills
+// the process at first touch (SIGBUS); a small /dev/shm is common (64 MiB in a Docker
+// container). Collective over `node`: every member gets the same answer. Untouched pages take
+// no space, so a window is filled once made, for the next check to count it.
+bool node_window_fits(MPI_Comm node, int64_t bytes, std::string* why_not);
+
 // Frees a shared-memory window and the node communicator it was made on (either may be null),
-// unless MPI has already been finalised (then there is nothing left to free).
+// unless MPI has already been finalised (then there is nothing left to free) or an exception is
+// unwinding (MPI_Win_free is collective: see unwinding()).
 void free_node_window(MPI_Win* window, MPI_Comm* node);
 
 bool mpi_running();  // initialised and not yet finalised

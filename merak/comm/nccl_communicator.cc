@@ -166,6 +166,9 @@ NcclCommunicator::NcclCommunicator(MPI_Comm group, std::string name, int device,
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  // Finalising waits for the peers' side of queued operations: not while a failure unwinds
+  // (see unwinding()); the communicator and its buffers are leaked, the job is ending.
+  if (unwinding()) return;
   cudaSetDevice(device_);
   if (comm_) {
     // Flush what is queued, then release; errors no longer matter here.

@@ -1,12 +1,14 @@
 #include "merak/comm/node_all_reduce.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
 #include "merak/comm/mpi_env.h"
 #include "merak/comm/node_wait.h"
 #include "merak/core/error.h"
+#include "merak/log/log.h"
 
 namespace merak::comm {
 
@@ -43,6 +45,8 @@ std::unique_ptr<NodeAllReduce> NodeAllReduce::create_if(bool wanted, const Commu
   MPI_Comm_rank(node, &node_rank);
   MERAK_CHECK(node_rank == group.rank(), group.describe(), ": its node communicator ranks it ",
               node_rank);  // equal keys keep the group's order
+  reduce->limit_ = max_capacity();
+  if (!node_window_fits(node, reduce->window_bytes(kFirstCapacity), why_not)) return nullptr;
   reduce->allocate(kFirstCapacity);
   return reduce;
 }
@@ -53,13 +57,18 @@ NodeAllReduce::~NodeAllReduce() {
   free_node_window(&window_, &node_);
 }
 
-bool NodeAllReduce::handles(int64_t count, ReduceOp op) {
-  return (op == ReduceOp::Sum || op == ReduceOp::Max) && count >= 0 && count <= max_capacity();
+bool NodeAllReduce::accepts(int64_t count, ReduceOp op) {
+  if ((op != ReduceOp::Sum && op != ReduceOp::Max) || count < 0 || count > limit_) return false;
+  return count <= capacity_ || grow(count);
+}
+
+int64_t NodeAllReduce::window_bytes(int64_t capacity) {
+  return kCounterBytes + kSlots * round_up(capacity, kAlignFloats) * int64_t(sizeof(float));
 }
 
 void NodeAllReduce::allocate(int64_t capacity) {
   capacity_ = round_up(capacity, kAlignFloats);
-  bytes_ = kCounterBytes + kSlots * capacity_ * int64_t(sizeof(float));
+  bytes_ = window_bytes(capacity_);
   MPI_Info info;
   MPI_Info_create(&info);
   MPI_Info_set(info, "alloc_shared_noncontig", "true");  // each part near its owner's memory
@@ -84,17 +93,35 @@ void NodeAllReduce::allocate(int64_t capacity) {
   // Round numbers carry on across a regrowth (callers may hold them); every member is at the
   // same round here.
   char* mine = static_cast<char*>(base);
+  std::memset(mine, 0, size_t(bytes_));  // taken now (node_window_fits)
   new (mine) std::atomic<uint64_t>(posted_);
   new (mine + kLineBytes) std::atomic<uint64_t>(finished_);
   check_mpi(MPI_Barrier(node_), group_.describe() + ": barrier after the shared window");
 }
 
-void NodeAllReduce::grow(int64_t count) {
+bool NodeAllReduce::grow(int64_t count) {
+  // Doubling, or at least the round's length when the file system has room for no more.
+  int64_t capacity = std::min(limit_, std::max(count, 2 * capacity_));
+  std::string why_not;
+  bool fits = node_window_fits(node_, window_bytes(capacity) - bytes_, &why_not);
+  if (!fits && capacity > count) {
+    capacity = count;
+    fits = node_window_fits(node_, window_bytes(capacity) - bytes_, &why_not);
+  }
+  if (!fits) {
+    limit_ = capacity_;
+    if (group_.rank() == 0)
+      log::warn(detail::concat("shared-memory all-reduce over ", group_.describe(),
+                               ": rounds over ", capacity_, " floats go by messages (", why_not,
+                               ")"));
+    return false;
+  }
   while (!pending_.empty()) finish_next();
   // Nobody may still read the slots about to go: every member has finished every round.
   wait_all(&Counters::finished, posted_, "finished");
   check_mpi(MPI_Win_free(&window_), group_.describe() + ": MPI_Win_free");
-  allocate(std::min(max_capacity(), std::max(count, 2 * capacity_)));
+  allocate(capacity);
+  return true;
 }
 
 float* NodeAllReduce::slot(int member, uint64_t round) const {
@@ -112,9 +139,10 @@ void NodeAllReduce::wait_all(std::atomic<uint64_t>* Counters::*counter, uint64_t
 }
 
 uint64_t NodeAllReduce::post(float* data, int64_t count, ReduceOp op) {
-  MERAK_CHECK(handles(count, op), "shared-memory all-reduce over ", group_.describe(), ": ",
+  // Collective where it grows the window: every member posts the same rounds.
+  const bool accepted = accepts(count, op);
+  MERAK_CHECK(accepted, "shared-memory all-reduce over ", group_.describe(), ": ",
               reduce_op_name(op), " of ", count, " floats is not one it does");
-  if (count > capacity_) grow(count);
   const uint64_t round = posted_ + 1;
   if (round > uint64_t(kSlots)) {
     // The slot was last used kSlots rounds ago: finish that round here (so a member never

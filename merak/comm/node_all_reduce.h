@@ -34,18 +34,21 @@ class NodeAllReduce {
   static constexpr int64_t kMaxBytes = int64_t(1) << 30;
 
   // Collective over `group`. Null, with the reason in *why_not, when not `wanted`, when `group`
-  // is not an MPI group or when its members are on more than one node.
+  // is not an MPI group, when its members are on more than one node or when the first slots do
+  // not fit in the shared-memory file system (node_window_fits).
   static std::unique_ptr<NodeAllReduce> create_if(bool wanted, const Communicator& group,
                                                   std::string* why_not);
   ~NodeAllReduce();
   NodeAllReduce(const NodeAllReduce&) = delete;
   NodeAllReduce& operator=(const NodeAllReduce&) = delete;
 
-  // Whether a round of `count` floats with `op` goes through here (sum and max, within
-  // kMaxBytes); the same answer on every member, so all of them fall back to messages together.
-  static bool handles(int64_t count, ReduceOp op);
-  // Posts `count` floats at `data`, reduced in place over the members once the round is
-  // waited for; `data` must stay untouched until then. Returns the round's number.
+  // Whether a round of `count` floats with `op` goes through here: sum and max, within kMaxBytes
+  // and within the slots the shared-memory file system has room to grow them to. Grows them
+  // when it must, so collective then: every member asks about the same rounds in the same order
+  // and gets the same answer, and all of them fall back to messages together.
+  bool accepts(int64_t count, ReduceOp op);
+  // Posts `count` floats at `data` (a round it accepts), reduced in place over the members once
+  // the round is waited for; `data` must stay untouched until then. Returns the round's number.
   uint64_t post(float* data, int64_t count, ReduceOp op);
   // Whether wait(round) would return without waiting for another member.
   bool ready(uint64_t round) const;
@@ -72,10 +75,14 @@ class NodeAllReduce {
   };
 
   explicit NodeAllReduce(const MpiCommunicator& group) : group_(group) {}
+  // A member's part of a window with slots of `capacity` floats.
+  static int64_t window_bytes(int64_t capacity);
   // (Re)makes the window with slots of `capacity` floats; collective; counters start at 0.
   void allocate(int64_t capacity);
-  // Grows the slots to hold `count` floats, once every member is done with the current ones.
-  void grow(int64_t count);
+  // Grows the slots to hold `count` floats, once every member is done with the current ones;
+  // false, all members alike, when the shared-memory file system has no room for them (then
+  // no round longer than the current slots comes here again).
+  bool grow(int64_t count);
   // Finishes the oldest pending round: waits for every member's input, reduces into its data.
   void finish_next();
   // The general reduction: members' inputs in rank order through a block-sized accumulator.
@@ -88,6 +95,7 @@ class NodeAllReduce {
   MPI_Comm node_ = MPI_COMM_NULL;
   MPI_Win window_ = MPI_WIN_NULL;
   int64_t capacity_ = 0;  // floats a slot holds
+  int64_t limit_ = 0;     // floats a slot may grow to
   int64_t bytes_ = 0;
   std::vector<float*> slots_;  // per member: the first of its kSlots slots
   std::vector<Counters> counters_;

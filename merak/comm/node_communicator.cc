@@ -50,7 +50,7 @@ std::unique_ptr<Communicator> NodeCommunicator::wrap(std::unique_ptr<MpiCommunic
 
 NodeCommunicator::NodeCommunicator(std::unique_ptr<MpiCommunicator> mpi,
                                    std::unique_ptr<NodeAllReduce> node)
-    : Communicator(mpi->mpi_comm(), mpi->name(), CommOptions{mpi->timeout_s()}),
+    : Communicator(mpi->mpi_comm(), mpi->name(), mpi->options()),
       mpi_(std::move(mpi)),
       node_(std::move(node)) {}
 
@@ -60,7 +60,7 @@ std::unique_ptr<WorkImpl> NodeCommunicator::post_all_reduce(const Buffer& b, Red
   const std::string what = "all_reduce (" + std::string(reduce_op_name(op)) + ") of " +
                            std::to_string(b.numel) + " " + dtype_name(b.dtype) + " on " +
                            describe();
-  if (b.dtype == DType::F32 && NodeAllReduce::handles(b.numel, op))
+  if (b.dtype == DType::F32 && node_->accepts(b.numel, op))
     return std::make_unique<SharedRound>(
         *node_, node_->post(static_cast<float*>(b.data), b.numel, op), what + " (shared memory)");
   return std::make_unique<Delegated>(mpi_->iall_reduce(b, op), what);

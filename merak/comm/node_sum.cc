@@ -37,19 +37,22 @@ std::unique_ptr<NodeSum> NodeSum::create(const MpiCommunicator& group,
   }
   MPI_Comm node = one_node_comm(group.mpi_comm(), group.describe(), why_not);
   if (node == MPI_COMM_NULL) return nullptr;
+  const int n = group.size();
+  const size_t k = regions.size();
+  const int64_t counter_bytes = round_up(int64_t(3 * k * sizeof(uint64_t)), 64);
+  // Every part: counters, then the slot; member 0's also holds the results.
+  const int64_t slot_bytes = at * int64_t(sizeof(float));
+  const int64_t part_bytes = counter_bytes + slot_bytes * (group.rank() == 0 ? 2 : 1);
+  if (!node_window_fits(node, part_bytes, why_not)) {
+    MPI_Comm_free(&node);
+    return nullptr;
+  }
   std::unique_ptr<NodeSum> sum(new NodeSum(group, std::move(regions)));
   sum->node_ = node;
   int node_rank = -1;
   MPI_Comm_rank(node, &node_rank);
   MERAK_CHECK(node_rank == group.rank(), group.describe(), ": its node communicator ranks it ",
               node_rank);  // equal keys keep the group's order
-
-  const int n = group.size();
-  const size_t k = sum->regions_.size();
-  const int64_t counter_bytes = round_up(int64_t(3 * k * sizeof(uint64_t)), 64);
-  // Every part: counters, then the slot; member 0's also holds the results.
-  const int64_t slot_bytes = at * int64_t(sizeof(float));
-  const int64_t part_bytes = counter_bytes + slot_bytes * (group.rank() == 0 ? 2 : 1);
   sum->bytes_ = (int64_t(n) * (counter_bytes + slot_bytes) + slot_bytes) / n;
   MPI_Info info;
   MPI_Info_create(&info);
@@ -72,6 +75,7 @@ std::unique_ptr<NodeSum> NodeSum::create(const MpiCommunicator& group,
   }
   sum->results_ = sum->slots_[0] + at;
   auto* mine = static_cast<char*>(base);
+  std::memset(mine, 0, size_t(part_bytes));  // taken now (node_window_fits)
   for (size_t i = 0; i < 3 * k; ++i)
     new (mine + i * sizeof(uint64_t)) std::atomic<uint64_t>(0);
   check_mpi(MPI_Barrier(node), group.describe() + ": barrier after the shared window");
@@ -244,7 +248,7 @@ float* NodeSum::own_segment(int k) {
 }
 
 void NodeSum::all_gather(int k,
-                         const std::function<void(int64_t, const float*, int64_t)>& take) {
+                         const std::function<void(int, int64_t, const float*, int64_t)>& take) {
   MERAK_CHECK(k >= 0 && k < regions(), "shared-memory sum: no region ", k, " of ", regions());
   const int me = group_.rank();
   const uint64_t round = round_[size_t(k)];
@@ -258,7 +262,7 @@ void NodeSum::all_gather(int k,
   const float* results = results_ + regions_[size_t(k)].offset;
   for (int m = 0; m < group_.size(); ++m) {
     const int64_t lo = segment_begin(k, m), hi = segment_begin(k, m + 1);
-    take(lo, results + lo, hi - lo);
+    take(m, lo, results + lo, hi - lo);
   }
   counters_[size_t(me)].collected[k].store(round, std::memory_order_release);
 }

@@ -84,8 +84,10 @@ class NodeSum {
   // This member's segment of the results, to overwrite with what all_gather() should share.
   float* own_segment(int k);
   // Shares this member's segment, waits for everyone's and hands each (this member's too) to
-  // take(begin, values, count); ends the round.
-  void all_gather(int k, const std::function<void(int64_t, const float*, int64_t)>& take);
+  // take(member, begin, values, count); ends the round. Segments may be empty, and an empty one
+  // begins where the next does: tell them apart by member.
+  void all_gather(int k,
+                  const std::function<void(int, int64_t, const float*, int64_t)>& take);
 
  private:
   struct Region {

@@ -18,7 +18,8 @@ namespace merak::comm {
 class SharedArray {
  public:
   // Collective over `group`. Null, with the reason in *why_not, when `group` is not an MPI
-  // group or its members are on more than one node.
+  // group or its members are on more than one node. Member 0 zeroes the array after it is
+  // made: the members call barrier() before anyone writes to it.
   static std::unique_ptr<SharedArray> create(Communicator& group, int64_t floats,
                                              std::string* why_not);
   ~SharedArray();

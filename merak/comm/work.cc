@@ -26,6 +26,14 @@ Work& Work::operator=(Work&& o) noexcept {
 
 Work::~Work() {
   if (!impl_) return;
+  if (unwinding()) {
+    // The peers may never post their side, so waiting would hang this rank before its error is
+    // printed. The operation is abandoned, not finished: the backend may still write into its
+    // buffers, so they (and the backend's state) are leaked on purpose; the job is ending.
+    (void)impl_.release();
+    (void)new std::vector<Tensor>(std::move(keep_alive_));
+    return;
+  }
   // A destructor may not throw: a failure here ends the job with its message instead.
   try {
     wait();

@@ -37,6 +37,7 @@ class Work {
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
   // Dropping an unfinished handle waits for it: its buffers must not be reused before then.
+  // While an exception unwinds it is abandoned instead, its buffers leaked (see unwinding()).
   ~Work();
 
   // Non-blocking: true once finished. Progresses the backend (MPI moves data only inside calls).

@@ -95,8 +95,9 @@ void ShardedAdamW::step(double lr, float grad_scale) {
       std::memcpy(mine, piece.data<float>(), size_t(piece.nbytes()));
       mine += piece.numel();
     }
-    node_sum_->all_gather(0, [&](int64_t begin, const float* values, int64_t count) {
-      if (begin != begin_) scatter_flat(begin, values, count);
+    // This member's own segment is in its parameters already; the others' are copied in.
+    node_sum_->all_gather(0, [&](int member, int64_t begin, const float* values, int64_t count) {
+      if (member != dp_.rank()) scatter_flat(begin, values, count);
     });
     return;
   }

@@ -49,6 +49,16 @@ optim::LossScalerOptions loss_scaling(const config::LossScaleConfig& l) {
 
 }  // namespace
 
+std::string mixed_transports(const config::Config& c, const std::vector<std::string>& chosen) {
+  for (size_t r = 1; r < chosen.size(); ++r)
+    if (chosen[r] != chosen[0])
+      return c.path + ": key 'parallel.comm': " + c.parallel.comm + " chose " + chosen[0] +
+             " on the node of rank 0 but " + chosen[r] + " on the node of rank " +
+             std::to_string(r) + " (mpi where a node's ranks outnumber its GPUs): set "
+             "parallel.comm: mpi, or give every node a GPU a rank";
+  return "";
+}
+
 runtime::EngineOptions engine_options(const config::Config& c, const partition::Plan& plan) {
   runtime::EngineOptions o;
   o.compute = dtype_from_name(c.train.precision);
@@ -116,6 +126,8 @@ std::unique_ptr<comm::Grid> make_grid(const config::Config& c) {
     comm::check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "make_grid: MPI_Comm_dup");
     comm::MpiCommunicator world(dup, "world");
     agree(world, problem);
+    // Chosen per node: the whole job must use one.
+    agree(world, mixed_transports(c, runtime::all_gather_bytes(world, transport)));
   }
   comm::CommFactory factory = transport == "nccl"
                                   ? comm::nccl_backend(comm_options, device.index)

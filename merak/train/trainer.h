@@ -73,6 +73,10 @@ std::unique_ptr<comm::Grid> make_grid(const config::Config& config);
 // parallel.comm on a node of `local_ranks` ranks and `device_count` GPUs: auto is NCCL unless
 // ranks share a GPU, which NCCL refuses (then nccl asked for is a SetupError naming the key).
 std::string gpu_transport(const config::Config& config, int local_ranks, int device_count);
+// Why the transports the ranks chose on their nodes (gpu_transport's, in world rank order) cannot
+// make one job, "" when they agree: NCCL members and staged ones would meet in different first
+// collectives and hang.
+std::string mixed_transports(const config::Config& config, const std::vector<std::string>& chosen);
 
 // The device rank `rank` (local rank `local_rank` of `local_ranks` on its node, which has
 // `device_count` GPUs) trains on. cuda: the GPU of its node-local rank; a rank left without one

@@ -199,4 +199,47 @@ void case_collectives(Ctx& c) {
   }
 }
 
+// The MPI backend with calls of at most 7 elements: every operation longer than that is posted
+// as several calls (as past MPI's int counts), and must give the same results.
+void case_mpi_split(Ctx& c) {
+  if (!c.kit.is_mpi()) return;
+  CommOptions options = c.options;
+  options.mpi_max_count = 7;
+  Grid g({1, 1, c.world}, c.kit.factory(options));
+  const Group world{"world, calls of 7", &g.world()};
+  const int size = world.comm->size();
+  for (DType t : {DType::F32, DType::BF16, DType::I64}) {
+    for (int64_t n : {int64_t(1), int64_t(7), int64_t(8), int64_t(50)}) {
+      Runner run(c, world, t, n);
+      run.all_reduce(ReduceOp::Sum);
+      run.all_reduce(ReduceOp::Avg);
+      run.broadcast();
+      run.all_gather(std::vector<int64_t>(size, n), true);
+      run.all_gather(uneven_counts(size, n), false);
+      run.reduce_scatter(std::vector<int64_t>(size, n), ReduceOp::Sum, true);
+      run.reduce_scatter(uneven_counts(size, n), ReduceOp::Avg, false);
+      run.reduce_scatter(uneven_counts(size, n), ReduceOp::Max, false);
+    }
+  }
+  // In place: each rank's input is its own part of the output.
+  const int64_t n = 10;
+  KitArray out(c.kit, DType::F32, n * size);
+  HostArray h(DType::F32, n * size);
+  const auto gathered = [&](int64_t i) { return pattern(DType::F32, int(i / n), i % n); };
+  h.fill([&](int64_t i) { return i / n == world.comm->rank() ? gathered(i) : -1; });
+  out.upload(h);
+  world.comm->all_gather(out.buffer().slice(n * world.comm->rank(), n), out.buffer());
+  c.checks.expect_array(out.download(), gathered, "all_gather in place, calls of 7");
+  // Point to point: a ring of 50 elements, as 8 messages each way.
+  const int me = world.comm->rank(), next = (me + 1) % size, prev = (me + size - 1) % size;
+  KitArray send(c.kit, DType::I64, 50), recv(c.kit, DType::I64, 50);
+  HostArray mine(DType::I64, 50);
+  mine.fill([&](int64_t i) { return pattern(DType::I64, me, i); });
+  send.upload(mine);
+  world.comm->batch(std::vector<P2P>{{P2P::Send, send.buffer(), next, 7},
+                                     {P2P::Recv, recv.buffer(), prev, 7}});
+  c.checks.expect_array(recv.download(), [&](int64_t i) { return pattern(DType::I64, prev, i); },
+                        "ring of 50 i64, calls of 7");
+}
+
 }  // namespace merak::comm::test

@@ -130,11 +130,11 @@ void case_mpi_node_all_reduce(Ctx& c) {
   c.checks.expect(NodeAllReduce::create_if(false, world_grid.dp(), &why) == nullptr &&
                       why == "turned off",
                   "not made when turned off (" + why + ")");
-  c.checks.expect(!NodeAllReduce::handles(10, ReduceOp::Avg), "an average goes to messages");
-  c.checks.expect(!NodeAllReduce::handles(NodeAllReduce::kMaxBytes, ReduceOp::Sum),
-                  "a round past the size limit goes to messages");
   std::unique_ptr<NodeAllReduce> reduce = NodeAllReduce::create_if(true, world_grid.dp(), &why);
   if (!reduce) return;
+  c.checks.expect(!reduce->accepts(10, ReduceOp::Avg), "an average goes to messages");
+  c.checks.expect(!reduce->accepts(NodeAllReduce::kMaxBytes, ReduceOp::Sum),
+                  "a round past the size limit goes to messages");
   float x = 1;
   c.checks.expect_error([&] { reduce->post(&x, 1, ReduceOp::Avg); },
                         {"shared-memory all-reduce", "avg of 1 floats"},

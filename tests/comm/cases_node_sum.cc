@@ -128,9 +128,14 @@ void check_zero(Ctx& c, const MpiCommunicator& group) {
     float* own = sum->own_segment(0);
     for (int64_t i = lo; i < hi; ++i) own[i - lo] = float(1000 * me + i + round);
     std::vector<float> all(size_t(total), -1.0f);
-    sum->all_gather(0, [&](int64_t begin, const float* values, int64_t count) {
+    std::vector<int> members;
+    sum->all_gather(0, [&](int m, int64_t begin, const float* values, int64_t count) {
+      members.push_back(m);
       for (int64_t i = 0; i < count; ++i) all[size_t(begin + i)] = values[i];
     });
+    bool every_member = int(members.size()) == n;
+    for (int m = 0; m < int(members.size()); ++m) every_member = every_member && members[m] == m;
+    c.checks.expect(every_member, "zero: all_gather hands each member's segment once, in order");
     bool gathered_ok = true;
     for (int m = 0; m < n; ++m)
       for (int64_t i = sum->segment_begin(0, m); i < sum->segment_begin(0, m + 1); ++i)

@@ -162,6 +162,51 @@ void case_mpi_errors(Ctx& c) {
                                                         "holds 4"},
                           "short message");
   w.barrier();
+
+  // A batch refused after its first operation could be posted, and one whose first receive
+  // fails on arrival: neither leaves its other receive in flight, to take (into freed memory)
+  // the message a later receive of the same tag is for.
+  int* tag_ub = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found);
+  const int bad_tag = found && tag_ub ? *tag_ub : 32767;
+  auto retry = [&](int tag, const std::string& what) {
+    w.barrier();
+    if (c.rank == 1) {
+      HostArray h(DType::F32, 4);
+      h.fill([](int64_t i) { return 42 + i; });
+      KitArray message(c.kit, DType::F32, 4);
+      message.upload(h);
+      w.send(message.buffer(), 0, tag);
+    }
+    if (c.rank == 0) {
+      small.upload(HostArray(DType::F32, 4));
+      w.recv(small.buffer(), 1, tag);
+      c.checks.expect_array(small.download(), [](int64_t i) { return 42 + i; }, what);
+    }
+  };
+  if (c.rank == 0) {
+    KitArray r(c.kit, DType::F32, 4), s(c.kit, DType::F32, 4);
+    c.checks.expect_error(
+        [&] {
+          w.batch(std::vector<P2P>{{P2P::Recv, r.buffer(), 1, 11}, {P2P::Send, s.buffer(), 1,
+                                                                      bad_tag}});
+        },
+        {"is MPI_TAG_UB or above"}, "a batch with a refused tag");
+  }
+  retry(11, "a refused batch posts none of its operations");
+  if (c.rank == 1) w.send(small.buffer().slice(0, 2), 0, 12);
+  if (c.rank == 0) {
+    KitArray r(c.kit, DType::F32, 4), r2(c.kit, DType::F32, 4);
+    c.checks.expect_error(
+        [&] {
+          w.batch(std::vector<P2P>{{P2P::Recv, r.buffer(), 1, 12}, {P2P::Recv, r2.buffer(), 1,
+                                                                      13}});
+        },
+        {"the message has 2 elements, the buffer holds 4"}, "a batch with a short message");
+  }
+  retry(13, "a failed batch cancels its other receives");
+  w.barrier();
 }
 
 void case_mpi_tensors(Ctx& c) {

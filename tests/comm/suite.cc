@@ -103,6 +103,7 @@ int run_suite(Kit& kit) {
       {"argument_errors", case_argument_errors},
       {"mpi_tags", case_mpi_tags},
       {"mpi_errors", case_mpi_errors},
+      {"mpi_split", case_mpi_split},
       {"mpi_tensors", case_mpi_tensors},
       {"mpi_node_sum", case_mpi_node_sum},
       {"mpi_node_all_reduce", case_mpi_node_all_reduce},

@@ -107,6 +107,7 @@ void case_split_batch(Ctx& c);
 void case_argument_errors(Ctx& c);
 void case_mpi_tags(Ctx& c);
 void case_mpi_errors(Ctx& c);
+void case_mpi_split(Ctx& c);
 void case_mpi_tensors(Ctx& c);
 void case_mpi_node_sum(Ctx& c);
 void case_mpi_node_all_reduce(Ctx& c);

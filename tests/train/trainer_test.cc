@@ -145,6 +145,14 @@ TEST_CASE("a GPU job's transport: NCCL with a GPU a rank, MPI through the host w
                     "tiny.yaml: key 'parallel.comm': nccl needs a GPU a rank, but 4 ranks share "
                     "this node's 1 GPU (parallel.comm: mpi, or auto, stages their messages "
                     "through host memory)");
+  // Nodes that chose differently (one with fewer GPUs than ranks) refuse the job, naming the
+  // first rank that differs from rank 0 and the key.
+  CHECK(train::mixed_transports(cuda, {"nccl", "nccl", "nccl"}).empty());
+  CHECK(train::mixed_transports(cuda, {"mpi"}).empty());
+  CHECK(train::mixed_transports(cuda, {"nccl", "nccl", "mpi", "nccl"}) ==
+        "tiny.yaml: key 'parallel.comm': auto chose nccl on the node of rank 0 but mpi on the "
+        "node of rank 2 (mpi where a node's ranks outnumber its GPUs): set parallel.comm: mpi, or "
+        "give every node a GPU a rank");
 }
 
 TEST_CASE("the metrics line keeps 9 significant digits, 17 for loss and gradient norm",
