@@ -31,12 +31,18 @@ struct RowDraws {
 
 uint64_t below(uint32_t lo, uint32_t hi, uint64_t n) { return (uint64_t(hi) << 32 | lo) % n; }
 
+// Tokens [pos, pos + n) of the data, which must be bytes: ids from 256 are the special tokens.
+void read_bytes(const TokenDataset& data, int64_t pos, int64_t n, int64_t* out) {
+  data.read(pos, n, out);
+  check_ids(data, pos, out, n, BertVocab::kPad, "BERT reads byte tokens: data.tokenizer byte");
+}
+
 // The first sentence start in [pos, pos + budget]: just past the first '.' of the `budget`
 // tokens from pos, or pos itself when they hold none (a sentence longer than the budget).
 int64_t sentence_start(const TokenDataset& data, int64_t pos, int64_t budget,
                        std::vector<int64_t>& buf) {
   buf.resize(size_t(budget));
-  data.read(pos, budget, buf.data());
+  read_bytes(data, pos, budget, buf.data());
   const auto dot = std::find(buf.begin(), buf.end(), kPeriod);
   return dot == buf.end() ? pos : pos + (dot - buf.begin()) + 1;
 }
@@ -55,12 +61,9 @@ BertSampler::BertSampler(const TokenDataset& data, int64_t seq_len, int64_t batc
   MERAK_CHECK(vocab >= BertVocab::kSize, "BertSampler: vocab ", vocab,
               " cannot hold the 256 bytes and 4 special tokens (needs >= ", BertVocab::kSize,
               ")");
-  const int64_t hint = data.vocab_hint();
-  MERAK_CHECK(hint <= BertVocab::kPad, "BertSampler: needs byte tokens (ids < 256), but the "
-              "dataset's ids reach ", hint - 1);
-  const int64_t budget = seq_len - 3;
-  MERAK_CHECK(data.size() >= 2 * budget, "BertSampler: the dataset holds ", data.size(),
-              " tokens, fewer than the ", 2 * budget, " that seq_len ", seq_len, " needs");
+  MERAK_CHECK(data.size() >= min_tokens(seq_len), "BertSampler: the dataset holds ",
+              data.size(), " tokens, fewer than the ", min_tokens(seq_len), " that seq_len ",
+              seq_len, " needs");
 }
 
 BertBatch BertSampler::batch(int64_t step, int64_t row_begin, int64_t row_end) const {
@@ -84,7 +87,7 @@ BertBatch BertSampler::batch(int64_t step, int64_t row_begin, int64_t row_end) c
 
     // Segment a: L tokens from a sentence start, cut at a random sentence boundary.
     const int64_t a_start = sentence_start(data_, int64_t(below(d0[0], d0[1], starts)), L, buf);
-    data_.read(a_start, L, a.data());
+    read_bytes(data_, a_start, L, a.data());
     std::vector<int64_t> cuts;
     for (int64_t k = 1; k < L; ++k)
       if (a[size_t(k - 1)] == kPeriod) cuts.push_back(k);
@@ -97,7 +100,7 @@ BertBatch BertSampler::batch(int64_t step, int64_t row_begin, int64_t row_end) c
         is_next ? a_start + a_len
                 : sentence_start(data_, int64_t(below(d1[0], d1[1], starts)), L, buf);
     b.resize(size_t(L - a_len));
-    data_.read(b_start, L - a_len, b.data());
+    read_bytes(data_, b_start, L - a_len, b.data());
     int64_t b_len = int64_t(b.size());
     while (b_len > 0 && b[size_t(b_len - 1)] != kPeriod) --b_len;
     if (b_len == 0) b_len = int64_t(b.size());  // no whole sentence fits: keep the cut one

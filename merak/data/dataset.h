@@ -16,16 +16,18 @@ namespace merak::data {
 class TokenDataset {
  public:
   virtual ~TokenDataset() = default;
-  virtual int64_t size() const = 0;                 // number of tokens
-  virtual int64_t vocab_hint() const = 0;           // largest id + 1 if known, else 0
+  virtual int64_t size() const = 0;  // number of tokens
   virtual void read(int64_t start, int64_t count, int64_t* out) const = 0;  // ids [start, +count)
   // Where token i lies, for messages: "FILE: byte N" for a file, a description otherwise.
   virtual std::string place(int64_t i) const = 0;
 };
 
-// Ends with merak::Error at the first id outside [0, vocab): its place, the id and the
-// vocabulary, followed by `whose` (which setting the vocabulary comes from). One scan.
-void check_ids_below(const TokenDataset& data, int64_t vocab, const std::string& whose);
+// Ends with merak::Error at the first of ids[0, n), tokens [start, start + n) of `data`, outside
+// [0, vocab): its place, the id and the vocabulary, followed by `whose` (which setting the
+// vocabulary comes from). The samplers run it on every window they read: files are not scanned
+// up front (hours at a trillion tokens), and a bad id is refused before a kernel sees it.
+void check_ids(const TokenDataset& data, int64_t start, const int64_t* ids, int64_t n,
+               int64_t vocab, const std::string& whose);
 
 // Our shard format (documented in merak/data/README.md) and llm.c's (int32 header[256] =
 // {20240520, 1, token count, ...}, then uint16 tokens), both memory-mapped; the format is told
@@ -33,6 +35,8 @@ void check_ids_below(const TokenDataset& data, int64_t vocab, const std::string&
 std::unique_ptr<TokenDataset> open_shard(const std::string& path);
 // Several shards read as one sequence.
 std::unique_ptr<TokenDataset> open_shards(const std::vector<std::string>& paths);
+// Datasets read one after another as one sequence.
+std::unique_ptr<TokenDataset> concat(std::vector<std::unique_ptr<TokenDataset>> parts);
 // Writes tokens in our shard format (uint16 when every id < 65536, else uint32), atomically.
 void write_shard(const std::string& path, const std::vector<int64_t>& tokens);
 // Streams tokens into llm.c's .bin (the header open_shard reads, then uint16 ids) through
@@ -55,9 +59,27 @@ class LlmcWriter {
   std::FILE* file_ = nullptr;
   int64_t tokens_ = 0;
 };
-// Tokens held in memory (the generated corpus, tokenized text); `what` names them in messages.
+// Tokens held in memory (the generated corpus, tokenized text), checked to lie in [0, vocab)
+// (vocab 0: only that they are not negative); `what` names them in messages.
 std::unique_ptr<TokenDataset> in_memory(std::vector<int64_t> tokens, int64_t vocab,
                                         std::string what = "the tokens held in memory");
+// Tokens [begin, begin + count) of `whole` (a held-out split and what remains of it).
+std::unique_ptr<TokenDataset> slice(std::shared_ptr<const TokenDataset> whole, int64_t begin,
+                                    int64_t count);
+
+// Tokens per block of a weighted blend; see blend().
+constexpr int64_t kBlendBlockTokens = int64_t(1) << 20;
+// Several datasets interleaved by weight (one positive weight per source, any scale). Let T be
+// their total tokens: source k's share is T * w_k / sum(w) tokens (at least 1), taken in order
+// and from its start again when it runs out, in blocks of `block` tokens (fewer for a share's
+// last block); the next block comes from the source furthest behind its share (tokens taken /
+// w_k smallest, ties to the earlier source). Block boundaries ignore documents, as training
+// windows do. Deterministic. `names[k]` names source k in errors (a weight that is not
+// positive, a source with no tokens).
+std::unique_ptr<TokenDataset> blend(std::vector<std::unique_ptr<TokenDataset>> sources,
+                                    const std::vector<double>& weights,
+                                    const std::vector<std::string>& names,
+                                    int64_t block = kBlendBlockTokens);
 
 // Byte-level tokenizer: vocab 256, id = byte value.
 std::vector<int64_t> tokenize_bytes(const std::string& text);
@@ -77,9 +99,14 @@ struct LmBatch {
 // Deterministic sampling: global batch `step` of an epoch is a function of (seed, epoch, step)
 // only, so every process layout sees the same global batch; a data-parallel rank takes rows
 // [rank * batch / ranks, (rank + 1) * batch / ranks) of it.
+// Every window read is checked to hold ids in [0, vocab) (check_ids; `whose` says where vocab
+// comes from, e.g. "model.vocab in CONFIG").
 class LmSampler {
  public:
-  LmSampler(const TokenDataset& data, int64_t seq_len, int64_t batch, uint64_t seed);
+  LmSampler(const TokenDataset& data, int64_t seq_len, int64_t batch, uint64_t seed,
+            int64_t vocab, std::string whose);
+  // The fewest tokens that make one batch: batch windows of seq_len + 1 tokens, seq_len apart.
+  static int64_t min_tokens(int64_t seq_len, int64_t batch) { return batch * seq_len + 1; }
   int64_t steps_per_epoch() const;
   // Rows [row_begin, row_end) of global batch `step` (counted from the start of training).
   LmBatch batch(int64_t step, int64_t row_begin, int64_t row_end) const;
@@ -89,6 +116,8 @@ class LmSampler {
   const TokenDataset& data_;
   int64_t seq_len_, batch_;
   uint64_t seed_;
+  int64_t vocab_;
+  std::string whose_;
 };
 
 // BERT pre-training batches: sentence pairs (NSP: half the time the true next segment, else a
@@ -107,10 +136,13 @@ struct BertVocab {
   static constexpr int64_t kPad = 256, kCls = 257, kSep = 258, kMask = 259, kSize = 260;
 };
 
+// The data must be byte tokens: every segment read is checked to hold ids in [0, 256).
 class BertSampler {
  public:
   BertSampler(const TokenDataset& data, int64_t seq_len, int64_t batch, double mlm_probability,
               int64_t vocab, uint64_t seed);
+  // The fewest tokens the sampler draws from: two segments of seq_len - 3.
+  static int64_t min_tokens(int64_t seq_len) { return 2 * (seq_len - 3); }
   BertBatch batch(int64_t step, int64_t row_begin, int64_t row_end) const;
   BertBatch batch(int64_t step) const { return batch(step, 0, batch_); }
 

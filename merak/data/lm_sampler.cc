@@ -54,15 +54,17 @@ int64_t window_count(const TokenDataset& data, int64_t seq_len) {
 
 }  // namespace
 
-LmSampler::LmSampler(const TokenDataset& data, int64_t seq_len, int64_t batch, uint64_t seed)
-    : data_(data), seq_len_(seq_len), batch_(batch), seed_(seed) {
+LmSampler::LmSampler(const TokenDataset& data, int64_t seq_len, int64_t batch, uint64_t seed,
+                     int64_t vocab, std::string whose)
+    : data_(data), seq_len_(seq_len), batch_(batch), seed_(seed), vocab_(vocab),
+      whose_(std::move(whose)) {
   MERAK_CHECK(seq_len > 0, "LmSampler: seq_len must be positive, got ", seq_len);
   MERAK_CHECK(batch > 0, "LmSampler: batch must be positive, got ", batch);
-  const int64_t windows = window_count(data, seq_len);
-  MERAK_CHECK(windows >= batch, "LmSampler: the dataset's ", data.size(), " tokens make ",
-              windows, " windows of seq_len + 1 = ", seq_len + 1,
-              " tokens, fewer than one batch of ", batch, " (needs at least ",
-              batch * seq_len + 1, " tokens)");
+  MERAK_CHECK(vocab > 0, "LmSampler: vocab must be positive, got ", vocab);
+  MERAK_CHECK(data.size() >= min_tokens(seq_len, batch), "LmSampler: the dataset's ",
+              data.size(), " tokens make ", window_count(data, seq_len),
+              " windows of seq_len + 1 = ", seq_len + 1, " tokens, fewer than one batch of ",
+              batch, " (needs at least ", min_tokens(seq_len, batch), " tokens)");
 }
 
 int64_t LmSampler::steps_per_epoch() const { return window_count(data_, seq_len_) / batch_; }
@@ -85,6 +87,7 @@ LmBatch LmSampler::batch(int64_t step, int64_t row_begin, int64_t row_end) const
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t w = int64_t(order(uint64_t(first + row_begin + r)));
     data_.read(w * seq_len_, seq_len_ + 1, window.data());
+    check_ids(data_, w * seq_len_, window.data(), seq_len_ + 1, vocab_, whose_);
     std::copy(window.begin(), window.end() - 1, tokens + r * seq_len_);
     std::copy(window.begin() + 1, window.end(), targets + r * seq_len_);
   }

@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <mutex>
 
 #include "merak/core/error.h"
 #include "merak/data/little_endian.h"
@@ -58,8 +57,6 @@ struct MegatronDataset::Impl {
   const unsigned char* pointers = nullptr;  // int64[S]
   const unsigned char* doc_idx = nullptr;   // int64[D]
   int64_t tokens = 0;
-  mutable std::once_flag vocab_once;
-  mutable int64_t vocab = 0;
 
   int64_t seq_size(uint64_t i) const { return int32_t(load_le(sizes + 4 * i, 4)); }
   int64_t seq_pointer(uint64_t i) const { return int64_t(load_le(pointers + 8 * i, 8)); }
@@ -177,18 +174,6 @@ std::unique_ptr<MegatronDataset> MegatronDataset::open(const std::string& prefix
 
 int64_t MegatronDataset::size() const { return impl_->tokens; }
 
-int64_t MegatronDataset::vocab_hint() const {
-  const Impl& m = *impl_;
-  std::call_once(m.vocab_once, [&m] {
-    int64_t top = -1;
-    const unsigned char* p = m.bin->bytes();
-    for (int64_t i = 0; i < m.tokens; ++i)
-      top = std::max(top, token_at(p + i * m.width, m.width, m.is_signed));
-    m.vocab = top + 1;
-  });
-  return m.vocab;
-}
-
 void MegatronDataset::read(int64_t start, int64_t count, int64_t* out) const {
   const Impl& m = *impl_;
   MERAK_CHECK(start >= 0 && count >= 0 && start <= m.tokens - count, m.prefix,
@@ -228,123 +213,15 @@ std::unique_ptr<MegatronDataset> open_megatron(const std::string& prefix) {
   return MegatronDataset::open(prefix);
 }
 
-namespace {
-
-// Pieces of the sources one after another: piece k is tokens [begin, begin + length) of source
-// `source`, at offset `at` of the blend.
-class PiecewiseDataset : public TokenDataset {
- public:
-  struct Piece {
-    int32_t source;
-    int64_t begin, length, at;
-  };
-  PiecewiseDataset(std::vector<std::unique_ptr<MegatronDataset>> sources,
-                   std::vector<Piece> pieces)
-      : sources_(std::move(sources)), pieces_(std::move(pieces)) {
-    size_ = pieces_.empty() ? 0 : pieces_.back().at + pieces_.back().length;
-  }
-  int64_t size() const override { return size_; }
-  int64_t vocab_hint() const override {
-    int64_t v = 0;
-    for (const auto& s : sources_) v = std::max(v, s->vocab_hint());
-    return v;
-  }
-  void read(int64_t start, int64_t count, int64_t* out) const override {
-    MERAK_CHECK(start >= 0 && count >= 0 && start <= size_ - count, "read of tokens [", start,
-                ", ", start + count, ") outside the blend's ", size_, " tokens");
-    // The piece holding `start`, then the ones after it.
-    for (size_t k = piece_index(start); count > 0; ++k) {
-      const Piece& p = pieces_[k];
-      const int64_t off = start - p.at;
-      const int64_t n = std::min(count, p.length - off);
-      sources_[size_t(p.source)]->read(p.begin + off, n, out);
-      out += n, start += n, count -= n;
-    }
-  }
-  std::string place(int64_t i) const override {
-    const Piece& p = pieces_[piece_index(i)];
-    return sources_[size_t(p.source)]->place(p.begin + (i - p.at));
-  }
-
- private:
-  // The last piece starting at or before token i.
-  size_t piece_index(int64_t i) const {
-    return size_t(std::upper_bound(pieces_.begin(), pieces_.end(), i,
-                                   [](int64_t pos, const Piece& p) { return pos < p.at; }) -
-                  pieces_.begin()) - 1;
-  }
-
-  std::vector<std::unique_ptr<MegatronDataset>> sources_;
-  std::vector<Piece> pieces_;
-  int64_t size_ = 0;
-};
-
-}  // namespace
-
 std::unique_ptr<TokenDataset> open_megatron(const std::vector<std::string>& prefixes,
                                             const std::vector<double>& weights) {
   MERAK_CHECK(!prefixes.empty(), "open_megatron: no prefixes given");
   MERAK_CHECK(weights.empty() || weights.size() == prefixes.size(), "open_megatron: ",
               weights.size(), " weights for ", prefixes.size(), " prefixes");
-  std::vector<std::unique_ptr<MegatronDataset>> sources;
+  std::vector<std::unique_ptr<TokenDataset>> sources;
   for (const std::string& p : prefixes) sources.push_back(MegatronDataset::open(p));
-  using Piece = PiecewiseDataset::Piece;
-  std::vector<Piece> pieces;
-  int64_t at = 0;
-  if (weights.empty()) {
-    for (size_t k = 0; k < sources.size(); ++k) {
-      if (sources[k]->size() == 0) continue;
-      pieces.push_back({int32_t(k), 0, sources[k]->size(), at});
-      at += sources[k]->size();
-    }
-    return std::make_unique<PiecewiseDataset>(std::move(sources), std::move(pieces));
-  }
-
-  const size_t K = sources.size();
-  double weight_sum = 0;
-  int64_t total = 0;
-  for (size_t k = 0; k < K; ++k) {
-    MERAK_CHECK(std::isfinite(weights[k]) && weights[k] > 0, prefixes[k], ": blend weight ",
-                weights[k], " (weights must be positive)");
-    MERAK_CHECK(sources[k]->size() > 0, prefixes[k],
-                ": has no tokens, so it cannot have a blend weight");
-    weight_sum += weights[k];
-    total += sources[k]->size();
-  }
-  std::vector<int64_t> quota(K), taken(K, 0), next_doc(K, 0);
-  for (size_t k = 0; k < K; ++k)
-    quota[k] = std::max<int64_t>(1, std::llround(double(total) * weights[k] / weight_sum));
-  for (;;) {
-    // The source furthest behind its share that still has quota left.
-    int best = -1;
-    for (size_t k = 0; k < K; ++k) {
-      if (taken[k] >= quota[k]) continue;
-      if (best < 0 || double(taken[k]) / weights[k] <
-                          double(taken[size_t(best)]) / weights[size_t(best)])
-        best = int(k);
-    }
-    if (best < 0) break;
-    const MegatronDataset& s = *sources[size_t(best)];
-    // Its next non-empty document, wrapping to the start (the source has tokens).
-    int64_t d = next_doc[size_t(best)], begin = 0, end = 0;
-    for (;;) {
-      if (d >= s.document_count()) d = 0;
-      begin = s.document_begin(d), end = s.document_begin(d + 1);
-      ++d;
-      if (end > begin) break;
-    }
-    next_doc[size_t(best)] = d;
-    // Documents that follow on in the same source extend the last piece.
-    Piece* last = pieces.empty() ? nullptr : &pieces.back();
-    if (last && last->source == best && last->begin + last->length == begin) {
-      last->length += end - begin;
-    } else {
-      pieces.push_back({int32_t(best), begin, end - begin, at});
-    }
-    at += end - begin;
-    taken[size_t(best)] += end - begin;
-  }
-  return std::make_unique<PiecewiseDataset>(std::move(sources), std::move(pieces));
+  if (weights.empty()) return concat(std::move(sources));
+  return blend(std::move(sources), weights, prefixes);
 }
 
 // ---- writer ----

@@ -23,7 +23,6 @@ class MegatronDataset : public TokenDataset {
   ~MegatronDataset() override;
 
   int64_t size() const override;
-  int64_t vocab_hint() const override;  // largest id + 1, by one scan on first use
   void read(int64_t start, int64_t count, int64_t* out) const override;
   std::string place(int64_t i) const override;  // "PREFIX.bin: byte N"
 
@@ -45,10 +44,7 @@ class MegatronDataset : public TokenDataset {
 std::unique_ptr<MegatronDataset> open_megatron(const std::string& prefix);
 
 // Several prefixes as one dataset. Without weights: their tokens one after the other. With
-// weights (one per prefix, positive): documents taken in turn from the prefix furthest behind
-// its share (tokens taken / weight smallest, ties to the earlier prefix), each prefix's documents
-// in order and from its start again when it runs out, until the prefix has had its share
-// weight / sum(weights) of the total tokens of all prefixes. Deterministic; see README.
+// weights (one per prefix, positive): blend() of the prefixes, named by them; see README.
 std::unique_ptr<TokenDataset> open_megatron(const std::vector<std::string>& prefixes,
                                             const std::vector<double>& weights = {});
 

@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <mutex>
 
 #include "merak/data/dataset.h"
 #include "merak/data/little_endian.h"
@@ -34,17 +33,6 @@ class ShardDataset : public TokenDataset {
 
   int64_t size() const override { return count_; }
 
-  // Found by one scan on first use, not at open, so opening a large shard stays cheap.
-  int64_t vocab_hint() const override {
-    std::call_once(vocab_once_, [this] {
-      uint64_t top = 0;
-      for (int64_t i = 0; i < count_; ++i)
-        top = std::max(top, load_le(tokens_ + i * width_, width_));
-      vocab_ = count_ > 0 ? int64_t(top) + 1 : 0;
-    });
-    return vocab_;
-  }
-
   void read(int64_t start, int64_t count, int64_t* out) const override {
     MERAK_CHECK(start >= 0 && count >= 0 && start <= count_ - count, path_, ": read of tokens [",
                 start, ", ", start + count, ") outside the shard's ", count_, " tokens");
@@ -62,8 +50,6 @@ class ShardDataset : public TokenDataset {
   const unsigned char* tokens_;
   int width_;
   int64_t count_;
-  mutable std::once_flag vocab_once_;
-  mutable int64_t vocab_ = 0;
 };
 
 // The file must hold exactly the header and `count` tokens of `width` bytes.

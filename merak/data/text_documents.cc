@@ -33,7 +33,8 @@ std::string read_file(const std::string& path) {
   return text;
 }
 
-// The document on one JSONL line: its `field` member, a string.
+// The document on one JSONL line: its `field` member, a string. A key given twice takes its
+// last value, as Python's json and JavaScript's JSON.parse (which write most JSONL) read it.
 std::string jsonl_document(const std::string& path, int64_t line_no, const std::string& line,
                            const std::string& field) {
   const std::string where = path + ":" + std::to_string(line_no);
@@ -41,8 +42,12 @@ std::string jsonl_document(const std::string& path, int64_t line_no, const std::
     const JsonValue v = parse_json(line);
     MERAK_CHECK(v.kind() == JsonValue::Kind::Object, where,
                 ": expected a JSON object on each line");
-    const JsonValue* f = v.find(field);
-    MERAK_CHECK(f, where, ": the object has no '", field, "' member (--field)");
+    const auto& members = v.members("the line");
+    const auto last = std::find_if(members.rbegin(), members.rend(),
+                                   [&](const auto& m) { return m.first == field; });
+    MERAK_CHECK(last != members.rend(), where, ": the object has no '", field,
+                "' member (--field)");
+    const JsonValue* f = &last->second;
     return f->string("member '" + field + "'");
   } catch (const JsonError& e) {
     MERAK_FAIL(where, ": ", e.what());

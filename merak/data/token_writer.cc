@@ -29,8 +29,8 @@ class ShardWriter : public TokenWriter {
   std::vector<int64_t> all_;
 };
 
-// llm.c's .bin: the separator between documents, as llm.c's data scripts put GPT-2's
-// <|endoftext|>.
+// llm.c's .bin: the separator between documents (llm.c's data scripts put GPT-2's <|endoftext|>
+// before every document, the first too: their files start with one more token).
 class LlmcTokenWriter : public TokenWriter {
  public:
   LlmcTokenWriter(std::string path, int64_t separator, int64_t vocab_size)

@@ -80,7 +80,9 @@ class Pool {
 }  // namespace
 
 std::vector<int64_t> TextEncoder::encode(std::string_view text) {
-  if (gpt2_) return gpt2_->encode(text);
+  // A document's text is plain text, as llm.c's (encode_ordinary) and Megatron's preprocessing
+  // encode it: "<|endoftext|>" written in a document is not an end of document.
+  if (gpt2_) return gpt2_->encode(text, false);
   std::vector<int64_t> ids(text.size());
   for (size_t i = 0; i < text.size(); ++i) ids[i] = static_cast<unsigned char>(text[i]);
   return ids;

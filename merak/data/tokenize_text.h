@@ -18,7 +18,8 @@
 
 namespace merak::data {
 
-// Bytes (vocabulary 256, id = byte, no separator) or GPT-2 (separator <|endoftext|>). Copyable:
+// Bytes (vocabulary 256, id = byte, no separator) or GPT-2 (separator <|endoftext|>, which only
+// the writer puts between documents: the text "<|endoftext|>" encodes as plain text). Copyable:
 // each thread encodes with its own copy, since Gpt2Tokenizer is not thread-safe.
 class TextEncoder {
  public:

@@ -1,8 +1,10 @@
 #include "merak/train/batches.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include "merak/data/gpt2_tokenizer.h"
 #include "merak/data/megatron.h"
@@ -10,22 +12,18 @@
 namespace merak::train {
 namespace {
 
-// Tokens [begin, begin + count) of another dataset (the held-out split and what remains).
-class Slice final : public data::TokenDataset {
- public:
-  Slice(std::shared_ptr<data::TokenDataset> whole, int64_t begin, int64_t count)
-      : whole_(std::move(whole)), begin_(begin), count_(count) {}
-  int64_t size() const override { return count_; }
-  int64_t vocab_hint() const override { return whole_->vocab_hint(); }
-  void read(int64_t start, int64_t count, int64_t* out) const override {
-    whole_->read(begin_ + start, count, out);
-  }
-  std::string place(int64_t i) const override { return whole_->place(begin_ + i); }
+// With data.valid_split, data.files (or the generated corpus) are held out at the tail: `part`
+// says which part a source reads, none when it reads its data whole.
+using Part = std::optional<Split>;
 
- private:
-  std::shared_ptr<data::TokenDataset> whole_;
-  int64_t begin_, count_;
-};
+std::unique_ptr<data::TokenDataset> part_of(const config::Config& c,
+                                            std::unique_ptr<data::TokenDataset> whole, Part part) {
+  if (!part) return whole;
+  const std::shared_ptr<const data::TokenDataset> all = std::move(whole);
+  const int64_t held = int64_t(double(all->size()) * c.data.valid_split);
+  const int64_t kept = all->size() - held;
+  return *part == Split::Valid ? data::slice(all, kept, held) : data::slice(all, 0, kept);
+}
 
 // Text files as one token sequence: bytes, or GPT-2's BPE with <|endoftext|> after each file.
 std::unique_ptr<data::TokenDataset> tokenize_text(const config::Config& c,
@@ -44,7 +42,7 @@ std::unique_ptr<data::TokenDataset> tokenize_text(const config::Config& c,
     std::ifstream in(f, std::ios::binary);
     if (!in) throw config::ConfigError(c.path + ": key 'data.files': cannot read '" + f + "'");
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const std::vector<int64_t> doc = tokenizer.encode(text);
+    const std::vector<int64_t> doc = tokenizer.encode(text, false);  // as plain text
     ids.insert(ids.end(), doc.begin(), doc.end());
     ids.push_back(tokenizer.eot_id());
   }
@@ -52,16 +50,19 @@ std::unique_ptr<data::TokenDataset> tokenize_text(const config::Config& c,
 }
 
 // Megatron prefixes, each optionally after its blend weight, as Megatron's --data-path takes
-// them: [prefix, ...] or [0.3, prefix_a, 0.7, prefix_b].
+// them: [prefix, ...] or [0.3, prefix_a, 0.7, prefix_b]. A blend repeats small prefixes, so a
+// held-out tail of the blend would hold documents training reads too: each prefix is split on
+// its own and the parts are blended.
 std::unique_ptr<data::TokenDataset> open_megatron(const config::Config& c,
-                                                  const std::vector<std::string>& files) {
+                                                  const std::vector<std::string>& files,
+                                                  Part part) {
   auto number = [](const std::string& s, double* v) {
     char* end = nullptr;
     *v = std::strtod(s.c_str(), &end);
     return !s.empty() && end == s.c_str() + s.size();
   };
   double w = 0;
-  if (files.empty() || !number(files[0], &w)) return data::open_megatron(files);
+  if (files.empty() || !number(files[0], &w)) return part_of(c, data::open_megatron(files), part);
   std::vector<std::string> prefixes;
   std::vector<double> weights;
   for (size_t i = 0; i < files.size(); i += 2) {
@@ -72,32 +73,45 @@ std::unique_ptr<data::TokenDataset> open_megatron(const config::Config& c,
     weights.push_back(w);
     prefixes.push_back(files[i + 1]);
   }
-  return data::open_megatron(prefixes, weights);
+  std::vector<std::unique_ptr<data::TokenDataset>> sources;
+  for (const std::string& prefix : prefixes) {
+    sources.push_back(part_of(c, data::open_megatron(prefix), part));
+    if (part && sources.back()->size() == 0)
+      throw config::ConfigError(
+          c.path + ": key 'data.valid_split': the " +
+          (*part == Split::Valid ? "held-out" : "training") + " part of '" + prefix +
+          "' has no tokens (each weighted prefix is split on its own, then blended)");
+  }
+  return data::blend(std::move(sources), weights, prefixes);
 }
 
 std::unique_ptr<data::TokenDataset> open_files(const config::Config& c,
-                                               const std::vector<std::string>& files) {
+                                               const std::vector<std::string>& files, Part part) {
   const auto& d = c.data;
-  if (d.source == "text") return tokenize_text(c, files);
-  if (d.source == "megatron") return open_megatron(c, files);
-  return data::open_shards(files);
+  if (d.source == "megatron") return open_megatron(c, files, part);
+  return part_of(c, d.source == "text" ? tokenize_text(c, files) : data::open_shards(files), part);
 }
 
 std::unique_ptr<data::TokenDataset> open_data(const config::Config& c, Split split) {
   const auto& d = c.data;
-  if (split == Split::Valid && !d.valid.empty()) return open_files(c, d.valid);
+  if (split == Split::Valid && !d.valid.empty()) return open_files(c, d.valid, std::nullopt);
   if (split == Split::Valid && d.valid_split == 0)
     throw config::ConfigError(c.path + ": key 'eval.every': no validation data (data.valid or "
                               "data.valid_split)");
-  std::unique_ptr<data::TokenDataset> whole =
-      d.source == "generated" ? data::generated_corpus(d.generated_tokens, d.seed)
-                              : open_files(c, d.files);
-  if (d.valid_split == 0) return whole;
-  const std::shared_ptr<data::TokenDataset> all = std::move(whole);
-  const int64_t held = int64_t(double(all->size()) * d.valid_split);
-  const int64_t kept = all->size() - held;
-  return split == Split::Valid ? std::make_unique<Slice>(all, kept, held)
-                               : std::make_unique<Slice>(all, 0, kept);
+  const Part part = d.valid_split > 0 ? Part(split) : std::nullopt;
+  if (d.source == "generated")
+    return part_of(c, data::generated_corpus(d.generated_tokens, d.seed), part);
+  return open_files(c, d.files, part);
+}
+
+// The keys that size a split's data, for messages: "'train.batch' / ... ".
+std::string size_keys(const config::Config& c, Split split) {
+  const auto& d = c.data;
+  std::string keys = "'train.batch' / 'train.seq_len' / ";
+  if (split == Split::Valid && !d.valid.empty()) return keys + "'data.valid'";
+  if (split == Split::Valid) return keys + "'data.valid_split'";
+  keys += d.source == "generated" ? "'data.generated_tokens'" : "'data.files'";
+  return d.valid_split > 0 ? keys + " / 'data.valid_split'" : keys;
 }
 
 }  // namespace
@@ -109,15 +123,39 @@ BatchSource::BatchSource(const config::Config& c, Split split) : data_(open_data
     throw config::ConfigError(c.path + ": key 'model.vocab': " + std::to_string(c.model.vocab) +
                               " is smaller than BERT's vocabulary of bytes and special tokens (" +
                               std::to_string(data::BertVocab::kSize) + ")");
-  // The data's largest id is known from one cached scan; only when it is too large does a second
-  // scan find the first id out of range, for a message that points at it.
-  if (!bert && data_->vocab_hint() > c.model.vocab)
-    data::check_ids_below(*data_, c.model.vocab, "model.vocab in " + c.path);
+  const std::string what = split == Split::Valid ? "validation" : "training";
+  const int64_t need = bert ? data::BertSampler::min_tokens(t.seq_len)
+                            : data::LmSampler::min_tokens(t.seq_len, t.batch);
+  if (data_->size() < need)
+    throw config::ConfigError(c.path + ": keys " + size_keys(c, split) + ": the " + what +
+                              " data has " + std::to_string(data_->size()) +
+                              " tokens, fewer than the " + std::to_string(need) +
+                              " that one batch of " + std::to_string(t.batch) + " x " +
+                              std::to_string(t.seq_len) + " needs");
   if (bert)
     bert_ = std::make_unique<data::BertSampler>(*data_, t.seq_len, t.batch, c.data.mlm_probability,
                                                 c.model.vocab, c.data.seed);
   else
-    lm_ = std::make_unique<data::LmSampler>(*data_, t.seq_len, t.batch, c.data.seed);
+    lm_ = std::make_unique<data::LmSampler>(*data_, t.seq_len, t.batch, c.data.seed, c.model.vocab,
+                                            "model.vocab in " + c.path);
+  if (split == Split::Valid) {
+    // Each evaluation reads global batches 0 .. eval.batches - 1, which must be distinct windows
+    // (past one epoch they repeat); BERT draws rows at random, so it is bounded by its tokens.
+    const int64_t fits = lm_ ? lm_->steps_per_epoch()
+                             : std::max<int64_t>(1, data_->size() / (t.batch * t.seq_len));
+    if (c.eval.batches > fits)
+      throw config::ConfigError(c.path + ": key 'eval.batches': " +
+                                std::to_string(c.eval.batches) + " batches of " +
+                                std::to_string(t.batch) + " x " + std::to_string(t.seq_len) +
+                                " are more than the validation data's " +
+                                std::to_string(data_->size()) +
+                                " tokens hold without reading a window twice: at most " +
+                                std::to_string(fits));
+  }
+  // The samplers check ids as they read (a scan of the files up front would take hours at a
+  // trillion tokens). Step 0's rows are drawn once now, so that a vocabulary too small for the
+  // data, which nearly always shows in them, stops every rank here, before training.
+  batch(0, 0, t.batch);
 }
 
 BatchSource::~BatchSource() = default;

@@ -21,8 +21,11 @@ enum class Split { Train, Valid };
 
 class BatchSource {
  public:
-  // Opens the data; a vocabulary smaller than the data's token ids throws config::ConfigError
-  // naming model.vocab. Validation batches are drawn as training's are, from their own data.
+  // Opens the data; data too small for one batch, or (validation) for eval.batches of them,
+  // throws config::ConfigError naming the keys. Every batch read checks its token ids against
+  // model.vocab: one outside it throws merak::Error naming the file and byte (step 0's batch is
+  // read here, so a mismatch usually shows at once). Validation batches are drawn as training's
+  // are, from their own data.
   explicit BatchSource(const config::Config& config, Split split = Split::Train);
   ~BatchSource();
 

@@ -5,12 +5,15 @@
 #include <set>
 #include <vector>
 
+#include "merak/core/error.h"
 #include "merak/data/dataset.h"
 
 using namespace merak;
 using namespace merak::data;
 
 namespace {
+
+constexpr int64_t kVocab = 1 << 20;
 
 // Token i at position i, so a window's first token is its start.
 std::unique_ptr<TokenDataset> iota(int64_t n) {
@@ -31,7 +34,7 @@ std::vector<int64_t> starts_of(const LmBatch& b) {
 TEST_CASE("LM batches are windows of seq_len + 1 tokens split into inputs and targets",
           "[data][sampler]") {
   auto data = iota(8 * 40 + 1);  // 40 windows of 8 + 1
-  LmSampler sampler(*data, 8, 6, 42);
+  LmSampler sampler(*data, 8, 6, 42, kVocab, "test");
   CHECK(sampler.steps_per_epoch() == 6);  // 40 / 6, the rest dropped
   const LmBatch b = sampler.batch(0);
   CHECK(b.tokens.shape() == Shape{6, 8});
@@ -51,7 +54,7 @@ TEST_CASE("LM batches are windows of seq_len + 1 tokens split into inputs and ta
 
 TEST_CASE("an epoch visits distinct windows, in a new order each epoch", "[data][sampler]") {
   auto data = iota(8 * 36 + 1);  // 36 windows = exactly 6 batches of 6
-  LmSampler sampler(*data, 8, 6, 42);
+  LmSampler sampler(*data, 8, 6, 42, kVocab, "test");
   REQUIRE(sampler.steps_per_epoch() == 6);
   std::vector<int64_t> epoch0, epoch1;
   for (int64_t s = 0; s < 6; ++s) {
@@ -78,7 +81,7 @@ TEST_CASE("an epoch visits distinct windows, in a new order each epoch", "[data]
 
 TEST_CASE("rank slices of a global batch concatenate to the full batch", "[data][sampler]") {
   auto data = iota(16 * 200 + 1);
-  LmSampler sampler(*data, 16, 10, 7);
+  LmSampler sampler(*data, 16, 10, 7, kVocab, "test");
   for (int64_t step : {0, 3, 12, 25}) {
     const LmBatch full = sampler.batch(step);
     for (int64_t ranks : {1, 2, 3, 4, 10}) {
@@ -99,7 +102,8 @@ TEST_CASE("rank slices of a global batch concatenate to the full batch", "[data]
 
 TEST_CASE("LM batches are a function of (seed, step) only", "[data][sampler]") {
   auto data = iota(16 * 200 + 1);
-  LmSampler a(*data, 16, 10, 7), same(*data, 16, 10, 7), other_seed(*data, 16, 10, 8);
+  LmSampler a(*data, 16, 10, 7, kVocab, "test"), same(*data, 16, 10, 7, kVocab, "test"),
+      other_seed(*data, 16, 10, 8, kVocab, "test");
   CHECK(a.batch(5).tokens.to_vector<int64_t>() == a.batch(5).tokens.to_vector<int64_t>());
   CHECK(a.batch(5).tokens.to_vector<int64_t>() == same.batch(5).tokens.to_vector<int64_t>());
   CHECK(a.batch(5).tokens.to_vector<int64_t>() != a.batch(6).tokens.to_vector<int64_t>());
@@ -108,12 +112,65 @@ TEST_CASE("LM batches are a function of (seed, step) only", "[data][sampler]") {
 
 TEST_CASE("LM sampler arguments are checked", "[data][sampler]") {
   auto data = iota(100);
-  CHECK_THROWS_WITH(LmSampler(*data, 10, 10, 0), Catch::Contains("fewer than one batch"));
-  CHECK_THROWS_WITH(LmSampler(*data, 0, 1, 0), Catch::Contains("seq_len"));
-  CHECK_THROWS_WITH(LmSampler(*data, 10, 0, 0), Catch::Contains("batch"));
-  LmSampler ok(*data, 10, 9, 0);  // 99 / 10 = 9 windows: exactly one batch
+  CHECK_THROWS_WITH(LmSampler(*data, 10, 10, 0, kVocab, "test"),
+                    Catch::Contains("fewer than one batch"));
+  CHECK_THROWS_WITH(LmSampler(*data, 0, 1, 0, kVocab, "test"), Catch::Contains("seq_len"));
+  CHECK_THROWS_WITH(LmSampler(*data, 10, 0, 0, kVocab, "test"), Catch::Contains("batch"));
+  LmSampler ok(*data, 10, 9, 0, kVocab, "test");  // 99 / 10 = 9 windows: exactly one batch
   CHECK(ok.steps_per_epoch() == 1);
   CHECK_THROWS_WITH(ok.batch(0, 3, 10), Catch::Contains("rows [3, 10)"));
   CHECK_THROWS_WITH(ok.batch(0, 5, 4), Catch::Contains("rows"));
   CHECK_THROWS_WITH(ok.batch(-1), Catch::Contains("negative"));
+}
+
+TEST_CASE("every window read is checked against the vocabulary, naming where the id is",
+          "[data][sampler]") {
+  // Token i at position i: ids from 100 on are outside a vocabulary of 100.
+  auto data = iota(8 * 20 + 1);
+  LmSampler sampler(*data, 8, 4, 3, 100, "model.vocab in my.yaml");
+  CHECK_THROWS_WITH(LmSampler(*data, 8, 4, 3, 0, "x"), Catch::Contains("vocab must be positive"));
+  // Some step reads a window holding ids of 100 or more; its first such id is named.
+  bool refused = false;
+  for (int64_t step = 0; step < 5 && !refused; ++step) {
+    try {
+      sampler.batch(step);
+    } catch (const Error& e) {
+      refused = true;
+      CHECK_THAT(e.what(), Catch::Matches("the tokens held in memory: token (10[0-9]|1[1-5][0-9]|"
+                                          "160): token id \\1 is not below the vocabulary of "
+                                          "100 \\(model.vocab in my.yaml\\).*"));
+    }
+  }
+  CHECK(refused);
+  // A window entirely below 100 reads: window 0 (ids 0..8) is in some batch of the epoch.
+  LmSampler wide(*data, 8, 4, 3, 161, "x");
+  for (int64_t step = 0; step < wide.steps_per_epoch(); ++step) wide.batch(step);
+}
+
+namespace {
+
+// Negative ids: a dataset that hands out what it is given (in_memory refuses them).
+class Raw : public TokenDataset {
+ public:
+  explicit Raw(std::vector<int64_t> ids) : ids_(std::move(ids)) {}
+  int64_t size() const override { return int64_t(ids_.size()); }
+  void read(int64_t start, int64_t count, int64_t* out) const override {
+    std::copy_n(ids_.begin() + start, count, out);
+  }
+  std::string place(int64_t i) const override { return "raw: token " + std::to_string(i); }
+
+ private:
+  std::vector<int64_t> ids_;
+};
+
+}  // namespace
+
+TEST_CASE("a negative id is refused as it is read", "[data][sampler]") {
+  std::vector<int64_t> ids(33, 5);
+  ids[17] = -100;  // the cross-entropy's ignore_index: never a silent "not a target"
+  Raw data(ids);
+  LmSampler sampler(data, 8, 4, 0, 50257, "model.vocab in v.yaml");
+  CHECK_THROWS_WITH(sampler.batch(0),
+                    Catch::StartsWith("raw: token 17: token id -100 is negative, not in the "
+                                      "vocabulary of 50257 (model.vocab in v.yaml)"));
 }

@@ -2,7 +2,8 @@
 // library's readers or encoded by Gpt2Tokenizer directly.
 //   token_dump shard PATH                 open_shard (ours or llm.c's)
 //   token_dump megatron PREFIX            open_megatron; then a line "documents N"
-//   token_dump gpt2 VOCAB MERGES FILE...  Gpt2Tokenizer::encode of each file, a line each
+//   token_dump gpt2 VOCAB MERGES FILE...  Gpt2Tokenizer::encode of each file as plain text
+//                                         (<|endoftext|> not special), a line each
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -44,7 +45,8 @@ int main(int argc, char** argv) {
         std::ifstream in(argv[i], std::ios::binary);
         if (!in) throw std::runtime_error(std::string(argv[i]) + ": cannot open");
         print(tok.encode(
-            std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>())));
+            std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()),
+            false));
       }
     } else {
       std::fprintf(stderr, "usage: token_dump shard PATH | megatron PREFIX | gpt2 V M FILE...\n");

@@ -87,3 +87,14 @@ TEST_CASE("DocumentReader: errors name the file, and the line for JSONL") {
   CHECK_THROWS_WITH(drain({ok, missing}), Catch::Contains(missing + ": cannot open"));
   CHECK_THROWS_WITH(text_file_bytes(missing), Catch::Contains(missing + ": cannot open"));
 }
+
+TEST_CASE("DocumentReader: a JSONL key given twice takes its last value, as Python and JS do") {
+  const std::string twice = temp_file(
+      "twice.jsonl", "{\"text\": \"a\", \"text\": \"b\"}\n{\"text\": 1, \"text\": \"c\"}\n");
+  DocumentReader reader({twice}, TextOptions(), false);
+  std::vector<std::string> docs;
+  TextPiece piece;
+  while (reader.next(&piece))
+    if (piece.ends_document) docs.push_back(piece.text);
+  CHECK(docs == std::vector<std::string>{"b", "c"});
+}

@@ -1,8 +1,8 @@
 // libFuzzer target for token files. An input with no fuzz_files.h separator is one shard file
 // for open_shard (our MERAKTOK format or llm.c's .bin: the magic decides); an input with one is
 // a Megatron indexed dataset, PREFIX.idx then PREFIX.bin. Whatever the bytes, opening returns a
-// dataset or throws merak::Error, and on a dataset that opened, size(), vocab_hint(), read() of
-// windows at its start, middle and end and (Megatron) sequence() and document_begin() work.
+// dataset or throws merak::Error, and on a dataset that opened, size(), read() of windows at its
+// start, middle and end and (Megatron) sequence() and document_begin() work.
 // Anything else (a crash, a sanitizer report, another exception, a leak, a hang) is a bug.
 #include <algorithm>
 #include <cstddef>
@@ -20,7 +20,6 @@ namespace {
 
 void read_windows(const merak::data::TokenDataset& data) {
   const int64_t n = data.size();
-  (void)data.vocab_hint();
   const int64_t w = std::min<int64_t>(n, 33);
   std::vector<int64_t> out(size_t(w) + 1);
   if (w == 0) return;
