@@ -29,13 +29,6 @@ constexpr size_t kStreams = 8;
 
 [[noreturn]] void fail(const std::string& what) { throw CheckpointError(what); }
 
-bool apart(const Region& a, const Region& b) {
-  for (size_t d = 0; d < a.shape.size(); ++d)
-    if (a.offset[d] >= b.offset[d] + b.shape[d] || b.offset[d] >= a.offset[d] + a.shape[d])
-      return true;
-  return false;
-}
-
 bool same_region(const Region& a, const Region& b) {
   return a.offset == b.offset && a.shape == b.shape && a.begin == b.begin &&
          a.flat_end() == b.flat_end();
@@ -226,7 +219,8 @@ void read_regions(const Index& index, const std::vector<RegionRead>& reads) {
   std::map<const PieceEntry*, size_t> piece_of;
   for (size_t r = 0; r < reads.size(); ++r)
     for (const PieceEntry& e : index.tensors.at(reads[r].tensor).pieces) {
-      if (apart(e.region, reads[r].target)) continue;
+      // Boxes alone do not tell: ZeRO-1's pieces of a shard share its box, each a run of it.
+      if (overlap_numel(e.region, reads[r].target) == 0) continue;
       auto [it, fresh] = piece_of.emplace(&e, pieces.size());
       if (fresh) {
         pieces.push_back(std::make_unique<PieceRead>());

@@ -71,15 +71,17 @@ Region whole(const Shape& global) {
   return r;
 }
 
-int64_t copy_overlap(const Region& src, const void* src_data, const Region& dst, void* dst_data,
-                     size_t elem) {
+namespace {
+
+// Calls run(src_flat, dst_flat, n) for each run of n elements that `src` and `dst` have in common
+// (flat indices into each region's own elements: contiguous on both sides); returns the total.
+template <typename Run>
+int64_t for_each_overlap(const Region& src, const Region& dst, Run run) {
   const size_t n = src.shape.size();
   const int64_t sb = src.begin, se = src.flat_end(), db = dst.begin, de = dst.flat_end();
-  const auto* in = static_cast<const char*>(src_data);
-  auto* out = static_cast<char*>(dst_data);
   if (n == 0) {  // a scalar: its one element, if both hold it
     if (sb == 0 && se > 0 && db == 0 && de > 0) {
-      std::memcpy(out, in, elem);
+      run(0, 0, 1);
       return 1;
     }
     return 0;
@@ -88,9 +90,15 @@ int64_t copy_overlap(const Region& src, const void* src_data, const Region& dst,
     if (src.offset[d] >= dst.offset[d] + dst.shape[d] ||
         dst.offset[d] >= src.offset[d] + src.shape[d])
       return 0;
+  if (src.offset == dst.offset && src.shape == dst.shape) {  // one box: the runs' intersection
+    const int64_t x = std::max(sb, db), y = std::min(se, de);
+    if (x >= y) return 0;
+    run(x - sb, x - db, y - x);
+    return y - x;
+  }
   const int64_t row = src.shape[n - 1];
   if (row == 0) return 0;
-  int64_t copied = 0;
+  int64_t common = 0;
   std::vector<int64_t> c(n);
   // Along the source's elements a row (last dim) at a time: each run is contiguous on both sides.
   for (int64_t f = sb; f < se;) {
@@ -99,7 +107,7 @@ int64_t copy_overlap(const Region& src, const void* src_data, const Region& dst,
       c[d] = rest % src.shape[d];
       rest /= src.shape[d];
     }
-    const int64_t run = std::min(se - f, row - c[n - 1]);
+    const int64_t len = std::min(se - f, row - c[n - 1]);
     bool inside = true;
     int64_t dst_flat = 0;  // of the row's start (last coordinate taken as the box's first)
     for (size_t d = 0; d + 1 < n; ++d) {
@@ -111,21 +119,35 @@ int64_t copy_overlap(const Region& src, const void* src_data, const Region& dst,
       // The run's last coordinates, global, clipped to the destination's box.
       const int64_t g0 = src.offset[n - 1] + c[n - 1];
       const int64_t a = std::max(g0, dst.offset[n - 1]);
-      const int64_t b = std::min(g0 + run, dst.offset[n - 1] + dst.shape[n - 1]);
+      const int64_t b = std::min(g0 + len, dst.offset[n - 1] + dst.shape[n - 1]);
       if (a < b) {
         const int64_t x0 = dst_flat * dst.shape[n - 1] + (a - dst.offset[n - 1]);
         const int64_t x = std::max(x0, db), y = std::min(x0 + (b - a), de);
         if (x < y) {
           const int64_t from = f + (a - g0) + (x - x0);  // source flat index
-          std::memcpy(out + size_t(x - db) * elem, in + size_t(from - sb) * elem,
-                      size_t(y - x) * elem);
-          copied += y - x;
+          run(from - sb, x - db, y - x);
+          common += y - x;
         }
       }
     }
-    f += run;
+    f += len;
   }
-  return copied;
+  return common;
+}
+
+}  // namespace
+
+int64_t copy_overlap(const Region& src, const void* src_data, const Region& dst, void* dst_data,
+                     size_t elem) {
+  const auto* in = static_cast<const char*>(src_data);
+  auto* out = static_cast<char*>(dst_data);
+  return for_each_overlap(src, dst, [&](int64_t from, int64_t to, int64_t count) {
+    std::memcpy(out + size_t(to) * elem, in + size_t(from) * elem, size_t(count) * elem);
+  });
+}
+
+int64_t overlap_numel(const Region& a, const Region& b) {
+  return for_each_overlap(a, b, [](int64_t, int64_t, int64_t) {});
 }
 
 }  // namespace merak::checkpoint

@@ -36,5 +36,7 @@ Region whole(const Shape& global);
 // the region's order) to dst_data (likewise), `elem` bytes each. Returns how many were copied.
 int64_t copy_overlap(const Region& src, const void* src_data, const Region& dst, void* dst_data,
                      size_t elem);
+// How many elements `a` and `b` have in common (what copy_overlap would copy), without data.
+int64_t overlap_numel(const Region& a, const Region& b);
 
 }  // namespace merak::checkpoint

@@ -6,11 +6,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <regex>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "merak/checkpoint/checksum.h"
 #include "merak/checkpoint/file_writer.h"
@@ -112,6 +118,92 @@ Shape int_list(const JsonValue& n, const std::string& what) {
 }
 
 std::string latest_path(const std::string& dir) { return dir + "/latest"; }
+
+// Why two of a tensor's pieces overlap, naming them; empty when none do. Counting the pieces'
+// elements tells whether they cover the tensor only when no two overlap: otherwise an element
+// held twice makes up for one held nowhere. Pieces of a layout lie in boxes that are the same
+// box or apart (a rank's shard, or a box of a fused one), as runs of its elements.
+std::string overlapping(const std::string& tensor, std::vector<const PieceEntry*> pieces) {
+  auto problem = [&](const PieceEntry& a, const PieceEntry& b, const char* what) {
+    return "tensor '" + tensor + "': its pieces " + a.region.str() + " in " + a.file + " and " +
+           b.region.str() + " in " + b.file + " " + what;
+  };
+  pieces.erase(std::remove_if(pieces.begin(), pieces.end(),
+                              [](const PieceEntry* p) { return p->region.numel() == 0; }),
+               pieces.end());
+  std::sort(pieces.begin(), pieces.end(), [](const PieceEntry* a, const PieceEntry* b) {
+    return std::tie(a->region.offset, a->region.shape, a->region.begin) <
+           std::tie(b->region.offset, b->region.shape, b->region.begin);
+  });
+  // The pieces of one box are runs of its elements (ZeRO-1's, or the whole box): sorted by their
+  // start, each begins at or after the end of every one before it.
+  std::vector<std::pair<size_t, size_t>> boxes;  // each box's pieces: [first, last)
+  const PieceEntry* reach = nullptr;             // of the box's pieces so far, the one ending last
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Region& r = pieces[i]->region;
+    if (i == 0 || r.offset != pieces[i - 1]->region.offset ||
+        r.shape != pieces[i - 1]->region.shape) {
+      boxes.push_back({i, i});
+      reach = nullptr;
+    } else if (r.begin < reach->region.flat_end()) {
+      return problem(*reach, *pieces[i], "overlap");
+    }
+    boxes.back().second = i + 1;
+    if (!reach || r.flat_end() > reach->region.flat_end()) reach = pieces[i];
+  }
+  // Different boxes must be apart. Sorted by offset, a sweep along the first dimension compares
+  // each box with the earlier ones whose rows reach it only.
+  std::vector<size_t> open;
+  for (size_t b = 0; b < boxes.size(); ++b) {
+    const Region& box = pieces[boxes[b].first]->region;
+    if (box.shape.empty()) break;  // a scalar's pieces share its one box
+    open.erase(std::remove_if(open.begin(), open.end(),
+                              [&](size_t o) {
+                                const Region& x = pieces[boxes[o].first]->region;
+                                return x.offset[0] + x.shape[0] <= box.offset[0];
+                              }),
+               open.end());
+    for (size_t o : open) {
+      const Region& x = pieces[boxes[o].first]->region;
+      bool meet = true;
+      for (size_t d = 1; d < box.shape.size() && meet; ++d)
+        meet = x.offset[d] < box.offset[d] + box.shape[d] &&
+               box.offset[d] < x.offset[d] + x.shape[d];
+      if (meet)
+        return problem(*pieces[boxes[o].first], *pieces[boxes[b].first], "lie in boxes that meet");
+    }
+    open.push_back(b);
+  }
+  return "";
+}
+
+// Whether `text` is a number as the scalar state holds them: an integer that int64 holds, or a
+// finite decimal float ("%.9g"). Checked when the index is read, so that a bad one is an error
+// naming the file and the key, not a conversion's where the state is used.
+bool is_number(const std::string& text) {
+  static const std::regex number(R"(-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?)");
+  if (!std::regex_match(text, number)) return false;
+  if (text.find_first_of(".eE") != std::string::npos)
+    return std::isfinite(std::strtod(text.c_str(), nullptr));  // a tiny one rounds, and is fine
+  errno = 0;
+  std::strtoll(text.c_str(), nullptr, 10);
+  return errno != ERANGE;
+}
+
+// `text` as the 64-bit number its 1 to 16 hex digits write; false if it is not one.
+bool parse_hex64(const std::string& text, uint64_t* value) {
+  if (text.empty() || text.size() > 16) return false;
+  *value = 0;
+  for (char c : text) {
+    const int digit = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : -1;
+    if (digit < 0) return false;
+    *value = *value << 4 | uint64_t(digit);
+  }
+  return true;
+}
 
 // The complete step directories of `dir`, by step.
 std::map<int64_t, std::string> steps_in(const std::string& dir) {
@@ -246,6 +338,7 @@ void write_index(const std::string& step_dir, int64_t step, const std::string& c
                   ",\n  \"state\": {";
   bool first = true;
   for (const auto& [k, v] : state) {
+    MERAK_CHECK(is_number(v), "checkpoint: state '", k, "' is '", v, "', not a number");
     j += std::string(first ? "\n" : ",\n") + "    " + json_quote(k) + ": " + json_quote(v);
     first = false;
   }
@@ -255,9 +348,12 @@ void write_index(const std::string& step_dir, int64_t step, const std::string& c
     int64_t held = 0, total = 1;
     for (int64_t s : list.front()->global_shape) total *= s;
     for (const PieceEntry* e : list) held += e->region.numel();
-    // Each element is written by exactly one rank: a piece missing or written twice shows here.
+    // Each element is written by exactly one rank: with no two pieces overlapping, a count short
+    // of the tensor's is a piece missing.
+    const std::string overlap = overlapping(name, list);
+    MERAK_CHECK(overlap.empty(), "checkpoint: ", overlap);
     MERAK_CHECK(held == total, "checkpoint: the pieces of '", name, "' hold ", held,
-                " elements of its ", total, " (a piece missing or written twice)");
+                " elements of its ", total, " (a piece missing)");
     j += std::string(first ? "\n" : ",\n") + "    " + json_quote(name) + ": {\"dtype\": \"" +
          dtype_name(list.front()->dtype) + "\", \"shape\": " +
          int_list(list.front()->global_shape) + ", \"pieces\": [";
@@ -283,18 +379,33 @@ void publish(const std::string& dir, int64_t step) {
   const std::string tmp = dir + "/." + step_name(step) + ".tmp";
   const std::string final_dir = dir + "/" + step_name(step);
   sync_dir(tmp);
-  std::error_code ec;
-  if (fs::exists(final_dir)) {
-    // The same step saved again (a run resumed before it): the old copy goes aside first.
-    const std::string old = dir + "/." + step_name(step) + ".old";
+  if (!fs::exists(final_dir)) {
+    rename_or_fail(tmp, final_dir);
+    sync_dir(dir);
+    return;
+  }
+  // The same step saved again (a run resumed before it), perhaps the one `latest` names: the two
+  // directories swap in one step, so that the name never holds less than a complete step, and
+  // then the old copy (now under the temporary name) goes.
+  std::string old = tmp;
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) != 0) {
+    if (errno != EINVAL && errno != ENOSYS)
+      fail(os_error("cannot swap '" + tmp + "' with", final_dir));
+    // A file system that cannot swap (some network ones): the old copy goes aside, and back
+    // if the new one cannot take its place. Only a kill between the two leaves the name empty.
+    std::error_code ec;
+    old = dir + "/." + step_name(step) + ".old";
     fs::remove_all(old, ec);
     rename_or_fail(final_dir, old);
-    rename_or_fail(tmp, final_dir);
-    fs::remove_all(old, ec);
-  } else {
-    rename_or_fail(tmp, final_dir);
+    if (std::rename(tmp.c_str(), final_dir.c_str()) != 0) {
+      const std::string problem = os_error("cannot rename '" + tmp + "' to", final_dir);
+      std::rename(old.c_str(), final_dir.c_str());
+      fail(problem);
+    }
   }
   sync_dir(dir);
+  std::error_code ec;
+  fs::remove_all(old, ec);
 }
 
 void point_latest(const std::string& dir, int64_t step) {
@@ -313,6 +424,14 @@ void prune(const std::string& dir, int keep) {
   if (keep <= 0) return;
   const std::string latest = resolve(dir, true);
   std::map<int64_t, std::string> steps = steps_in(dir);
+  // Steps past the one `latest` names are a run's that this one resumed before (from an earlier
+  // step): counted in `keep`, they would push out this run's own steps. They are not counted,
+  // and not deleted either: they may be the furthest a user got, kept on purpose. This run
+  // replaces each one it saves again.
+  auto newer = steps.end();
+  for (auto it = steps.begin(); it != steps.end(); ++it)
+    if (fs::path(dir + "/" + it->second) == fs::path(latest)) newer = std::next(it);
+  steps.erase(newer, steps.end());
   int excess = int(steps.size()) - keep;
   for (const auto& [step, name] : steps) {
     if (excess <= 0) break;
@@ -358,9 +477,13 @@ Index read_index(const std::string& step_dir) {
     if (index.version != 1)
       fail(path + ": format version " + std::to_string(index.version) + ", this build reads 1");
     index.step = root.at("step", "index").int64("step");
+    if (index.step < 0) fail("step " + std::to_string(index.step) + " is negative");
     index.config = root.at("config", "index").string("config");
-    for (const auto& [key, value] : root.at("state", "index").members("state"))
+    for (const auto& [key, value] : root.at("state", "index").members("state")) {
       index.state[key] = value.string("state '" + key + "'");
+      if (!is_number(index.state[key]))
+        fail("state '" + key + "': '" + index.state[key] + "' is not a number");
+    }
     for (const auto& [name, tensor] : root.at("tensors", "index").members("tensors")) {
       const std::string what = "tensor '" + name + "'";
       TensorEntry t;
@@ -383,9 +506,8 @@ Index read_index(const std::string& step_dir) {
         e.byte_begin = bytes[0];
         e.byte_end = bytes[1];
         const std::string& sum = p.at("checksum", what + " piece").string(what + " checksum");
-        size_t used = 0;
-        e.checksum = std::stoull(sum, &used, 16);
-        if (used != sum.size() || sum.empty()) fail(what + ": checksum '" + sum + "' is not hex");
+        if (!parse_hex64(sum, &e.checksum))
+          fail(what + ": a piece's checksum '" + sum + "' is not 1 to 16 hex digits");
         std::string why;
         if (!region_fits(e.region, t.shape, &why)) fail(what + ": " + why);
         if (e.byte_begin < 0 || e.byte_end < e.byte_begin)
@@ -398,14 +520,16 @@ Index read_index(const std::string& step_dir) {
                std::to_string(e.region.numel()) + " elements");
         t.pieces.push_back(e);
       }
+      std::vector<const PieceEntry*> pieces;
+      for (const PieceEntry& e : t.pieces) pieces.push_back(&e);
+      const std::string overlap = overlapping(name, pieces);
+      if (!overlap.empty()) fail(overlap);
       index.tensors[name] = t;
     }
   } catch (const CheckpointError& e) {
     if (std::string(e.what()).rfind(path, 0) == 0) throw;
     fail(path + ": " + e.what());
   } catch (const JsonError& e) {
-    fail(path + ": malformed index: " + e.what());
-  } catch (const std::logic_error& e) {  // std::stoull's out of range, invalid argument
     fail(path + ": malformed index: " + e.what());
   } catch (const Error& e) {
     fail(path + ": " + e.what());

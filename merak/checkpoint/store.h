@@ -62,7 +62,8 @@ struct Index {
   int version = 1;
   int64_t step = 0;
   std::string config;                          // the YAML of the run that wrote it
-  std::map<std::string, std::string> state;    // scalar state (counters, the loss scale, ...)
+  std::map<std::string, std::string> state;    // scalar state (counters, the loss scale, ...):
+                                               // numbers, as text
   std::map<std::string, TensorEntry> tensors;  // by global name
   std::string dir;                             // the step directory it was read from
 };
@@ -81,12 +82,16 @@ std::string begin_step(const std::string& dir, int64_t step);
 std::vector<PieceEntry> write_pieces(const std::string& step_dir, const std::string& file,
                                      const std::vector<Piece>& pieces);
 // Writes the index from every writer's entries (the same tensor's pieces from several files
-// are merged; their dtypes and global shapes must agree), fsynced.
+// are merged; their dtypes and global shapes must agree, and they must hold each element once),
+// fsynced.
 void write_index(const std::string& step_dir, int64_t step, const std::string& config,
                  const std::map<std::string, std::string>& state,
                  const std::vector<PieceEntry>& entries);
-// Moves the finished temporary directory into place, then points `latest` at it, then deletes
-// the oldest complete steps beyond `keep` (0: keep all).
+// Moves the finished temporary directory into place (swapped with a copy of the same step in one
+// rename, where the file system can), then points `latest` at it, then deletes the oldest
+// complete steps beyond `keep` (0: keep all, and delete nothing), counting only steps up to the
+// one `latest` names (later ones, of a run this one resumed before, are neither counted nor
+// deleted).
 void publish(const std::string& dir, int64_t step);
 void point_latest(const std::string& dir, int64_t step);
 void prune(const std::string& dir, int keep);
@@ -95,7 +100,8 @@ void prune(const std::string& dir, int keep);
 // `latest` names. Empty when `path` is a checkpoint directory with nothing saved yet (and
 // `allow_empty`); a CheckpointError otherwise.
 std::string resolve(const std::string& path, bool allow_empty = false);
-// Reads and checks an index.json (its format, version, and every piece's region and bytes).
+// Reads and checks an index.json (its format, version, step, and every piece's region, bytes and
+// checksum; no two pieces of a tensor may overlap).
 Index read_index(const std::string& step_dir);
 
 }  // namespace merak::checkpoint

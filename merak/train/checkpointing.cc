@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "merak/checkpoint/store.h"
+#include "merak/log/log.h"
 #include "merak/runtime/engine_comm.h"
 #include "merak/train/checkpointing.h"
 #include "merak/train/trainer.h"
@@ -18,18 +19,22 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A resume continues the model the checkpoint holds: a changed model key is refused by name,
-// with both values, before any tensor is read. A saved config this build cannot parse (from a
-// version with other keys) is not compared; the tensors' shapes are still checked as they load.
-void check_same_model(const config::Config& here, const std::string& step_dir,
-                      const std::string& saved_yaml) {
-  const std::string index = step_dir + "/index.json";
-  config::Config saved;
+// The config that wrote a checkpoint (`index`, its index.json); false when this build cannot
+// parse it (from a version with other keys): it is then not compared with this run's, and the
+// tensors' shapes are still checked as they load.
+bool saved_config(const std::string& index, const std::string& yaml, config::Config* saved) {
   try {
-    saved = config::parse(saved_yaml, index);
+    *saved = config::parse(yaml, index);
+    return true;
   } catch (const config::ConfigError&) {
-    return;
+    return false;
   }
+}
+
+// A resume continues the model the checkpoint holds: a changed model key is refused by name,
+// with both values, before any tensor is read.
+void check_same_model(const config::Config& here, const config::Config& saved,
+                      const std::string& index) {
   std::string changed;
   for (const config::KeyChange& c : config::model_changes(saved, here))
     changed += (changed.empty() ? "key '" : "; key '") + c.key + "': " + c.before +
@@ -37,6 +42,38 @@ void check_same_model(const config::Config& here, const std::string& step_dir,
   if (!changed.empty())
     throw config::ConfigError(index + ": " + changed +
                               " (a checkpoint resumes only the model it holds)");
+}
+
+// The data a step reads follows from the step and these keys (the sampler's position is the
+// step times the batch, in an order the seed draws over the data's windows): resumed with any of
+// them changed, the steps read other data than the uninterrupted run would have, some of it
+// again and some never. Allowed (a run may change its data on purpose), but said: one line each.
+std::vector<std::string> data_changes(const config::Config& here, const config::Config& saved,
+                                      const std::string& index) {
+  auto list = [](const std::vector<std::string>& items) {
+    std::string out = "[";
+    for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+    return out + "]";
+  };
+  const std::string keys[][3] = {
+      {"train.batch", std::to_string(saved.train.batch), std::to_string(here.train.batch)},
+      {"train.seq_len", std::to_string(saved.train.seq_len), std::to_string(here.train.seq_len)},
+      {"data.seed", std::to_string(saved.data.seed), std::to_string(here.data.seed)},
+      {"data.source", saved.data.source, here.data.source},
+      {"data.files", list(saved.data.files), list(here.data.files)},
+      {"data.tokenizer", saved.data.tokenizer, here.data.tokenizer},
+      {"data.valid_split", std::to_string(saved.data.valid_split),
+       std::to_string(here.data.valid_split)},
+      {"data.generated_tokens", std::to_string(saved.data.generated_tokens),
+       std::to_string(here.data.generated_tokens)},
+  };
+  std::vector<std::string> out;
+  for (const auto& [key, before, after] : keys)
+    if (before != after)
+      out.push_back("key '" + key + "': " + before + " in the checkpoint (" + index + "), " +
+                    after + " in " + here.path + ": the resumed steps read the data in another " +
+                    "order than the uninterrupted run");
+  return out;
 }
 
 std::string join(const Shape& s) {
@@ -233,15 +270,23 @@ void Trainer::load_initial_weights(const std::string& path) {
 void Trainer::resume_from(const std::string& step_dir) {
   std::string problem;
   int64_t step = 0;
+  std::vector<std::string> changes;
   try {
     const checkpoint::Index index = checkpoint::read_index(step_dir);
-    check_same_model(config_, step_dir, index.config);
+    const std::string where = step_dir + "/index.json";
+    config::Config saved;
+    if (saved_config(where, index.config, &saved)) {
+      check_same_model(config_, saved, where);
+      changes = data_changes(config_, saved, where);
+    }
     engine_->load_checkpoint(index);
     step = index.step;
   } catch (const std::exception& e) {
     problem = e.what();
   }
   agree(grid_.host(), problem);
+  if (grid_.rank() == 0)
+    for (const std::string& change : changes) log::warn(change);
   steps_ = step;
 }
 

@@ -4,10 +4,12 @@
 // ones; damaged, truncated or foreign checkpoints are errors naming the file and the tensor.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "merak/checkpoint/checksum.h"
 #include "merak/checkpoint/file_writer.h"
@@ -92,9 +94,13 @@ TEST_CASE("regions copy exactly their overlap", "[checkpoint]") {
     INFO(want.str());
     Tensor out = Tensor::zeros({want.numel()});
     int64_t n = 0;
-    for (const Region& w : written)
+    int64_t counted = 0;
+    for (const Region& w : written) {
       n += copy_overlap(w, values_of(full, w).raw_data(), want, out.raw_data(), 4);
+      counted += overlap_numel(w, want);
+    }
     CHECK(n == want.numel());
+    CHECK(counted == n);
     CHECK(same(out, values_of(full, want)));
   }
   // Boxes apart copy nothing; a scalar is its one element.
@@ -311,7 +317,99 @@ TEST_CASE("pieces that miss an element or hold one twice are refused when the in
   CHECK_THROWS_WITH(save(dir, 1, {box({0, 0}, {6, 4})}),
                     Catch::Contains("the pieces of 'w' hold 24 elements of its 48"));
   CHECK_THROWS_WITH(save(dir, 2, {box({0, 0}, {6, 8}), box({0, 0}, {1, 8})}),
-                    Catch::Contains("hold 56 elements of its 48"));
+                    Catch::Contains("tensor 'w': its pieces [0:1, 0:8] in rank_0.safetensors and "
+                                    "[0:6, 0:8] in rank_0.safetensors lie in boxes that meet"));
+  // 48 elements in all, but elements 20..28 twice and 40..48 nowhere: the count alone passed.
+  CHECK_THROWS_WITH(save(dir, 3, {box({0, 0}, {6, 8}, 0, 28), box({0, 0}, {6, 8}, 20, 40)}, 2),
+                    Catch::Contains("[0:6, 0:8] elements 0..28 in rank_0.safetensors and "
+                                    "[0:6, 0:8] elements 20..40 in rank_1.safetensors overlap"));
+  // Boxes that meet: row 2 twice, row 5 nowhere. A layout's boxes are one box or apart, so
+  // boxes that meet are refused even where their runs happen not to share an element.
+  CHECK_THROWS_WITH(save(dir, 4, {box({0, 0}, {3, 8}), box({2, 0}, {3, 8})}),
+                    Catch::Contains("tensor 'w': its pieces [0:3, 0:8] in rank_0.safetensors and "
+                                    "[2:5, 0:8] in rank_0.safetensors lie in boxes that meet"));
+  CHECK_THROWS_WITH(save(dir, 5, {box({0, 0}, {6, 8}, 0, 8), box({1, 0}, {5, 8})}),
+                    Catch::Contains("lie in boxes that meet"));
+  // Many pieces: 8 column boxes, each in 6 one-element runs; then one run an element longer.
+  std::vector<Region> runs;
+  for (int64_t c = 0; c < 8; ++c)
+    for (int64_t k = 0; k < 6; ++k) runs.push_back(box({0, c}, {6, 1}, k, k + 1));
+  CHECK(read_index(save(dir, 6, runs)).tensors.at("w").pieces.size() == 48);
+  runs[20].end += 1;
+  CHECK_THROWS_WITH(save(dir, 7, runs), Catch::Contains("[0:6, 3:4] elements 2..4 in "
+                                                        "rank_0.safetensors and [0:6, 3:4] "
+                                                        "elements 3..4 in rank_0.safetensors "
+                                                        "overlap"));
+}
+
+TEST_CASE("an index whose pieces overlap is refused, naming it and the tensor", "[checkpoint]") {
+  // Hand-edited or damaged: the second half's entry made a copy of the first's. Counted, the
+  // elements still add up; read, the second half would keep whatever the destination held.
+  const std::string dir = fresh_dir("ckpt_overlap");
+  const std::string step = save(dir, 1, {box({0, 0}, {6, 8}, 0, 24), box({0, 0}, {6, 8}, 24, 48)});
+  std::string text = read_file(step + "/index.json");
+  const size_t first = text.find("{\"file\"");
+  const size_t second = text.find("{\"file\"", first + 1);
+  REQUIRE(second != std::string::npos);
+  const std::string copy = text.substr(first, text.find('}', first) + 1 - first);
+  text.replace(second, text.find('}', second) + 1 - second, copy);
+  std::ofstream(step + "/index.json") << text;
+  CHECK_THROWS_WITH(read_index(step),
+                    Catch::Contains(step + "/index.json: tensor 'w': its pieces [0:6, 0:8] "
+                                           "elements 0..24 in rank_0.safetensors and [0:6, 0:8] "
+                                           "elements 0..24 in rank_0.safetensors overlap"));
+}
+
+TEST_CASE("an index's bad step or checksum is refused, naming the file and the field",
+          "[checkpoint]") {
+  const std::string dir = fresh_dir("ckpt_fields");
+  const std::string step = save(dir, 1, {box({0, 0}, {6, 8})});
+  const std::string good = read_file(step + "/index.json");
+  const size_t sum = good.find("\"checksum\": \"") + 13;
+  auto with = [&](size_t at, size_t n, const std::string& text) {
+    std::ofstream(step + "/index.json") << std::string(good).replace(at, n, text);
+  };
+  with(good.find("\"step\": 1"), 9, "\"step\": -3");
+  CHECK_THROWS_WITH(read_index(step), step + "/index.json: step -3 is negative");
+  for (const std::string bad : {"zz", "0123456789abcdef0"}) {
+    with(sum, 16, bad);
+    CHECK_THROWS_WITH(read_index(step), step + "/index.json: tensor 'w': a piece's checksum '" +
+                                            bad + "' is not 1 to 16 hex digits");
+  }
+  // The scalar state is numbers: the key named, not the conversion that would fail on it later.
+  const size_t state = good.find("\"adamw.step\": \"1\"");
+  for (const std::string bad : {"x", "", "99999999999999999999", "1e999"}) {
+    with(state, 17, "\"adamw.step\": \"" + bad + "\"");
+    CHECK_THROWS_WITH(read_index(step), step + "/index.json: state 'adamw.step': '" + bad +
+                                            "' is not a number");
+  }
+  for (const std::string good_number : {"1.52587891e-05", "-7", "1e-320"}) {
+    with(state, 17, "\"adamw.step\": \"" + good_number + "\"");
+    CHECK(read_index(step).state.at("adamw.step") == good_number);
+  }
+  with(0, 0, "");
+  CHECK(read_index(step).tensors.at("w").pieces.at(0).checksum != 0);
+}
+
+TEST_CASE("a read takes only the pieces holding its elements, not every run of their box",
+          "[checkpoint]") {
+  // ZeRO-1 over 4 replicas: one box, 4 runs, a file each. A replica reading its own run back
+  // needs its own file only.
+  const std::string dir = fresh_dir("ckpt_runs");
+  const std::string step = save(dir, 1, {box({0, 0}, {6, 8}, 0, 12), box({0, 0}, {6, 8}, 12, 24),
+                                         box({0, 0}, {6, 8}, 24, 36), box({0, 0}, {6, 8}, 36, 48)},
+                                4);
+  const Index index = read_index(step);
+  for (int f = 1; f < 4; ++f) fs::remove(step + "/rank_" + std::to_string(f) + ".safetensors");
+  for (const Region& want : {box({0, 0}, {6, 8}, 0, 12), box({1, 0}, {1, 4})}) {  // in run 0
+    INFO(want.str());
+    Tensor out = Tensor::zeros({want.numel()});
+    read_region(index, "w", {6, 8}, DType::F32, want, out);
+    CHECK(same(out, values_of(iota({6, 8}), want)));
+  }
+  Tensor row = Tensor::zeros({8});  // row 1 is elements 8..16: runs 0 and 1
+  CHECK_THROWS_WITH(read_region(index, "w", {6, 8}, DType::F32, box({1, 0}, {1, 8}), row),
+                    Catch::Contains("rank_1.safetensors"));
 }
 
 TEST_CASE("steps publish atomically; latest follows complete steps; keep prunes the oldest",
@@ -339,6 +437,58 @@ TEST_CASE("steps publish atomically; latest follows complete steps; keep prunes 
   // The same step saved again replaces it.
   save(dir, 30, {box({0, 0}, {6, 8})});
   CHECK(read_index(resolve(dir)).tensors.count("w") == 1);
+}
+
+TEST_CASE("saving again the step `latest` names swaps it in whole: it never names nothing",
+          "[checkpoint]") {
+  // A run resumed from an earlier step saves this step again. The step directory is replaced
+  // while a reader keeps resolving `latest`: every look finds a complete step.
+  const std::string dir = fresh_dir("ckpt_resave");
+  save(dir, 10, {box({0, 0}, {6, 8})});
+  std::atomic<bool> done{false};
+  std::atomic<int> looks{0}, empty{0};
+  std::thread reader([&] {
+    const std::string index = dir + "/" + step_name(10) + "/index.json";
+    while (!done) {
+      if (!fs::exists(index)) ++empty;
+      ++looks;
+    }
+  });
+  for (int i = 0; i < 100; ++i) {
+    const std::string tmp = begin_step(dir, 10);
+    write_index(tmp, 10, "", {}, {});
+    publish(dir, 10);
+  }
+  done = true;
+  reader.join();
+  CHECK(looks > 0);
+  CHECK(empty == 0);
+  CHECK(resolve(dir) == dir + "/" + step_name(10));
+  // Nothing left beside it: the old copies are gone.
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir)) entries += e.path().filename() != "latest";
+  CHECK(entries == 1);
+}
+
+TEST_CASE("keep counts this run's steps, not newer ones of a run it resumed before",
+          "[checkpoint]") {
+  // Steps 2..8 saved; the run resumed from step 2 saves 4 and 6 again with keep 2. Steps after
+  // `latest` (the earlier run's) are neither counted nor deleted; this run's last two stay.
+  const std::string dir = fresh_dir("ckpt_abandoned");
+  for (int64_t step : {2, 4, 6, 8}) save(dir, step, {box({0, 0}, {6, 8})});
+  auto present = [&] {
+    std::vector<int64_t> out;
+    for (int64_t step : {2, 4, 6, 8})
+      if (fs::exists(dir + "/" + step_name(step))) out.push_back(step);
+    return out;
+  };
+  save(dir, 4, {box({0, 0}, {6, 8})});
+  prune(dir, 2);
+  CHECK(present() == std::vector<int64_t>{2, 4, 6, 8});
+  save(dir, 6, {box({0, 0}, {6, 8})});
+  prune(dir, 2);
+  CHECK(present() == std::vector<int64_t>{4, 6, 8});
+  CHECK(resolve(dir) == dir + "/" + step_name(6));
 }
 
 TEST_CASE("an unwritable checkpoint directory is an error naming the path", "[checkpoint]") {

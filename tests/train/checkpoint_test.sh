@@ -10,7 +10,9 @@
 #     file and tensor), another model's checkpoint (naming the changed keys and both values; where the index's
 #     config does not tell, the tensor and both shapes), a path
 #     with no checkpoint, an unwritable checkpoint.dir, a disk that fills up during a save (in
-#     the step loop or in the background), which leaves `latest` where it was.
+#     the step loop or in the background), which leaves `latest` where it was, a scalar of the
+#     state that is not a number (naming the file and the key);
+#   - a resume with the data's keys changed (train.batch, data.seed) warns, naming each.
 set -u
 train="$1"
 configs="$2"
@@ -130,6 +132,11 @@ cp -r "$ck" "$tmp/relabelled"
 sed -i 's/hidden: 128/hidden: 64/; s/heads: 4/heads: 2/' "$tmp/relabelled/index.json"
 bad other-shapes "has shape [256, 128] there, [256, 64] here: a checkpoint of another model?" \
   1,2,1 --set model.hidden=64 --set model.heads=2 --resume "$tmp/relabelled"
+# A scalar of the state that is not a number: the file and the key, not the conversion's name.
+cp -r "$ck" "$tmp/bad-scalar"
+sed -i 's/"optimizer.steps": "[0-9]*"/"optimizer.steps": "x"/' "$tmp/bad-scalar/index.json"
+bad bad-scalar "$tmp/bad-scalar/index.json: state 'optimizer.steps': 'x' is not a number" 1,1,1 \
+  --resume "$tmp/bad-scalar"
 bad nothing-there "neither a step (no index.json) nor a checkpoint directory" 1,1,1 \
   --resume "$tmp/empty-dir"
 touch "$tmp/a-file"
@@ -159,8 +166,19 @@ run auto-fresh 1,1,1 gpt-tiny.yaml --set train.steps=2 --set checkpoint.dir="$tm
   --resume auto
 grep -q "^checkpoint: $tmp/ck-auto/step_000000002" "$tmp/auto-fresh.log" ||
   fail "auto: no fresh start and save: $(tail -3 "$tmp/auto-fresh.log")"
+# (With the data's batch and seed changed: resumed, and a warning for each, as the steps now
+# read other data than the uninterrupted run.)
 run auto-again 1,1,1 gpt-tiny.yaml --set train.steps=4 --set checkpoint.dir="$tmp/ck-auto" \
-  --resume auto
+  --resume auto --set train.batch=8 --set data.seed=7
 grep -q "resumed from $tmp/ck-auto/step_000000002: step 2 done" "$tmp/auto-again.log" ||
   fail "auto: did not resume: $(head -4 "$tmp/auto-again.log")"
+index="$tmp/ck-auto/step_000000002/index.json"
+for want in "key 'train.batch': 16 in the checkpoint ($index), 8 in $configs/gpt-tiny.yaml" \
+            "key 'data.seed': 1234 in the checkpoint ($index), 7 in $configs/gpt-tiny.yaml"; do
+  grep -qF "warning: $want: the resumed steps read the data in another order" \
+    "$tmp/auto-again.log" || fail "auto: no warning '$want': $(head -6 "$tmp/auto-again.log")"
+done
+[ "$(grep -c '^warning: key' "$tmp/auto-again.log")" -eq 2 ] ||
+  fail "auto: want 2 warnings: $(grep '^warning' "$tmp/auto-again.log")"
+echo "resumed with train.batch and data.seed changed: $(grep '^warning: key' "$tmp/auto-again.log")"
 echo "checkpoint_test: all checks passed"

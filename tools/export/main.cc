@@ -5,8 +5,12 @@
 //   merak_export --checkpoint PATH -o model.safetensors [--names merak|hf-gpt2]
 //
 // PATH: a step directory, or a checkpoint directory (its latest). Exit codes: 0 done, 2 bad
-// command line or checkpoint (one line naming the file or tensor), 1 any other failure.
+// command line or checkpoint (one line naming the file or tensor) or an output that cannot be
+// written (one line naming -o; never a file of the checkpoint itself), 1 any other failure.
+#include <algorithm>
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,10 +37,46 @@ bool is_optimizer_state(const std::string& name) {
   return false;
 }
 
+// Where the export may go: not over the checkpoint it reads (the output replaces a file whole,
+// so `-o` naming a rank's file, even through a link or `..`, would destroy that rank's state),
+// and into a directory that exists, found before the checkpoint is read.
+void check_output(const std::string& out, const std::string& step_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path target = fs::weakly_canonical(fs::absolute(out), ec);
+  if (ec) merak::cli::fail(kTool, 2, "-o " + out + ": " + ec.message());
+  if (fs::is_directory(target))
+    merak::cli::fail(kTool, 2, "-o " + out + ": is a directory, not a file to write");
+  if (!fs::is_directory(target.parent_path()))
+    merak::cli::fail(kTool, 2, "-o " + out + ": no directory '" +
+                                   target.parent_path().string() + "' to write it in");
+  const fs::path step = fs::canonical(step_dir, ec);
+  if (ec) return;
+  auto inside = [&target](const fs::path& dir) {
+    return std::mismatch(dir.begin(), dir.end(), target.begin(), target.end()).first == dir.end();
+  };
+  if (inside(step))
+    merak::cli::fail(kTool, 2, "-o " + out + ": is inside the checkpoint's step directory " +
+                                   step_dir + " (it would overwrite the checkpoint)");
+  // The step's checkpoint directory (the one holding `latest`): its `latest` and its other
+  // steps, finished or being written, are the checkpoint too.
+  const fs::path dir = step.parent_path();
+  if (!fs::exists(dir / "latest")) return;
+  const fs::path below = target.lexically_relative(dir);
+  const std::string first = below.empty() ? "" : below.begin()->string();
+  if (first == "latest" || first.rfind("step_", 0) == 0 || first.rfind(".step_", 0) == 0)
+    merak::cli::fail(kTool, 2, "-o " + out + ": is " + (first == "latest" ? "" : "inside ") +
+                                   (dir / first).string() + " of the checkpoint directory " +
+                                   dir.string() + " (it would overwrite the checkpoint)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace merak;
+  // A file grown past the process's size limit (ulimit -f) fails its write with EFBIG, reported
+  // like a full disk, instead of the signal killing the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   const cli::Args args =
       cli::parse(argc, argv, 1, {kTool, kUsage, {"--checkpoint", "-o", "--names"}, {}, false});
   const std::string path = args.one("--checkpoint"), out = args.one("-o");
@@ -46,6 +86,7 @@ int main(int argc, char** argv) {
     cli::usage_error(kTool, "--names must be merak or hf-gpt2, got '" + names + "'");
   try {
     const std::string step_dir = checkpoint::resolve(path);
+    check_output(out, step_dir);
     const checkpoint::Index index = checkpoint::read_index(step_dir);
     const config::Config cfg = config::parse(index.config, step_dir + "/index.json");
     if (names == "hf-gpt2" && cfg.model.family != "gpt")
@@ -71,7 +112,11 @@ int main(int argc, char** argv) {
         cli::fail(kTool, 2, step_dir + ": parameter '" + r.tensor + "' has no GPT-2 name");
       tensors.emplace_back(hf.name, hf.transpose ? r.out.transpose(0, 1).contiguous() : r.out);
     }
-    checkpoint::save_safetensors(out, tensors, {{"format", "pt"}});
+    try {
+      checkpoint::save_safetensors(out, tensors, {{"format", "pt"}});
+    } catch (const Error& e) {  // a full disk, a directory not writable: the user's to fix
+      cli::fail(kTool, 2, "-o " + out + ": " + e.what());
+    }
     std::printf("merak_export: %zu tensors (%.2fM parameters) of step %lld from %s to %s (%s "
                 "names)\n",
                 tensors.size(), double(elements) / 1e6, static_cast<long long>(index.step),
