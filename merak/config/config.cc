@@ -130,7 +130,7 @@ class Builder {
       const YAML::Node& body = entry.second;
       if (body.IsNull()) continue;  // a section with every key commented out
       if (section == "parallel" && says_auto(body)) {
-        for (const std::string& k : kAutoKeys) set_auto(k, true);
+        all_auto();
         continue;
       }
       if (!body.IsMap()) {
@@ -150,7 +150,7 @@ class Builder {
     const std::string where = "--set " + key;
     const Field* field = find(key);
     if (key == "parallel" && trim(text) == "auto") {
-      for (const std::string& k : kAutoKeys) set_auto(k, true);
+      all_auto();
       return;
     }
     if (field == nullptr) {
@@ -212,8 +212,16 @@ class Builder {
     }
   }
 
+  // `parallel: auto`: every layout key not given a value (in the file, before or after it, or
+  // by --set) goes to the search; one given keeps its value whatever the order.
+  void all_auto() {
+    for (const std::string& k : kAutoKeys)
+      if (!given_.count(k)) set_auto(k, true);
+  }
+
   // Marks `key` for the layout search, or (a value given for it) fixes it.
   void set_auto(const std::string& key, bool on) {
+    if (!on) given_.insert(key);
     std::vector<std::string> keys;
     for (const std::string& k : kAutoKeys) {
       const bool was = std::find(config_.parallel.auto_keys.begin(),
@@ -304,6 +312,7 @@ class Builder {
   Config config_;
   std::vector<Field> fields_;
   std::set<std::string> overridden_;
+  std::set<std::string> given_;  // layout keys given a value, never left to `parallel: auto`
 };
 
 }  // namespace

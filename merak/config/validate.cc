@@ -184,6 +184,12 @@ std::optional<Problem> first_problem(const Config& c) {
   check_loss_scale(t, k);
 
   const ParallelConfig& p = c.parallel;
+  // A key left to the layout search holds a placeholder until the search picks its value; the
+  // rules tying it to other keys are checked on every candidate instead (the search runs them).
+  const auto is_auto = [&p](const std::string& key) {
+    return std::find(p.auto_keys.begin(), p.auto_keys.end(), key) != p.auto_keys.end();
+  };
+  const bool pp_auto = is_auto("parallel.pp");
   k.at_least(p.dp, 1, "parallel.dp");
   k.at_least(p.pp, 1, "parallel.pp");
   k.at_least(p.tp, 1, "parallel.tp");
@@ -191,16 +197,17 @@ std::optional<Problem> first_problem(const Config& c) {
   k.at_least(p.virtual_stages, 1, "parallel.virtual_stages");
   // Interleaving cuts the model into pp x virtual_stages chunks, a rank holding every pp-th.
   if (p.schedule == "interleaved") {
-    k.require(p.virtual_stages >= 2, "parallel.virtual_stages",
+    k.require(p.virtual_stages >= 2 || is_auto("parallel.virtual_stages"),
+              "parallel.virtual_stages",
               "the interleaved schedule runs several model chunks a rank: needs >= 2, got " +
                   str(p.virtual_stages));
-    k.require(p.pp >= 2, "parallel.schedule",
+    k.require(p.pp >= 2 || pp_auto, "parallel.schedule",
               "interleaved pipelines over ranks: needs parallel.pp >= 2, got " + str(p.pp));
     k.require(!p.tp_subpipeline, "parallel.tp_subpipeline",
               "is not combined with the interleaved schedule");
-  } else {
+  } else if (!is_auto("parallel.schedule")) {
     if (p.schedule == "zb")
-      k.require(p.pp >= 2, "parallel.schedule",
+      k.require(p.pp >= 2 || pp_auto, "parallel.schedule",
                 "zb moves parameter gradients into the waits of a pipeline: needs parallel.pp "
                 ">= 2, got " + str(p.pp));
     k.require(p.virtual_stages == 1, "parallel.virtual_stages",
@@ -226,6 +233,12 @@ std::optional<Problem> first_problem(const Config& c) {
   k.require(p.comm != "nccl" || t.device == "cuda", "parallel.comm",
             "nccl carries device memory: it needs train.device: cuda (the device is " + t.device +
                 ")");
+  // The replicas of a 16-bit run each keep full f32 masters and moments: the data-parallel
+  // engine has no ZeRO-1 over them yet (runtime/data_parallel.cc refuses it at start-up).
+  k.require(!p.zero1 || t.precision == "f32" || p.dp <= 1, "parallel.zero1",
+            "ZeRO-1 is not supported with train.precision " + t.precision +
+                " over data-parallel replicas yet (parallel.dp " + str(p.dp) +
+                "): set parallel.zero1: false, or train.precision: f32");
   k.require(!p.tp_subpipeline || p.tp > 1, "parallel.tp_subpipeline",
             "overlaps tensor-parallel all-reduces: it needs parallel.tp > 1");
   // Tensor parallelism splits attention by heads (vocabulary splits may be uneven).
@@ -254,7 +267,8 @@ std::optional<Problem> first_problem(const Config& c) {
                     " data-parallel replicas takes");
     }
     // Interleaving sends micro-batches through the ranks in groups of pp.
-    if (p.schedule == "interleaved" && p.pp >= 2 && t.batch % p.dp == 0) {
+    if (p.schedule == "interleaved" && p.pp >= 2 && t.batch % p.dp == 0 && !pp_auto &&
+        !is_auto("parallel.dp") && !is_auto("train.micro_batch")) {
       const int64_t size = p.micro_batches > 0 ? replica / std::max<int64_t>(1, p.micro_batches)
                            : t.micro_batch > 0 ? t.micro_batch
                                                : replica;

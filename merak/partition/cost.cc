@@ -20,7 +20,8 @@ CostModel::CostModel(const Hardware& hw, Precision precision, const Placement& p
   float_scale_ = precision_bytes(precision) / 4.0;
   tp_link_ = find_tp_link();
   dp_within_node_ = find_dp_within_node();
-  for (int64_t s = 0; s + 1 < placement.pp; ++s) pp_links_.push_back(find_pp_link(s));
+  for (int64_t s = 0; s + 1 < placement.pp * placement.virtual_stages; ++s)
+    pp_links_.push_back(find_pp_link(s));
 }
 
 double CostModel::value_bytes(const ops::TensorMeta& meta) const {
@@ -99,10 +100,12 @@ Link CostModel::pp_link(int64_t stage) const {
 
 Link CostModel::find_pp_link(int64_t stage) const {
   const Placement& p = placement_;
-  if (stage + 1 >= p.pp) return hw_.intra_node;
+  if (stage + 1 >= p.pp * p.virtual_stages) return hw_.intra_node;
+  // Model stage g runs on pipeline rank g % pp (interleaved chunks wrap around to rank 0).
+  const int64_t from = stage % p.pp, to = (stage + 1) % p.pp;
   for (int64_t d = 0; d < p.dp; ++d)
     for (int64_t t = 0; t < p.tp; ++t)
-      if (!same_node({p.rank(d, stage, t), p.rank(d, stage + 1, t)})) return hw_.inter_node;
+      if (!same_node({p.rank(d, from, t), p.rank(d, to, t)})) return hw_.inter_node;
   return hw_.intra_node;
 }
 

@@ -31,8 +31,10 @@
 namespace merak::partition {
 
 // Where a group of ranks sits: ranks r and r' share a node when r / devices_per_node agree.
+// dp * pp * tp ranks; with virtual_stages > 1 (interleaved) the pipeline runs pp *
+// virtual_stages model stages, stage g on pipeline rank g % pp.
 struct Placement {
-  int64_t dp = 1, pp = 1, tp = 1;
+  int64_t dp = 1, pp = 1, tp = 1, virtual_stages = 1;
   int64_t rank(int64_t d, int64_t p, int64_t t) const { return p * dp * tp + d * tp + t; }
 };
 
@@ -71,7 +73,7 @@ class CostModel {
   double all_gather_seconds(double bytes, int64_t members, const Link& link) const;
   double p2p_seconds(double bytes, int64_t messages, const Link& link) const;
 
-  // The link joining a tensor-parallel group, a data-parallel group, and pipeline stages s and
+  // The link joining a tensor-parallel group, a data-parallel group, and model stages s and
   // s + 1 (the slowest over the groups of that kind).
   Link tp_link() const { return tp_link_; }
   Link dp_link() const { return dp_within_node_ ? hw_.intra_node : hw_.inter_node; }
@@ -96,7 +98,7 @@ class CostModel {
   double float_scale_;  // bytes per floating element under the precision / 4
   Link tp_link_;
   bool dp_within_node_ = true;
-  std::vector<Link> pp_links_;  // between stage s and s + 1
+  std::vector<Link> pp_links_;  // between model stage s and s + 1
 };
 
 }  // namespace merak::partition

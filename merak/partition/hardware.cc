@@ -219,6 +219,7 @@ Hardware Hardware::per_rank(int64_t ranks_on_node) const {
   h.peak_f32 *= share, h.peak_tf32 *= share, h.peak_bf16 *= share, h.peak_f16 *= share;
   h.memory_bandwidth *= share;
   h.memory_bytes = int64_t(double(memory_bytes) / double(ranks_on_node));
+  h.reserved_bytes = int64_t(double(reserved_bytes) / double(ranks_on_node));
   h.gemm.units = threads;
   return h;
 }
@@ -257,6 +258,9 @@ Hardware parse_hardware(const std::string& yaml_text, const std::string& name) {
   hw.device = r.text("device");
   hw.source = r.text("source");
   hw.memory_bytes = int64_t(r.number("memory_gib") * kGiB);
+  hw.reserved_bytes = int64_t(r.number("reserved_gib", false, true) * kGiB);
+  if (hw.reserved_bytes >= hw.memory_bytes)
+    r.fail("reserved_gib", "must be less than memory_gib");
   hw.peak_f32 = r.number("peak_tflops.f32") * 1e12;
   hw.peak_tf32 = r.number("peak_tflops.tf32", false, true) * 1e12;
   hw.peak_bf16 = r.number("peak_tflops.bf16", false, true) * 1e12;
@@ -326,6 +330,7 @@ std::string hardware_yaml(const Hardware& hw, const std::vector<std::string>& co
   os << "device: " << quoted(hw.device) << "\n";
   os << "source: " << quoted(hw.source) << "\n";
   os << "memory_gib: " << double(hw.memory_bytes) / kGiB << "\n";
+  if (hw.reserved_bytes > 0) os << "reserved_gib: " << double(hw.reserved_bytes) / kGiB << "\n";
   os << "peak_tflops:\n  f32: " << hw.peak_f32 / 1e12 << "\n";
   if (hw.peak_tf32 > 0) os << "  tf32: " << hw.peak_tf32 / 1e12 << "\n";
   if (hw.peak_bf16 > 0) os << "  bf16: " << hw.peak_bf16 / 1e12 << "\n";

@@ -54,7 +54,10 @@ struct Hardware {
   std::string name;               // "a100-80g"
   std::string device;             // "NVIDIA A100 80GB SXM4"
   std::string source;             // where the numbers come from (spec sheet, calibration)
-  int64_t memory_bytes = 0;       // per device
+  int64_t memory_bytes = 0;       // per device (what the device reports; see usable_memory)
+  // Per device, out of the job's reach: the CUDA context, NCCL's and cuBLAS's buffers (the
+  // profile's optional reserved_gib; CPU ranks have none worth counting).
+  int64_t reserved_bytes = 0;
   double peak_f32 = 0, peak_tf32 = 0, peak_bf16 = 0, peak_f16 = 0;  // dense FLOP/s
   double memory_bandwidth = 0;    // bytes/s
   GemmCurve gemm;                 // matrix products
@@ -76,6 +79,13 @@ struct Hardware {
   std::map<std::string, std::string> sources;
 
   double peak(Precision p) const;  // 0 when the device has no such arithmetic
+  // The bytes a plan may fill: memory_bytes less reserved_bytes, less kMemoryMargin of the rest
+  // for what the memory model does not count (allocator fragmentation and caching, temporaries
+  // between ops: measured CPU peaks ran 6-8% above its estimates). Every fit is checked on it.
+  static constexpr double kMemoryMargin = 0.08;
+  double usable_memory() const {
+    return double(memory_bytes - reserved_bytes) * (1 - kMemoryMargin);
+  }
   // What one of `ranks_on_node` ranks on a node computes with while it runs (its threads' share
   // of the cores and bandwidth; its share of the memory): the profile itself unless shared_node.
   Hardware per_rank(int64_t ranks_on_node) const;

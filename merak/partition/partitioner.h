@@ -18,11 +18,19 @@
 
 namespace merak::partition {
 
+// The most ranks a layout may have: far above the largest jobs run (about 10^5 devices), and
+// low enough that everything sized by the rank count stays small.
+constexpr int64_t kMaxRanks = int64_t(1) << 20;
+
 struct Request {
-  int64_t dp = 1, pp = 1, tp = 1;
+  int64_t dp = 1, pp = 1, tp = 1;  // ranks: dp * pp * tp
+  // Interleaved: the model is split into pp * virtual_stages stages, pipeline rank r holding
+  // stages r, r + pp, ...; the plan's layout counts model stages.
+  int64_t virtual_stages = 1;
+  std::string schedule;        // the run's schedule by name, for reports; "": memory.schedule's
   Hardware hardware;
   MemoryOptions memory;        // dp is taken from above
-  double memory_limit = 0;     // bytes per device; <= 0: the hardware's memory
+  double memory_limit = 0;     // bytes per device (all of a rank's stages); <= 0: the hardware's
   // Only our split and its stage estimates: no baselines, no per-rank programs (a layout search
   // costs hundreds of layouts and builds the plan of the one it picks).
   bool estimates_only = false;
@@ -42,6 +50,10 @@ struct Result {
   int64_t parameters = 0;                  // of the whole model
   int64_t nodes = 0;                       // of tp rank 0's graph
   double seconds = 0;                      // wall time of the partitioning
+  // A layout search's prediction for this layout (its schedule simulated, with the gradient
+  // exchange and the optimizer step), 0 where none ran; the plan keeps its own bound,
+  // (micro-batches + fill) x slowest stage, so the plan is the same whoever made it.
+  double simulated_step_seconds = 0;
 };
 
 // The graph as the tensor-parallel pass leaves it for `tp` ranks, analysed: what every split of
@@ -62,7 +74,16 @@ struct PreparedGraph {
 };
 PreparedGraph prepare_graph(const graph::Model& model, int64_t tp);
 
-// Throws NoFit when no split fits, Error on a bad graph or layout (naming what is wrong).
+// The memory a rank of `request`'s layout may plan with (memory_limit, or the hardware's usable
+// memory: its share of a CPU node's), and a model stage's share of it: a rank holds
+// virtual_stages of them, each fitted in a 1/virtual_stages share, so the rank's sum fits
+// whatever the split (the exact split under a per-rank sum would couple stages the partitioner
+// sizes one at a time).
+double rank_memory_limit(const Request& request);
+double stage_memory_limit(const Request& request);
+
+// Throws NoFit when no split fits, Error on a bad graph or layout (naming what is wrong: more
+// model stages than the graph has nodes, more than kMaxRanks ranks).
 Result run_partition(const graph::Model& model, const Request& request);
 // The same from a prepared graph (its tp must be the request's).
 Result run_partition(const PreparedGraph& graph, const Request& request);

@@ -49,21 +49,25 @@ std::string baseline_line(const std::optional<Partition>& p, double limit) {
   return s;
 }
 
+std::string schedule_of(const Request& req, const Plan& plan) {
+  std::string s = req.schedule.empty() ? plan.schedule() : req.schedule;
+  if (req.virtual_stages > 1) s += " x" + std::to_string(req.virtual_stages);
+  return s;
+}
+
 }  // namespace
 
 std::string explain(const Result& r, const Request& req, const ReportHeader& h) {
   std::ostringstream os;
   const Plan& plan = r.plan;
-  const double limit =
-      req.memory_limit > 0
-          ? req.memory_limit
-          : double(req.hardware.for_world(req.dp * req.pp * req.tp).memory_bytes);
+  const double limit = stage_memory_limit(req);
   os << "model '" << plan.model() << "' from " << h.source << ": " << si(double(r.parameters))
      << " parameters, " << r.nodes << " nodes (tp rank 0's graph)\n";
   os << "layout dp " << req.dp << " x pp " << req.pp << " x tp " << req.tp << " = "
      << req.dp * req.pp * req.tp << " ranks on " << h.hardware << " ("
      << req.hardware.device << ", " << fmt("%.0f GiB", double(req.hardware.memory_bytes) / kGiB)
-     << "); " << plan.precision() << ", " << plan.schedule() << ", " << plan.micro_batches()
+     << "); " << plan.precision() << ", " << schedule_of(req, plan) << ", "
+     << plan.micro_batches()
      << (plan.micro_batches() == 1 ? " micro-batch" : " micro-batches")
      << (plan.recompute() ? std::string(", recompute ") + recompute_name(req.memory.recompute)
                           : std::string())
@@ -107,8 +111,17 @@ std::string explain(const Result& r, const Request& req, const ReportHeader& h) 
   os << "  ours (exact, time + memory)   " << baseline_line(r.ours, limit) << "\n";
   os << "  uniform layers (Megatron)     " << baseline_line(r.uniform, limit) << "\n";
   os << "  parameter-balanced (DeepSpeed) " << baseline_line(r.balanced, limit) << "\n";
-  os << fmt("predicted step: %.3f s", plan.predicted_step_seconds()) << " (("
-     << plan.micro_batches() << " micro-batches + " << req.pp - 1
+  if (req.virtual_stages > 1)
+    os << "(" << r.ours.stages.size() << " model stages, " << req.virtual_stages
+       << " a rank: rank r holds stages r, r + " << req.pp << ", ...; each fits "
+       << fmt("%.1f GiB", limit / kGiB) << ", its share of the device)\n";
+  if (r.simulated_step_seconds > 0)
+    os << fmt("predicted step: %.3f s", r.simulated_step_seconds)
+       << " (the layout search's: the schedule simulated, with the gradient exchange and the "
+          "optimizer step)\n";
+  os << fmt(r.simulated_step_seconds > 0 ? "the plan's bound: %.3f s" : "predicted step: %.3f s",
+            plan.predicted_step_seconds())
+     << " ((" << plan.micro_batches() << " micro-batches + " << r.ours.stages.size() - 1
      << " fill/drain) x slowest stage)\n";
   os << fmt("partitioning took %.3f s\n", r.seconds);
   return os.str();
@@ -117,10 +130,7 @@ std::string explain(const Result& r, const Request& req, const ReportHeader& h) 
 std::string to_json(const Result& r, const Request& req, const ReportHeader& h) {
   std::ostringstream os;
   const Plan& plan = r.plan;
-  const double limit =
-      req.memory_limit > 0
-          ? req.memory_limit
-          : double(req.hardware.for_world(req.dp * req.pp * req.tp).memory_bytes);
+  const double limit = stage_memory_limit(req);
   auto imbalance = [](const std::optional<Partition>& p) {
     return p ? json_number(p->imbalance()) : std::string("null");
   };
@@ -160,12 +170,13 @@ std::string to_json(const Result& r, const Request& req, const ReportHeader& h) 
   os << "{\"model\": " << json_quote(plan.model()) << ", \"source\": " << json_quote(h.source)
      << ", \"hardware\": " << json_quote(h.hardware) << ", \"parameters\": " << r.parameters
      << ", \"nodes\": " << r.nodes << ", \"dp\": " << req.dp << ", \"pp\": " << req.pp
-     << ", \"tp\": " << req.tp << ", \"precision\": " << json_quote(plan.precision())
-     << ", \"schedule\": " << json_quote(plan.schedule())
+     << ", \"tp\": " << req.tp << ", \"virtual_stages\": " << req.virtual_stages
+     << ", \"precision\": " << json_quote(plan.precision())
+     << ", \"schedule\": " << json_quote(req.schedule.empty() ? plan.schedule() : req.schedule)
      << ", \"micro_batches\": " << plan.micro_batches()
      << ", \"recompute\": " << (plan.recompute() ? "true" : "false")
      << ", \"zero1\": " << (plan.zero1() ? "true" : "false")
-     << ", \"memory_limit_bytes\": " << json_number(limit)
+     << ", \"memory_limit_bytes\": " << json_number(limit * double(req.virtual_stages))
      << ",\n \"stages\": " << stages(r.ours, true)
      << ",\n \"imbalance\": {\"ours\": " << json_number(r.ours.imbalance())
      << ", \"uniform_layers\": " << imbalance(r.uniform)
@@ -178,6 +189,7 @@ std::string to_json(const Result& r, const Request& req, const ReportHeader& h) 
   os << "], \"notes\": [";
   for (size_t i = 0; i < r.notes.size(); ++i) os << (i ? ", " : "") << json_quote(r.notes[i]);
   os << "],\n \"step_seconds\": " << json_number(plan.predicted_step_seconds())
+
      << ", \"partition_seconds\": " << json_number(r.seconds) << "}\n";
   return os.str();
 }

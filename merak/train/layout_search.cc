@@ -25,6 +25,9 @@ namespace {
 
 constexpr size_t kShown = 5;           // layouts printed, and the prune's yardstick
 constexpr int64_t kMaxMicroBatch = 8;  // larger micro-batches rarely pay: memory for no bubble
+// Micro-batches a replica runs a step: the simulator replays each (the largest configs run
+// hundreds).
+constexpr int64_t kMaxMicroBatches = 65536;
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -32,9 +35,22 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
+// Ascending, in O(sqrt(n)): each divisor d up to the root pairs with n / d above it.
 std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> low, high;
+  for (int64_t d = 1; d <= n / d; ++d)
+    if (n % d == 0) {
+      low.push_back(d);
+      if (d != n / d) high.push_back(n / d);
+    }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
+}
+
+// The divisors of n up to `most`, ascending, in O(most).
+std::vector<int64_t> divisors_up_to(int64_t n, int64_t most) {
   std::vector<int64_t> out;
-  for (int64_t d = 1; d <= n; ++d)
+  for (int64_t d = 1; d <= std::min(n, most); ++d)
     if (n % d == 0) out.push_back(d);
   return out;
 }
@@ -65,21 +81,22 @@ std::vector<Layout> enumerate(const config::Config& c, int64_t world, int64_t pe
   std::vector<int64_t> tps = {p.tp};
   if (is_auto(c, "parallel.tp")) {
     tps.clear();
-    for (int64_t t : divisors(world))
-      if (t <= per_node && c.model.heads % t == 0) tps.push_back(t);
+    for (int64_t t : divisors_up_to(world, per_node))
+      if (c.model.heads % t == 0) tps.push_back(t);
   }
   std::vector<Layout> out;
   for (int64_t tp : tps)
     for (int64_t pp : is_auto(c, "parallel.pp") ? divisors(world / std::max<int64_t>(tp, 1))
                                                  : std::vector<int64_t>{p.pp}) {
-      if (world % (tp * pp) != 0 || pp > c.model.layers) continue;
+      // An auto pp stops at a stage a layer; a fixed one is the partitioner's to split (it cuts
+      // inside blocks, as the run does).
+      if (world % (tp * pp) != 0 || (is_auto(c, "parallel.pp") && pp > c.model.layers)) continue;
       const int64_t dp = world / (tp * pp);
       if ((!is_auto(c, "parallel.dp") && dp != p.dp) || c.train.batch % dp != 0) continue;
       const int64_t per_replica = c.train.batch / dp;
       std::vector<int64_t> mbs;
       if (is_auto(c, "train.micro_batch")) {
-        for (int64_t m : divisors(per_replica))
-          if (m <= kMaxMicroBatch) mbs.push_back(m);
+        mbs = divisors_up_to(per_replica, kMaxMicroBatch);
       } else {
         config::Config fixed = c;
         fixed.parallel.dp = dp;
@@ -100,7 +117,9 @@ std::vector<Layout> enumerate(const config::Config& c, int64_t world, int64_t pe
                                                                    ? false
                                                                    : p.zero1};
       for (int64_t mb : mbs)
-        for (const std::string& sc : schedules)
+        for (const std::string& sc : mb > 0 && per_replica / mb <= kMaxMicroBatches
+                                         ? schedules
+                                         : std::vector<std::string>{})
           for (bool z : zero1s) {
             if (sc == "shifted" && recompute == "none") continue;  // it moves recomputation
             Layout l{dp, pp, tp, mb, 1, sc, recompute, z};
@@ -108,7 +127,9 @@ std::vector<Layout> enumerate(const config::Config& c, int64_t world, int64_t pe
               l.virtual_stages = is_auto(c, "parallel.virtual_stages") ? 2 : p.virtual_stages;
             else if (!is_auto(c, "parallel.virtual_stages"))
               l.virtual_stages = p.virtual_stages;
-            if (l.pp * l.virtual_stages > c.model.layers) continue;
+            if (l.pp * l.virtual_stages > c.model.layers &&
+                (is_auto(c, "parallel.pp") || is_auto(c, "parallel.virtual_stages")))
+              continue;
             // The config's own rules (interleaved's micro-batch multiple, ZeRO-1 with 16-bit
             // replicas, ...): a layout the run would refuse is not a candidate.
             if (config::detail::first_problem(with_layout(c, l))) continue;
@@ -159,25 +180,27 @@ Prediction predict(const config::Config& c, const Layout& l, const partition::Re
       costs, /*spans=*/false);
   Prediction p;
   p.bubble = sim.bubble;
-  const partition::Placement place{l.dp, l.pp, l.tp};
+  const partition::Placement place{l.dp, l.pp, l.tp, l.virtual_stages};
   const partition::CostModel cost(req.hardware, req.memory.precision, place);
-  // Gradient reduction: each stage's gradients over its dp replicas. Bucketed all-reduces
-  // overlap the last micro-batch's backward of that stage only (gradients are final then);
-  // ZeRO-1's reduce-scatter follows backward and its all-gather of the updated parameters the
-  // optimizer step, the same bytes as one all-reduce and none of it hidden.
-  if (l.dp > 1) {
-    const double grad_bytes = req.memory.precision == partition::Precision::F32 ? 4 : 2;
-    for (int s = 0; s < model_stages; ++s) {
-      const double reduce =
-          cost.all_reduce_seconds(st[size_t(s)].params * grad_bytes, l.dp, cost.dp_link());
-      p.exposed_dp_seconds =
-          std::max(p.exposed_dp_seconds, l.zero1 ? reduce : reduce - st[size_t(s)].bwd);
-    }
-  }
-  // The optimizer step after it, on every rank at once: the slowest rank's (a rank holds
-  // virtual_stages model stages; where the replicas split the update, it runs its 1 / dp share).
+  // A rank holds virtual_stages model stages: r, r + pp, ... (one without interleaving).
   std::vector<double> rank_params(size_t(l.pp), 0.0);
   for (int s = 0; s < model_stages; ++s) rank_params[size_t(s % l.pp)] += st[size_t(s)].params;
+  // Gradient reduction: each rank's gradients (all its stages') over its dp replicas. Bucketed
+  // all-reduces overlap the last micro-batch's backward of the rank's last stage to finish only
+  // (its first: the gradients are final then); ZeRO-1's reduce-scatter follows backward and its
+  // all-gather of the updated parameters the optimizer step, the same bytes as one all-reduce
+  // and none of it hidden.
+  if (l.dp > 1) {
+    const double grad_bytes = req.memory.precision == partition::Precision::F32 ? 4 : 2;
+    for (int r = 0; r < int(l.pp); ++r) {
+      const double reduce =
+          cost.all_reduce_seconds(rank_params[size_t(r)] * grad_bytes, l.dp, cost.dp_link());
+      p.exposed_dp_seconds =
+          std::max(p.exposed_dp_seconds, l.zero1 ? reduce : reduce - st[size_t(r)].bwd);
+    }
+  }
+  // The optimizer step after it, on every rank at once: the slowest rank's (where the replicas
+  // split the update, it runs its 1 / dp share).
   // (ZeRO-1, or CPU replicas sharing one parameter copy: the request says, as the runtime picks).
   const double update_share =
       l.dp > 1 && (req.memory.zero1 || req.memory.shared_update) ? 1.0 / double(l.dp) : 1.0;
@@ -193,9 +216,11 @@ Prediction predict(const config::Config& c, const Layout& l, const partition::Re
   // A rank's own peak: a CPU node's ranks split its cores.
   const double peak = cost.hardware().peak(req.memory.precision) * shared_rate;
   p.mfu = peak > 0 ? p.tflops_per_device * 1e12 / peak : 0;
-  for (const partition::StageEstimate& s : st) {
-    p.stage_memory.push_back(s.memory.total());
-    p.stage_recompute.push_back(s.memory.recompute);
+  p.rank_memory.assign(size_t(l.pp), 0.0);
+  for (int s = 0; s < model_stages; ++s) {
+    p.stage_memory.push_back(st[size_t(s)].memory.total());
+    p.rank_memory[size_t(s % l.pp)] += st[size_t(s)].memory.total();
+    p.stage_recompute.push_back(st[size_t(s)].memory.recompute);
   }
   return p;
 }
@@ -238,18 +263,23 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
   }
   s.devices_per_node = devices_per_node > 0 ? devices_per_node : hw.devices_per_node;
   if (world < 1) throw SetupError("a job needs at least one rank, got " + std::to_string(world));
+  if (world > partition::kMaxRanks)
+    throw SetupError("a job of " + std::to_string(world) + " ranks: the layout search plans up "
+                     "to " + std::to_string(partition::kMaxRanks) + " ranks");
   if (!is_auto(c, "parallel.tp") && c.parallel.tp > s.devices_per_node)
     throw SetupError(c.path + ": key 'parallel.tp': tp " + std::to_string(c.parallel.tp) +
                      " spans nodes of " + std::to_string(s.devices_per_node) + " devices on '" +
                      hw.name + "' (tensor parallelism all-reduces every layer: keep it within a "
-                     "node, tp <= " + std::to_string(s.devices_per_node) + ")");
+                     "node, tp <= " + std::to_string(s.devices_per_node) +
+                     ", or give nodes of more devices with --gpus-per-node)");
   std::vector<Layout> layouts = enumerate(c, world, s.devices_per_node);
   s.candidates = int64_t(layouts.size());
   if (layouts.empty())
     throw SetupError(c.path + ": no layout of " + std::to_string(world) + " rank" +
                      (world == 1 ? "" : "s") + " suits the fixed keys (dp x pp x tp must be " +
                      std::to_string(world) + ", train.batch " + std::to_string(c.train.batch) +
-                     " divisible by dp, tp dividing the " + std::to_string(c.model.heads) +
+                     " divisible by dp into at most " + std::to_string(kMaxMicroBatches) +
+                     " micro-batches a replica, tp dividing the " + std::to_string(c.model.heads) +
                      " heads within a node of " + std::to_string(s.devices_per_node) + ")");
 
   // Layouts that differ only in ZeRO-1 form one group (ZeRO-1 saves memory and optimizer time
@@ -265,7 +295,7 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
   const double sustained = rank_hw.peak(precision) *
                            node_hw.all_busy_share(world) *
                            std::max(hw.gemm.efficiency, hw.compute_efficiency);
-  const double limit = double(rank_hw.memory_bytes);
+  const double limit = rank_hw.usable_memory();
   struct Group {
     std::vector<Layout> variants;  // cheapest technique first
     double bound = 0;              // no variant's step can be shorter
@@ -308,7 +338,8 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
   // Traced once per micro-batch size, through the tensor-parallel pass and analysed once per tp.
   std::map<int64_t, graph::Model> traces;
   std::map<std::pair<int64_t, int64_t>, partition::PreparedGraph> prepared;
-  std::set<std::pair<int64_t, int64_t>> unshardable;  // (micro-batch, tp) the tp pass refused
+  // (micro-batch, tp) the tp pass refused, and its reason.
+  std::map<std::pair<int64_t, int64_t>, std::string> unshardable;
   // One micro-batch's compute over the whole graph on one rank of the key's tp (collectives
   // left out): whatever the split, the pipeline's stages share it.
   struct Work {
@@ -340,8 +371,8 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
           w.busy += t.fwd - t.fwd_comm + t.bwd - t.bwd_comm;
         }
         work_per_micro_batch[key] = w;
-      } catch (const Error&) {
-        unshardable.insert(key);  // this tp cannot split the graph: no variant can
+      } catch (const Error& e) {
+        unshardable.emplace(key, e.what());  // this tp cannot split the graph: no variant can
       }
     }
   };
@@ -372,12 +403,17 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
     std::optional<Ranked> ranked;
     int64_t costed = 0;
     std::vector<std::pair<double, Layout>> needs;  // memory the refused variants asked for
+    std::string refusal;  // why the group's graph cannot be split so (memory aside)
+    Layout refused;
   };
   auto evaluate = [&](const Group& g) {
     Outcome out;
     for (const Layout& l : g.variants) {
       const auto key = graph_key(l);
-      if (unshardable.count(key)) break;
+      if (const auto u = unshardable.find(key); u != unshardable.end()) {
+        out.refusal = u->second, out.refused = l;
+        break;
+      }
       const config::Config lc = with_layout(c, l);
       ++out.costed;
       // The request alone: the graph comes prepared (a copy of the trace for each candidate
@@ -390,8 +426,10 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
       } catch (const partition::NoFit& e) {
         out.needs.emplace_back(e.needed, l);
         continue;  // the other variant may make room
-      } catch (const Error&) {
-        break;  // a split this graph cannot take (fewer blocks than stages): no variant can
+      } catch (const Error& e) {
+        // A split this graph cannot take (fewer nodes than stages): no variant can.
+        out.refusal = e.what(), out.refused = l;
+        break;
       }
       // Shifted differs from 1F1B only where a stage recomputes: without, it is its twin.
       const auto recomputes = [](const partition::StageEstimate& e) { return e.memory.recompute; };
@@ -407,6 +445,8 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
   // Waves of groups, one a thread, in bound order; their outcomes merged in that order, so the
   // ranking does not depend on the thread count or timing.
   const size_t threads = std::max(1u, std::thread::hardware_concurrency());
+  std::string refusal;  // the first group's (in bound order) that could not be split
+  Layout refused;
   auto pruned = [&](const Group& g) {
     return s.ranked.size() >= kShown && g.bound >= s.ranked[kShown - 1].predicted.step_seconds;
   };
@@ -436,6 +476,7 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
       if (errors[k]) std::rethrow_exception(errors[k]);
       s.costed += outcomes[k].costed;
       for (const auto& [need, l] : outcomes[k].needs) note_need(need, l);
+      if (refusal.empty()) refusal = outcomes[k].refusal, refused = outcomes[k].refused;
       if (!outcomes[k].ranked) continue;
       auto pos = std::upper_bound(s.ranked.begin(), s.ranked.end(), *outcomes[k].ranked,
                                   [](const Ranked& x, const Ranked& y) {
@@ -447,14 +488,21 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
   }
   if (s.ranked.empty()) {
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // No layout came near memory's limit: every one failed to split, say why.
+    if (closest_need == 0)
+      throw SetupError(c.path + ": no layout of " + std::to_string(world) + " rank" +
+                       (world == 1 ? "" : "s") + " can split the model: " +
+                       (refusal.empty() ? "none was costed" : refused.str() + ": " + refusal));
     // Memory per device scales about as 1 / (pp * tp): that many times the ranks gives room.
     const double factor = std::ceil(closest_need / limit);
     const int64_t more = int64_t(factor) * world;
     throw SetupError(c.path + ": no layout of " + std::to_string(world) + " rank" +
-                     (world == 1 ? "" : "s") + " fits '" + hw.name + "' (" + gib(limit) +
+                     (world == 1 ? "" : "s") + " fits '" + hw.name + "' (" +
+                     gib(double(rank_hw.memory_bytes)) +
                      " a device): the closest (" + closest.str() + ") needs " +
                      gib(closest_need) + " a device; try about " + std::to_string(more) +
-                     " ranks, or a device with more memory");
+                     " ranks, or a device with more memory (a plan fills " + gib(limit) +
+                     " of it: the rest is kept for what the memory model does not count)");
   }
   // The winner's plan as the run makes it, from the graph prepared for it (it fits: its split
   // was costed with the same request), the programs of its first data-parallel replica only.
@@ -464,6 +512,7 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
   s.input.request.first_replica_only = true;
   s.result = partition::run_partition(prepared.at(graph_key(s.ranked.front().layout)),
                                       s.input.request);
+  s.result.simulated_step_seconds = s.ranked.front().predicted.step_seconds;
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return s;
 }
@@ -477,7 +526,7 @@ std::string search_table(const LayoutSearch& s) {
   os << "   #  step s     tokens/s  TFLOP/s/dev   MFU  bubble  dp exposed  max mem  layout\n";
   for (size_t i = 0; i < std::min(kShown, s.ranked.size()); ++i) {
     const Prediction& p = s.ranked[i].predicted;
-    const double mem = *std::max_element(p.stage_memory.begin(), p.stage_memory.end());
+    const double mem = *std::max_element(p.rank_memory.begin(), p.rank_memory.end());
     char line[256];
     std::snprintf(line, sizeof line,
                   "  %2zu  %7.3f  %11.0f  %11.2f  %4.0f%%  %5.0f%%  %8.1f ms  %7s  ", i + 1,
@@ -515,6 +564,9 @@ std::string search_json(const LayoutSearch& s) {
       << ", \"memory_bytes\": [";
     for (size_t i = 0; i < p.stage_memory.size(); ++i)
       o << (i ? ", " : "") << fmt("%.0f", p.stage_memory[i]);
+    o << "], \"rank_memory_bytes\": [";
+    for (size_t i = 0; i < p.rank_memory.size(); ++i)
+      o << (i ? ", " : "") << fmt("%.0f", p.rank_memory[i]);
     o << "]}";
     return o.str();
   };

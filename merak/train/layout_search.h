@@ -34,7 +34,8 @@ struct Prediction {
   double bubble = 0;             // idle share of the pipeline's ranks in the simulated step
   double exposed_dp_seconds = 0; // gradient reduction left after the last backward
   double optimizer_seconds = 0;  // the optimizer step, after the reduction
-  std::vector<double> stage_memory;  // bytes, per model stage
+  std::vector<double> stage_memory;   // bytes, per model stage
+  std::vector<double> rank_memory;    // bytes, per pipeline rank (its model stages summed)
   std::vector<bool> stage_recompute; // per model stage: whether it recomputes its forward
 };
 

@@ -46,8 +46,10 @@ PartitionInput partition_input(const config::Config& c, const graph::Model* trac
   partition::Request& req = in.request;
   req.dp = p.dp;
   // Interleaved: pp * virtual_stages model stages, each rank running every pp-th (the engine
-  // maps them). The memory estimate then counts one chunk a rank, a fraction of what it holds.
-  req.pp = p.pp * p.virtual_stages;
+  // maps them); the partitioner fits a rank's chunks together in its memory.
+  req.pp = p.pp;
+  req.virtual_stages = p.virtual_stages;
+  req.schedule = p.schedule;
   req.tp = p.tp;
   try {
     req.hardware = partition::load_hardware(partition::find_hardware(p.hardware));

@@ -712,6 +712,19 @@ TEST_CASE("auto leaves layout keys to the search; a value given later fixes one"
         Keys{"parallel.pp"});
   // auto is for the layout keys only.
   CHECK(error_of("optimizer:\n  lr: auto\n").find("key 'optimizer.lr'") != std::string::npos);
+  // `parallel: auto` leaves a layout key given a value as it is, before it or after it.
+  for (const char* yaml : {"train:\n  batch: 16\n  micro_batch: 4\nparallel: auto\n",
+                           "parallel: auto\ntrain:\n  batch: 16\n  micro_batch: 4\n"}) {
+    INFO(yaml);
+    const Config c = parse(yaml, "x.yaml");
+    CHECK(c.train.micro_batch == 4);
+    CHECK(c.parallel.auto_keys.size() == kAutoKeys.size() - 1);
+    CHECK(std::count(c.parallel.auto_keys.begin(), c.parallel.auto_keys.end(),
+                     "train.micro_batch") == 0);
+  }
+  const Config set_later = parse("parallel:\n  tp: 2\n", "x.yaml", {"parallel=auto"});
+  CHECK(set_later.parallel.tp == 2);
+  CHECK(set_later.parallel.auto_keys.size() == kAutoKeys.size() - 1);
 }
 
 TEST_CASE("model_changes names the keys that make another model, with both values", "[config]") {

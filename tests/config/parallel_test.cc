@@ -148,3 +148,34 @@ TEST_CASE("the parallel section round-trips through to_yaml", "[config][parallel
   CHECK(inter.parallel.schedule == "interleaved");
   CHECK(inter.parallel.virtual_stages == 3);
 }
+
+TEST_CASE("ZeRO-1 over 16-bit replicas is refused, naming both keys", "[config][parallel]") {
+  const std::string bf16 = "train:\n  batch: 8\n  device: cuda\n  precision: bf16\n";
+  CHECK(error_of(bf16 + "parallel:\n  dp: 2\n  zero1: true\n") ==
+        "p.yaml: key 'parallel.zero1': ZeRO-1 is not supported with train.precision bf16 over "
+        "data-parallel replicas yet (parallel.dp 2): set parallel.zero1: false, or "
+        "train.precision: f32");
+  CHECK(error_of(bf16, {"parallel.dp=2", "parallel.zero1=true", "train.precision=f16"})
+            .find("--set parallel.zero1: ZeRO-1 is not supported with train.precision f16") !=
+        std::string::npos);
+  // One replica has nothing to shard; f32 replicas have ZeRO-1.
+  CHECK(parse(bf16 + "parallel:\n  zero1: true\n", "p.yaml").parallel.zero1);
+  CHECK(parse("train:\n  batch: 8\nparallel:\n  dp: 2\n  zero1: true\n", "p.yaml")
+            .parallel.zero1);
+}
+
+TEST_CASE("rules on a key left to the search wait for its value", "[config][parallel]") {
+  // pp auto holds the placeholder 1: zb and interleaved are for the search to pair with a pp.
+  CHECK(parse("parallel:\n  pp: auto\n  schedule: zb\n", "p.yaml").parallel.schedule == "zb");
+  const Config il = parse("train:\n  batch: 16\n  micro_batch: auto\nparallel:\n  pp: auto\n"
+                          "  schedule: interleaved\n  virtual_stages: auto\n",
+                          "p.yaml");
+  CHECK(il.parallel.schedule == "interleaved");
+  // With schedule auto, virtual stages may be fixed for the interleaved candidates.
+  CHECK(parse("parallel:\n  schedule: auto\n  virtual_stages: 2\n", "p.yaml")
+            .parallel.virtual_stages == 2);
+  // A fixed pp is still checked.
+  CHECK(error_of("parallel:\n  schedule: zb\n") ==
+        "p.yaml: key 'parallel.schedule': zb moves parameter gradients into the waits of a "
+        "pipeline: needs parallel.pp >= 2, got 1");
+}

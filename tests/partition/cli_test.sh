@@ -62,7 +62,7 @@ grep -q "gpipe, 4 micro-batches, ZeRO-1" "$tmp/tiny" || fail "options not shown:
 grep -q "ours (exact" "$tmp/calibrated" || fail "the calibrated profile does not load"
 
 # Bad input.
-bad "no split into 1 pipeline stages fits in 80.0 GiB" --config configs/gpt20b.yaml --pp 1 --tp 1 --hardware a100-80g
+bad "no split into 1 pipeline stages fits in 71.8 GiB" --config configs/gpt20b.yaml --pp 1 --tp 1 --hardware a100-80g
 bad "needs" --config configs/gpt20b.yaml --pp 1 --tp 1 --hardware a100-80g
 bad "model.heads 64 is not divisible by parallel.tp 3" --config configs/gpt20b.yaml --pp 8 \
   --tp 3 --hardware a100-80g

@@ -142,6 +142,7 @@ TEST_CASE("a profile written as YAML reads back the same", "[partition]") {
   CHECK(b.name == a.name);
   CHECK(b.device == a.device);
   CHECK(b.memory_bytes == a.memory_bytes);
+  CHECK(b.reserved_bytes == a.reserved_bytes);
   CHECK(b.peak(Precision::BF16) == Approx(a.peak(Precision::BF16)));
   CHECK(b.peak(Precision::F16) == Approx(a.peak(Precision::F16)));
   CHECK(b.memory_bandwidth == Approx(a.memory_bandwidth));
@@ -154,6 +155,25 @@ TEST_CASE("a profile written as YAML reads back the same", "[partition]") {
   CHECK(b.inter_node.latency == Approx(a.inter_node.latency));
   CHECK(b.devices_per_node == a.devices_per_node);
   CHECK(b.precision == a.precision);
+}
+
+TEST_CASE("plans fill a device's memory less its reserve and a margin", "[partition]") {
+  // What the GPUs report (an H100 80GB 81559 MiB, an H200 143771 MiB), less the CUDA context's
+  // and the communicators' share, less 8% for what the memory model does not count.
+  const Hardware a100 = test::profile("a100-80g"), h100 = test::profile("h100-80g"),
+                 h200 = test::profile("h200"), cpu = test::profile("cpu-local");
+  const double gib = double(int64_t(1) << 30);
+  CHECK(h100.memory_bytes / gib == Approx(79.6));
+  CHECK(h200.memory_bytes / gib == Approx(140.4));
+  CHECK(a100.usable_memory() / gib == Approx((80 - 2) * 0.92));
+  CHECK(h100.usable_memory() / gib == Approx((79.6 - 2) * 0.92));
+  CHECK(cpu.reserved_bytes == 0);
+  CHECK(cpu.per_rank(2).usable_memory() == Approx(cpu.memory_bytes / 2 * 0.92).epsilon(1e-6));
+  const std::string good = hardware_yaml(a100, {});
+  const size_t at = good.find("reserved_gib: 2");
+  REQUIRE(at != std::string::npos);
+  CHECK_THROWS_WITH(parse_hardware(std::string(good).replace(at, 15, "reserved_gib: 80"), "x.yaml"),
+                    "x.yaml: key 'reserved_gib': must be less than memory_gib");
 }
 
 TEST_CASE("bad profiles name the file and the key", "[partition]") {

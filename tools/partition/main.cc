@@ -92,6 +92,29 @@ std::vector<std::string> config_overrides(const Args& a) {
   return sets;
 }
 
+// Keys the config leaves to the layout search hold placeholders here (one layout is planned,
+// none searched): say which and what was assumed, so the plan is not taken for merak_train's.
+void warn_auto_keys(const config::Config& c) {
+  if (c.parallel.auto_keys.empty()) return;
+  const config::ParallelConfig& p = c.parallel;
+  const std::map<std::string, std::string> value = {
+      {"parallel.dp", std::to_string(p.dp)},
+      {"parallel.pp", std::to_string(p.pp)},
+      {"parallel.tp", std::to_string(p.tp)},
+      {"train.micro_batch", std::to_string(config::micro_batch_size(c))},
+      {"parallel.schedule", p.schedule},
+      {"parallel.virtual_stages", std::to_string(p.virtual_stages)},
+      {"parallel.recompute", p.recompute},
+      {"parallel.zero1", p.zero1 ? "true" : "false"}};
+  std::string keys;
+  for (const std::string& k : p.auto_keys)
+    keys += (keys.empty() ? "" : ", ") + k + " " + (value.count(k) ? value.at(k) : "?");
+  std::fprintf(stderr,
+               "merak_partition: note: %s leaves keys to auto, planned here as %s (merak_partition "
+               "plans one layout; merak_train --dry-run --world N searches them)\n",
+               c.path.c_str(), keys.c_str());
+}
+
 // The request merak_train builds for the config (train::partition_input), so the plan explained
 // is the plan that runs.
 train::PartitionInput from_config(const Args& a, config::Config* cfg) {
@@ -188,6 +211,7 @@ int cmd_partition(const Args& a) {
       fail(2, "cannot partition " + a.one("--onnx") + ": " + e.what());
     }
   }
+  if (has_config) warn_auto_keys(cfg);  // after any error, which stays one line
   const std::string hw_name = has_config ? cfg.parallel.hardware : a.one("--hardware");
   const partition::ReportHeader header{has_config ? cfg.path : a.one("--onnx"), hw_name};
   const std::string out = a.one("-o");
