@@ -1,6 +1,8 @@
 #include "merak/train/progress.h"
 
 #include <cinttypes>
+#include <cmath>
+#include <cstdlib>
 #include <utility>
 
 #include "merak/core/median.h"
@@ -57,22 +59,42 @@ std::string time_breakdown(const StepReport& r, int ranks) {
   return buf;
 }
 
+namespace {
+
+// A JSON number with `digits` significant digits, or null for NaN and the infinities (JSON has
+// no spelling for them; printf's "nan" or "-inf" would make the line unreadable to a parser).
+std::string json_number(double v, int digits) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  return buf;
+}
+
+}  // namespace
+
 std::string json_line(const StepReport& r) {
-  char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "{\"step\": %" PRId64 ", \"loss\": %.17g, \"lr\": %.9g, \"grad_norm\": %.17g, "
-                "\"tokens_per_s\": %.9g, \"gflops\": %.9g, \"peak_fraction\": %.9g, "
-                "\"peak_mem_bytes\": %" PRId64 ", \"step_seconds\": %.9g}",
-                r.stats.step, r.stats.loss, r.stats.lr, r.stats.grad_norm, r.tokens_per_s,
-                r.gflops, r.peak_fraction, r.stats.peak_mem_bytes, r.stats.seconds);
-  std::string line = buf;
-  if (r.eval) {
-    std::snprintf(buf, sizeof buf, ", \"valid_loss\": %.17g, \"valid_ppl\": %.17g}",
-                  r.eval->loss, r.eval->perplexity);
-    line.pop_back();  // the closing brace
-    line += buf;
-  }
-  return line;
+  std::string line = "{\"step\": " + std::to_string(r.stats.step) +
+                     ", \"loss\": " + json_number(r.stats.loss, 17) +
+                     ", \"lr\": " + json_number(r.stats.lr, 9) +
+                     ", \"grad_norm\": " + json_number(r.stats.grad_norm, 17) +
+                     ", \"tokens_per_s\": " + json_number(r.tokens_per_s, 9) +
+                     ", \"gflops\": " + json_number(r.gflops, 9) +
+                     ", \"peak_fraction\": " + json_number(r.peak_fraction, 9) +
+                     ", \"peak_mem_bytes\": " + std::to_string(r.stats.peak_mem_bytes) +
+                     ", \"step_seconds\": " + json_number(r.stats.seconds, 9);
+  if (r.eval)
+    line += ", \"valid_loss\": " + json_number(r.eval->loss, 17) +
+            ", \"valid_ppl\": " + json_number(r.eval->perplexity, 17);
+  return line + "}";
+}
+
+std::optional<int64_t> json_line_step(const std::string& line) {
+  const std::string head = "{\"step\": ";
+  if (line.compare(0, head.size(), head) != 0 || line.back() != '}') return std::nullopt;
+  char* end = nullptr;
+  const long long step = std::strtoll(line.c_str() + head.size(), &end, 10);
+  if (end == line.c_str() + head.size() || *end != ',') return std::nullopt;
+  return step;
 }
 
 void draw_progress(std::FILE* out, int64_t step, int64_t total, double loss) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,7 @@ struct StepReport {
   const EvalStats* eval = nullptr;  // when an evaluation ran after this step
   double tokens_per_s = 0;
   double gflops = 0;         // achieved model GFLOP/s
-  double peak_fraction = 0;  // of the machine's f32 peak over the threads used
+  double peak_fraction = 0;  // of the job's peak (run.cc: the cores its threads can use, on a CPU)
 };
 
 StepReport report(const StepStats& s, double peak_gflops_total);
@@ -22,7 +23,10 @@ std::string log_line(const StepReport& r, int64_t total_steps);
 // What a job of several ranks adds to the line: " | per rank 12.3 GFLOP/s | compute 80% (recompute
 // 10%), p2p wait 5%, collectives 3%, bubble 12%".
 std::string time_breakdown(const StepReport& r, int ranks);
+// The step as one JSON object (a line of --metrics); NaN and infinities are written as null.
 std::string json_line(const StepReport& r);
+// The step a line json_line wrote names, when `line` is one: whole, from '{"step": N' to '}'.
+std::optional<int64_t> json_line_step(const std::string& line);
 // "[#####.....] 120/200 loss 1.93" redrawn in place (call only when stdout is a terminal).
 void draw_progress(std::FILE* out, int64_t step, int64_t total, double loss);
 std::string human_bytes(double bytes);

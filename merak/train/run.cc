@@ -3,14 +3,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "merak/checkpoint/store.h"
+#include "merak/comm/mpi_env.h"
 #include "merak/core/fma_peak.h"
 #include "merak/core/median.h"
 #include "merak/core/parallel.h"
@@ -29,30 +35,138 @@
 namespace merak::train {
 namespace {
 
-// The peak one rank's share of "of peak" is measured against: on a GPU its dense 16-bit
-// tensor-core rate (so the share is MFU), on the CPU the f32 FMA rate measured now on its threads.
+// The peak "of peak" is measured against: on a GPU each rank's dense 16-bit tensor-core rate
+// (so the share is MFU), on the CPU the f32 FMA rate of a core, measured now, times the cores the
+// job's threads can use.
 struct Peak {
-  double rank_gflops = 0;
+  double job_gflops = 0;   // the whole job's
   double core_gflops = 0;  // CPU: one core's measured rate
-  std::string what;  // for the start-up report
+  std::string what;        // for the start-up report
 };
 
-Peak measure_peak(Device device) {
+// Collective; rank 0 measures, and only its answer is filled in. A CPU node's ranks count no
+// more cores than the node has: with more threads than cores (more ranks than cores under
+// mpirun --oversubscribe, or train.threads above them) the extra threads add no FLOP/s. Each
+// rank counts min(its threads, the node's cores / the node's ranks), which sums over a node to
+// min(its ranks' threads, its cores), since a node's ranks all run as many threads (train.threads,
+// MERAK_NUM_THREADS and the default split are the same for each).
+Peak measure_peak(Trainer& trainer) {
+  comm::Grid& grid = trainer.grid();
+  const Device device = trainer.device();
+  const int world = grid.world().size();
   Peak p;
-  char buf[128];
+  char buf[160];
   if (device.is_cuda()) {
-    p.rank_gflops = 1e3 * cuda::dense_peak_tflops(device.index);
+    if (grid.rank() != 0) return p;
+    const double rank_gflops = 1e3 * cuda::dense_peak_tflops(device.index);
+    p.job_gflops = rank_gflops * world;
     std::snprintf(buf, sizeof buf, "peak %.0f TFLOP/s a rank (dense 16-bit tensor cores)",
-                  p.rank_gflops / 1e3);
+                  rank_gflops / 1e3);
   } else {
-    const double core = bench::measured_fma_peak_gflops();
-    p.core_gflops = core;
-    p.rank_gflops = core * num_threads();
-    std::snprintf(buf, sizeof buf, "peak %.0f GFLOP/s a rank (%.0f a core, measured)",
-                  p.rank_gflops, core);
+    const double cores = std::max(1u, std::thread::hardware_concurrency());
+    const double mine = std::min(double(num_threads()), cores / comm::node_place().local_size);
+    const std::vector<double> all = runtime::all_gather_doubles(grid.host(), {mine});
+    if (grid.rank() != 0) return p;
+    double used = 0;  // cores
+    for (double c : all) used += c;
+    p.core_gflops = bench::measured_fma_peak_gflops();
+    p.job_gflops = p.core_gflops * used;
+    std::snprintf(buf, sizeof buf, "peak %.0f GFLOP/s (%.0f a core, measured, x %.4g core%s)",
+                  p.job_gflops, p.core_gflops, used, used == 1 ? "" : "s");
   }
   p.what = buf;
   return p;
+}
+
+// What rank 0 writes besides stdout, opened (or, for checkpoint.dir, checked) at start-up, so
+// that a path it cannot write ends the job before training rather than after, or halfway.
+struct Outputs {
+  std::ofstream metrics;  // to append until start_metrics knows where the run starts
+  std::ofstream trace;    // written after the last step
+  std::unique_ptr<metrics::TensorBoardWriter> board;
+};
+
+// Collective: rank 0 opens or checks every path; the job agrees on the first problem.
+Outputs open_outputs(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
+  Outputs out;
+  std::string problem;
+  auto attempt = [&](const std::string& what, const std::function<void()>& open) {
+    if (!problem.empty() || grid.rank() != 0) return;
+    try {
+      open();
+    } catch (const std::exception& e) {
+      problem = what + e.what();
+    }
+  };
+  // The stream's failure as an error with the system's reason.
+  auto open_file = [](std::ofstream& f, const std::string& path, std::ios::openmode mode,
+                      const std::string& what) {
+    errno = 0;
+    f.open(path, mode);
+    if (!f)
+      throw std::runtime_error("cannot write " + what + " '" + path + "'" +
+                               (errno ? std::string(" (") + std::strerror(errno) + ")" : ""));
+  };
+  if (!c.checkpoint.dir.empty())
+    attempt(c.path + ": key 'checkpoint.dir': ",
+            [&] { checkpoint::check_writable(c.checkpoint.dir); });
+  // Appending changes nothing yet: a resumed run keeps the steps it continues from.
+  if (!options.metrics.empty())
+    attempt("--metrics: ",
+            [&] { open_file(out.metrics, options.metrics, std::ios::app, "metrics file"); });
+  if (!options.trace.empty())
+    attempt("--trace: ",
+            [&] { open_file(out.trace, options.trace, std::ios::out, "trace file"); });
+  if (!options.tensorboard.empty())
+    attempt("--tensorboard: ", [&] {
+      out.board = std::make_unique<metrics::TensorBoardWriter>(options.tensorboard);
+    });
+  agree(grid.host(), problem);
+  return out;
+}
+
+// Starts the metrics file (rank 0's; collective) once the run knows its first step: a fresh run
+// starts it anew; a resumed one, from step `done`, keeps its lines of steps up to `done` and
+// appends, dropping those after it (an abandoned run's, which this run writes again). A last line
+// of ours cut short (the process died while writing it) is dropped too. Any other line that is not
+// one of ours refuses the file, untouched: rewriting it could destroy a file named by mistake. The
+// kept lines replace the file by a rename, so a failed write loses none of them.
+void start_metrics(comm::Grid& grid, const std::string& path, std::ofstream& metrics,
+                   bool resumed, int64_t done) {
+  std::string problem;
+  if (metrics.is_open()) {
+    std::string kept;
+    if (resumed) {
+      std::ifstream in(path);
+      std::string line;
+      for (int64_t number = 1; problem.empty() && std::getline(in, line); ++number) {
+        const std::optional<int64_t> step = json_line_step(line);
+        const bool torn = in.eof() && line.rfind("{\"step\": ", 0) == 0;  // no newline yet
+        if (step && *step <= done) kept += line + "\n";
+        else if (!step && !line.empty() && !torn)
+          problem = "--metrics: '" + path + "' line " + std::to_string(number) +
+                    " is not a metrics line of merak_train; resuming would rewrite the file "
+                    "(give a new file, or remove that line)";
+      }
+      if (in.bad()) problem = "--metrics: cannot read '" + path + "'";
+    }
+    if (problem.empty()) {
+      metrics.close();
+      const std::string tmp = path + ".tmp";
+      errno = 0;
+      std::ofstream out(tmp, std::ios::trunc);
+      if (!(out << kept << std::flush) || (out.close(), !out) ||
+          std::rename(tmp.c_str(), path.c_str()) != 0) {
+        problem = "--metrics: cannot write '" + tmp + "' and rename it to '" + path + "'" +
+                  (errno ? std::string(" (") + std::strerror(errno) + ")" : "");
+        std::remove(tmp.c_str());
+      } else {
+        metrics.open(path, std::ios::app);
+        if (!metrics) problem = "--metrics: cannot write '" + path + "'";
+      }
+    }
+  }
+  agree(grid.host(), problem);
 }
 
 // A message at `level` (merak/log), printf-style; one line, no newline needed.
@@ -193,23 +307,28 @@ void print_replay(const std::vector<runtime::TraceSpan>& spans, const comm::Grid
               sim.step_time / measured);
 }
 
-// Every rank's spans into one Chrome trace on rank 0, with the simulator's replay of them.
-void write_trace(Trainer& trainer, const std::string& path,
+// Every rank's spans into one Chrome trace on rank 0 (into `f`, opened at start-up), with the
+// simulator's replay of them. Collective; a failed write is a SetupError on every rank.
+void write_trace(Trainer& trainer, std::ofstream& f, const std::string& path,
                  const std::vector<double>& step_seconds) {
   comm::Grid& grid = trainer.grid();
   const std::vector<runtime::TraceSpan> spans =
       runtime::gather_spans(grid.host(), trainer.engine().spans());
+  std::string problem;
+  if (grid.rank() == 0) {
+    const int world = grid.world().size();
+    std::vector<std::string> names;
+    for (int r = 0; r < world; ++r) {
+      const comm::GridCoord co = comm::grid_coord(grid.shape(), r);
+      names.push_back("rank " + std::to_string(r) + " (dp " + std::to_string(co.dp) + ", pp " +
+                      std::to_string(co.pp) + ", tp " + std::to_string(co.tp) + ")");
+    }
+    f << runtime::chrome_trace_json(names, spans);
+    if (!f.flush()) problem = "--trace: cannot write trace file '" + path + "'";
+  }
+  agree(grid.host(), problem);
   if (grid.rank() != 0) return;
   const int world = grid.world().size();
-  std::vector<std::string> names;
-  for (int r = 0; r < world; ++r) {
-    const comm::GridCoord co = comm::grid_coord(grid.shape(), r);
-    names.push_back("rank " + std::to_string(r) + " (dp " + std::to_string(co.dp) + ", pp " +
-                    std::to_string(co.pp) + ", tp " + std::to_string(co.tp) + ")");
-  }
-  std::ofstream f(path);
-  f << runtime::chrome_trace_json(names, spans);
-  if (!f.flush()) throw SetupError("cannot write trace file '" + path + "'");
   std::printf("trace: %s (%zu spans from %d rank%s)\n", path.c_str(), spans.size(), world,
               world == 1 ? "" : "s");
   print_replay(spans, grid.shape(), trainer.options(), trainer.engine().micro_batches(),
@@ -238,6 +357,7 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   const auto& t = c.train;
   const config::CheckpointConfig& ck = c.checkpoint;
   const bool root = grid.rank() == 0;
+  Outputs out = open_outputs(c, grid, options);
   Trainer trainer(c, grid, !options.trace.empty());
   {
     const comm::GridCoord at = grid.coord();
@@ -249,16 +369,6 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
         trainer.device().str().c_str());
   }
   const std::string resume = resume_dir(c, grid, options.resume);
-  if (!ck.dir.empty()) {
-    std::string problem;
-    try {
-      if (root) checkpoint::check_writable(ck.dir);
-    } catch (const std::exception& e) {
-      problem = c.path + ": key 'checkpoint.dir': " + e.what();
-    }
-    problem = runtime::broadcast_bytes(grid.host(), problem, 0);
-    if (!problem.empty()) throw SetupError(problem);
-  }
   double load_seconds = 0;
   if (!resume.empty()) {
     const auto start = std::chrono::steady_clock::now();
@@ -266,22 +376,10 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
     load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
-  std::ofstream metrics;
-  if (root && !options.metrics.empty()) {
-    metrics.open(options.metrics);
-    if (!metrics) throw SetupError("cannot write metrics file '" + options.metrics + "'");
-  }
-  std::unique_ptr<metrics::TensorBoardWriter> board;
-  if (root && !options.tensorboard.empty()) {
-    try {
-      board = std::make_unique<metrics::TensorBoardWriter>(options.tensorboard);
-    } catch (const std::exception& e) {
-      throw SetupError(std::string("--tensorboard: ") + e.what());
-    }
-  }
+  start_metrics(grid, options.metrics, out.metrics, !resume.empty(), trainer.steps_done());
   const int world = grid.world().size();
   // Only rank 0 reports; the others skip the measurement (and do not disturb it much).
-  const Peak peak = root ? measure_peak(trainer.device()) : Peak();
+  const Peak peak = measure_peak(trainer);
   if (root) print_header(trainer, peak);
   if (root && peak.core_gflops > 0) check_cpu_profile(trainer.config(), peak.core_gflops);
   if (root && !resume.empty())
@@ -300,6 +398,7 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   double first_loss = 0, last_loss = 0, tokens = 0, seconds = 0, flops = 0;
   int64_t peak_mem = 0;
   std::vector<double> step_seconds;  // after the first (one-time warm-up)
+  bool finite = true;  // the loss so far; the first step that is not is reported (once)
   for (int64_t i = 0; trainer.steps_done() < t.steps; ++i) {
     const StepStats s = trainer.step();
     if (i == 0) first_loss = s.loss;
@@ -316,14 +415,22 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
     if (c.eval.every > 0 && (s.step % c.eval.every == 0 || s.step == t.steps))
       eval = trainer.evaluate();
     if (root) {
-      StepReport rep = report(s, peak.rank_gflops * world);
+      StepReport rep = report(s, peak.job_gflops);
       if (eval) rep.eval = &*eval;
-      if (metrics.is_open()) metrics << json_line(rep) << "\n" << std::flush;
-      if (board) write_scalars(*board, rep);
+      if (out.metrics.is_open()) out.metrics << json_line(rep) << "\n" << std::flush;
+      if (out.board) write_scalars(*out.board, rep);
       if (s.step == 1 || s.step % t.log_interval == 0 || s.step == t.steps || eval) {
         if (tty) std::printf("\r\033[K");
         std::printf("%s%s\n", log_line(rep, t.steps).c_str(),
                     world > 1 ? time_breakdown(rep, world).c_str() : "");
+      }
+      // Training goes on as configured (an f16 loss scale may recover), but not unnoticed.
+      if (finite && !std::isfinite(s.loss)) {
+        finite = false;
+        if (tty) std::printf("\r\033[K");
+        say(log::Level::Warn, "step %lld: the loss is %g and the run goes on; a diverged run "
+            "needs a lower optimizer.lr or optimizer.grad_clip (said once)",
+            (long long)s.step, s.loss);
       }
       // Loss-scale changes and skipped steps are always shown (f16).
       if (!s.event.empty()) {
@@ -354,17 +461,16 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
     if (root) std::fflush(stdout);
   }
   if (tty) std::printf("\r\033[K");
-  if (!options.trace.empty()) write_trace(trainer, options.trace, step_seconds);
+  if (!options.trace.empty()) write_trace(trainer, out.trace, options.trace, step_seconds);
   print_memory(trainer, peak_mem);
   if (root) {
     std::printf("done: %lld steps | loss %.4f -> %.4f | ", (long long)t.steps, first_loss,
                 last_loss);
     if (seconds > 0) {
       const double gf = flops / seconds / 1e9;
-      const double total_peak = peak.rank_gflops * world;
       std::printf("%.0f tok/s %s | %.1f GFLOP/s (%.0f%% of peak)", tokens / seconds,
                   steady_rate(step_seconds, double(t.batch) * double(t.seq_len)).c_str(), gf,
-                  total_peak > 0 ? 100 * gf / total_peak : 0);
+                  peak.job_gflops > 0 ? 100 * gf / peak.job_gflops : 0);
     } else {
       std::printf("no rate (the first step warms up and is not counted; run 2 or more)");
     }

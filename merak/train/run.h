@@ -12,7 +12,9 @@
 namespace merak::train {
 
 struct RunOptions {
-  std::string metrics;  // JSON lines, one a step (rank 0 writes them)
+  // JSON lines, one a step (rank 0 writes them). A fresh run starts the file anew; a resumed
+  // one keeps its lines up to the step it resumed from and appends.
+  std::string metrics;
   std::string trace;    // Chrome trace of every rank's instructions (rank 0 writes it)
   // A checkpoint to continue from: a step directory, a checkpoint directory (its latest), or
   // "auto" (checkpoint.dir's latest if it has one, else a fresh start). Empty: a fresh start.
@@ -23,7 +25,7 @@ struct RunOptions {
 
 // Trains as the config says on `grid` (its shape is the config's layout; one process is
 // Grid::single_process()). Rank 0 reports. Returns the exit code; throws SetupError for what the
-// user can fix (every rank alike).
+// user can fix (every rank alike), an output path it cannot write included, before training.
 int run(const config::Config& config, comm::Grid& grid, const RunOptions& options);
 
 // What a dry run plans for: a job of `world` ranks (0: the config's dp x pp x tp), nodes of

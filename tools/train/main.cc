@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,10 +69,14 @@ int64_t count(const std::string& text, const std::string& flag) {
 
 Args parse_args(int argc, char** argv) {
   Args a;
+  // Flags with a value, but --set: a second one would replace it (cli::Args::one's rule in the
+  // other tools, which parse through tools/common/cli).
+  std::set<std::string> given;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
       if (i + 1 >= argc) usage(arg + " needs a value");
+      if (arg != "--set" && !given.insert(arg).second) usage(arg + " given more than once");
       return argv[++i];
     };
     if (arg == "--config") a.config = value();
@@ -140,6 +145,10 @@ Launch launcher() {
 int job_main(int argc, char** argv, const merak::config::Config& cfg, const Args& args) {
   using namespace merak;
   comm::MpiSession session(&argc, &argv);
+  // Outside the try: a setup error every rank agreed on unwinds with the grid still whole, and
+  // the grid goes after the catch, with its communicators' collective clean-up (skipped while an
+  // exception unwinds, since a rank failing alone would wait there for peers that never come).
+  std::unique_ptr<comm::Grid> grid;
   try {
     config::Config resolved = cfg;
     if (!cfg.parallel.auto_keys.empty()) {  // the layout search on rank 0, its answer for all
@@ -148,10 +157,11 @@ int job_main(int argc, char** argv, const merak::config::Config& cfg, const Args
       comm::MpiCommunicator world(dup, "world");
       resolved = train::resolve_layout(cfg, world);
     }
-    const std::unique_ptr<comm::Grid> grid = train::make_grid(resolved);
+    grid = train::make_grid(resolved);
     return train::run(resolved, *grid, args.run);
   } catch (const train::SetupError& e) {
     if (comm::world_rank() == 0) std::fprintf(stderr, "merak_train: %s\n", e.what());
+    grid.reset();
     return 2;
   } catch (const std::exception& e) {
     comm::abort_job(std::string("merak_train: error: ") + e.what());
