@@ -16,6 +16,7 @@
 #include "merak/config/suggest.h"
 #include "merak/config/validate.h"
 #include "merak/config/value.h"
+#include "merak/core/read_file.h"
 
 namespace merak::config {
 
@@ -37,19 +38,10 @@ bool says_auto(const YAML::Node& value) { return value.IsScalar() && value.Scala
 
 using detail::Field;
 
-std::string read_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    throw ConfigError(path + ": cannot open config file (" + std::strerror(errno) + ")");
-  }
-  std::string text;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  const int err = errno;
-  const bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) throw ConfigError(path + ": cannot read config file (" + std::strerror(err) + ")");
+std::string read_config_file(const std::string& path) {
+  std::string text, why;
+  if (!merak::read_file(path, &text, &why))
+    throw ConfigError(path + ": cannot read config file (" + why + ")");
   return text;
 }
 
@@ -366,7 +358,7 @@ int64_t model_micro_batches_per_replica(const Config& c) {
 }
 
 Config load(const std::string& path, const std::vector<std::string>& overrides) {
-  return parse(read_file(path), path, overrides);
+  return parse(read_config_file(path), path, overrides);
 }
 
 std::string to_yaml(const Config& config) {

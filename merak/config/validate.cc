@@ -23,6 +23,9 @@ class Checker {
   void at_least(int64_t v, int64_t low, const std::string& key) {
     require(v >= low, key, "must be >= " + str(low) + ", got " + str(v));
   }
+  void at_most(int64_t v, int64_t high, const std::string& key) {
+    require(v <= high, key, "must be <= " + str(high) + ", got " + str(v));
+  }
   void positive(double v, const std::string& key) {
     require(v > 0, key, "must be > 0, got " + str(v));
   }
@@ -122,6 +125,17 @@ std::optional<Problem> first_problem(const Config& c) {
   k.at_least(m.max_seq, 1, "model.max_seq");
   k.at_least(m.vocab, 1, "model.vocab");
   k.at_least(m.type_vocab, 1, "model.type_vocab");
+  // Far above any model (a 1T GPT: 128 layers, hidden 25600, ffn 102400), low enough that a
+  // tensor's element count, a product of a few of these and the batch, cannot wrap around.
+  constexpr int64_t kMaxWidth = int64_t(1) << 24, kMaxDepth = int64_t(1) << 16;
+  k.at_most(m.layers, kMaxDepth, "model.layers");
+  k.at_most(m.heads, kMaxDepth, "model.heads");
+  for (const auto& [v, key] : {std::pair{m.hidden, "model.hidden"},
+                               {m.ffn_hidden, "model.ffn_hidden"},
+                               {m.max_seq, "model.max_seq"},
+                               {m.vocab, "model.vocab"},
+                               {m.type_vocab, "model.type_vocab"}})
+    k.at_most(v, kMaxWidth, key);
   k.in_half_open(m.dropout, 0, 1, "model.dropout");
   k.positive(m.ln_eps, "model.ln_eps");
   k.positive(m.init_std, "model.init_std");
@@ -143,6 +157,7 @@ std::optional<Problem> first_problem(const Config& c) {
   k.require(d.source == "generated" || !d.files.empty(), "data.files",
             "must name at least one file when data.source is '" + d.source + "'");
   k.at_least(d.generated_tokens, 1, "data.generated_tokens");
+  k.at_most(d.generated_tokens, int64_t(1) << 31, "data.generated_tokens");  // held in memory
   k.require(d.mlm_probability > 0 && d.mlm_probability < 1, "data.mlm_probability",
             "must be in (0, 1), got " + str(d.mlm_probability));
 
@@ -164,6 +179,7 @@ std::optional<Problem> first_problem(const Config& c) {
   const TrainConfig& t = c.train;
   k.at_least(t.steps, 1, "train.steps");
   k.at_least(t.batch, 1, "train.batch");
+  k.at_most(t.batch, kMaxWidth, "train.batch");
   k.at_least(t.micro_batch, 0, "train.micro_batch");
   if (t.batch >= 1 && t.micro_batch >= 1) {
     k.require(t.batch % t.micro_batch == 0, "train.micro_batch",

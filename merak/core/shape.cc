@@ -6,7 +6,9 @@ namespace merak {
 
 int64_t numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    MERAK_CHECK(!__builtin_mul_overflow(n, d, &n), "shape ", shape_str(shape),
+                " has more elements than int64 counts");
   return n;
 }
 

@@ -32,8 +32,11 @@ std::shared_ptr<TensorImpl> make_layout(const Shape& shape, DType dtype, Device 
 
 std::shared_ptr<TensorImpl> make_impl(const Shape& shape, DType dtype, Device device) {
   auto impl = make_layout(shape, dtype, device);
-  if (!device.is_meta())
-    impl->storage = std::make_shared<Storage>(numel(shape) * dtype_size(dtype), device);
+  int64_t bytes = 0;
+  MERAK_CHECK(!__builtin_mul_overflow(numel(shape), int64_t(dtype_size(dtype)), &bytes),
+              "a tensor of shape ", shape_str(shape), " in ", dtype_name(dtype),
+              " has more bytes than int64 counts");
+  if (!device.is_meta()) impl->storage = std::make_shared<Storage>(bytes, device);
   return impl;
 }
 

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "merak/core/read_file.h"
 #include "merak/graph/convert.h"
 #include "merak/graph/onnx_builder_internal.h"
 #include "merak/graph/onnx_fold_internal.h"
@@ -309,12 +310,9 @@ Model import_onnx_bytes(const std::string& bytes, const std::string& name,
 }
 
 Model import_onnx(const std::string& path, const ImportOptions& options) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail(path, "cannot open");
-  std::ostringstream bytes;
-  bytes << f.rdbuf();
-  if (!f.good() && !f.eof()) fail(path, "read error");
-  return import_onnx_bytes(bytes.str(), path, options);
+  std::string bytes, why;
+  if (!read_file(path, &bytes, &why)) fail(path, "cannot read (" + why + ")");
+  return import_onnx_bytes(bytes, path, options);
 }
 
 }  // namespace merak::graph

@@ -13,6 +13,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "merak/core/read_file.h"
+
 namespace merak::partition {
 namespace {
 
@@ -310,11 +312,10 @@ Hardware parse_hardware(const std::string& yaml_text, const std::string& name) {
 }
 
 Hardware load_hardware(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw HardwareError(path + ": cannot read hardware profile");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_hardware(text.str(), path);
+  std::string text, why;
+  if (!read_file(path, &text, &why))
+    throw HardwareError(path + ": cannot read hardware profile (" + why + ")");
+  return parse_hardware(text, path);
 }
 
 std::string hardware_yaml(const Hardware& hw, const std::vector<std::string>& comment) {

@@ -292,6 +292,12 @@ TEST_CASE("values out of range name the key and the rule", "[config]") {
       {"model:\n  heads: 0", "key 'model.heads': must be >= 1, got 0"},
       {"model:\n  max_seq: 0", "key 'model.max_seq': must be >= 1, got 0"},
       {"model:\n  vocab: -5", "key 'model.vocab': must be >= 1, got -5"},
+      {"model:\n  vocab: 4611686018427387904",
+       "key 'model.vocab': must be <= 16777216, got 4611686018427387904"},
+      {"model:\n  layers: 100000", "key 'model.layers': must be <= 65536, got 100000"},
+      {"train:\n  batch: 100000000000", "key 'train.batch': must be <= 16777216, got 100000000000"},
+      {"data:\n  generated_tokens: 100000000000000",
+       "key 'data.generated_tokens': must be <= 2147483648, got 100000000000000"},
       {"model:\n  hidden: 100\n  heads: 3",
        "key 'model.heads': model.hidden 100 is not divisible by model.heads 3"},
       {"model:\n  ffn_hidden: -1", "key 'model.ffn_hidden': must be >= 0, got -1"},
@@ -391,7 +397,7 @@ TEST_CASE("file errors name the file; syntax errors name the line", "[config]") 
     FAIL_CHECK("a missing file loaded");
   } catch (const ConfigError& e) {
     CHECK(std::string(e.what()) ==
-          missing + ": cannot open config file (No such file or directory)");
+          missing + ": cannot read config file (No such file or directory)");
   }
   try {
     load(configs_dir().string());

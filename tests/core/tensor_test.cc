@@ -25,6 +25,13 @@ TEST_CASE("factories fill and report shape, dtype, bytes", "[core]") {
   CHECK(Tensor::zeros({4}, DType::I64).to_vector<int64_t>() == std::vector<int64_t>(4, 0));
   CHECK(Tensor::scalar(3.0).item() == 3.0);
   CHECK_THROWS_WITH(Tensor::empty({2, -1}), Catch::Contains("negative size"));
+  // Sizes whose product (or byte count) wraps around int64 are refused, not allocated small.
+  CHECK_THROWS_WITH(Tensor::empty({int64_t(1) << 62, 128}),
+                    Catch::Contains("has more elements than int64 counts"));
+  CHECK_THROWS_WITH(Tensor::empty({int64_t(1) << 62}),
+                    Catch::Contains("has more bytes than int64 counts"));
+  CHECK_THROWS_WITH(Tensor::empty({int64_t(1) << 62, 128}, DType::F32, Device::meta()),
+                    Catch::Contains("has more elements than int64 counts"));
 }
 
 TEST_CASE("transpose and permute are views; contiguous copies only when needed", "[core]") {

@@ -43,6 +43,8 @@ out=$("$tool" trace --config "$tmp/bad.yaml" -o "$tmp/x.pb" 2>&1); rc=$?
 [ "$rc" -eq 2 ] || fail "bad config: exit $rc ($out)"
 one_line "bad config" "$out"
 grep -q "bad.yaml: key 'model.hiden'" <<< "$out" || fail "bad config message: $out"
+out=$("$tool" dump "$tmp" 2>&1); rc=$?
+[ "$rc" -eq 2 ] && grep -q "(Is a directory)" <<< "$out" || fail "dump of a directory: $rc: $out"
 
 head -c 64 "$tmp/tiny.pb" > "$tmp/cut.pb"
 printf 'not a graph at all' > "$tmp/junk.pb"

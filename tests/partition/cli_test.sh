@@ -69,7 +69,10 @@ bad "model.heads 64 is not divisible by parallel.tp 3" --config configs/gpt20b.y
 bad "--pp must be a positive integer" --config configs/gpt-tiny.yaml --pp 0 --hardware a100-80g
 bad "hardware profile 'tpu-v9' not found" --config configs/gpt-tiny.yaml --hardware tpu-v9
 bad "--hardware NAME is required with --onnx" --onnx no/such.onnx
-bad "cannot open config file" --config no/such.yaml --hardware a100-80g
+bad "cannot read config file" --config no/such.yaml --hardware a100-80g
+# A directory where a file goes says so (not a parser's complaint about what it read).
+bad "cannot read hardware profile (Is a directory)" --config configs/gpt-tiny.yaml --hardware "$tmp"
+bad "cannot read (Is a directory)" --onnx "$tmp" --hardware a100-80g
 bad "give one of --config FILE.yaml or --onnx FILE.onnx" --hardware a100-80g
 bad "unknown option '--pipeline'" --config configs/gpt-tiny.yaml --pipeline 2 --hardware a100-80g
 # (Flags stand for config keys: their values are checked as the config's.)

@@ -205,6 +205,7 @@ TEST_CASE("bad profiles name the file and the key", "[partition]") {
   CHECK_THROWS_WITH(parse_hardware(with("  gemm: \"", "  gemm_typo: \""), "x.yaml"),
                     Catch::StartsWith("x.yaml: key 'sources.gemm': missing"));
   CHECK_THROWS_WITH(parse_hardware("name: [", "x.yaml"), Catch::StartsWith("x.yaml: not valid YAML"));
-  CHECK_THROWS_WITH(load_hardware("no/such.yaml"), "no/such.yaml: cannot read hardware profile");
+  CHECK_THROWS_WITH(load_hardware("no/such.yaml"),
+                    "no/such.yaml: cannot read hardware profile (No such file or directory)");
   CHECK_THROWS_WITH(find_hardware("tpu-v9"), Catch::StartsWith("hardware profile 'tpu-v9' not found"));
 }

@@ -65,6 +65,11 @@ grep -q "no-such-dir" "$tmp/bad.err" || fail "the error does not name the path: 
 [ "$(wc -l < "$tmp/bad.err")" -eq 1 ] || fail "more than one line: $(cat "$tmp/bad.err")"
 "$generate" --checkpoint "$tmp/ck" --prompt "x" --temperature -1 > /dev/null 2>&1
 [ $? -eq 2 ] || fail "--temperature -1 accepted"
+# Numbers past what the flags hold are refused, not clamped (2^64 would have been "every token").
+for bad in "--temperature inf" "--top-k 18446744073709551616" "--seed 99999999999999999999999"; do
+  "$generate" --checkpoint "$tmp/ck" --prompt "x" $bad > /dev/null 2>&1
+  [ $? -eq 2 ] || fail "$bad accepted"
+done
 "$generate" --prompt "x" > /dev/null 2>&1
 [ $? -eq 2 ] || fail "a missing --checkpoint accepted"
 

@@ -53,8 +53,9 @@ grep -q "try about 0 ranks" <<< "$out" && fail "a memory figure for a split refu
 # Sizes far beyond any job end at once (timeout 60 above) with the bound.
 run 2 "the layout search plans up to 1048576 ranks" --config "$configs/gpt20b.yaml" --dry-run \
   --world 100000000000
-run 2 "at most 65536 micro-batches a replica" "${tiny[@]}" --set train.batch=100000000000 \
+run 2 "at most 65536 micro-batches a replica" "${tiny[@]}" --set train.batch=16777216 \
   --set train.micro_batch=auto --dry-run
+run 2 "train.batch: must be <= 16777216" "${tiny[@]}" --set train.batch=100000000000 --dry-run
 out=$(timeout 60 "$partition" "${tiny[@]}" --pp 99999999999 2>&1); got=$?
 [ "$got" -eq 2 ] && grep -q "too few for pp 99999999999" <<< "$out" ||
   fail "merak_partition --pp 99999999999: exit $got: $out"

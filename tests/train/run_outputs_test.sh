@@ -82,6 +82,9 @@ for flag in --config --metrics --trace --tensorboard --resume --log-level --hard
 done
 out=$("$train" "${tiny[@]}" --dry-run --world 1 --world 2 2>&1); rc=$?
 [ "$rc" -eq 2 ] && grep -q "given more than once" <<< "$out" || fail "--world twice: $out"
+out=$("$train" "${tiny[@]}" --dry-run --world 99999999999999999999999 2>&1); rc=$?
+[ "$rc" -eq 2 ] && grep -q "^merak_train: --world needs a positive whole number" <<< "$out" ||
+  fail "--world beyond int64: exit $rc: $out"
 echo "repeated flags refused"
 
 # "Of peak" counts the cores there are: more threads than cores (here train.threads; under

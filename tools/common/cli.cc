@@ -1,6 +1,7 @@
 #include "tools/common/cli.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 
@@ -17,8 +18,9 @@ void usage_error(const std::string& tool, const std::string& problem) {
 
 int64_t positive(const std::string& tool, const std::string& text, const std::string& what) {
   char* end = nullptr;
+  errno = 0;  // ERANGE: beyond int64, which strtoll clamps
   const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v <= 0)
+  if (text.empty() || *end != '\0' || v <= 0 || errno == ERANGE)
     usage_error(tool, what + " must be a positive integer, got '" + text + "'");
   return v;
 }

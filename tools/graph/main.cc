@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "merak/config/config.h"
+#include "merak/core/read_file.h"
 #include "merak/graph/onnx_import.h"
 #include "merak/graph/summary.h"
 #include "merak/graph/tracer.h"
@@ -62,12 +63,10 @@ double peak_rss_mb() {
 }
 
 Model read_model(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(2, "cannot read '" + path + "'");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
+  std::string bytes, why;
+  if (!merak::read_file(path, &bytes, &why)) fail(2, "cannot read '" + path + "' (" + why + ")");
   Model m;
-  if (!m.ParseFromString(bytes.str()))
+  if (!m.ParseFromString(bytes))
     fail(2, path + ": not a Merak graph (protobuf parse failed)");
   if (m.graph().nodes_size() == 0 && m.graph().initializers_size() == 0)
     fail(2, path + ": holds no graph (no nodes, no initializers)");

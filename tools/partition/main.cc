@@ -13,6 +13,7 @@
 //
 // Exit codes: 0 done, 2 bad command line, config, profile or graph, or no split fits (one line
 // saying what), 1 any other failure.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -68,7 +69,8 @@ int64_t positive(const std::string& text, const std::string& what) {
 double positive_number(const std::string& text, const std::string& what) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !(v > 0)) usage(what + " must be a positive number, got '" + text + "'");
+  if (text.empty() || *end != '\0' || !(v > 0) || !std::isfinite(v))
+    usage(what + " must be a finite positive number, got '" + text + "'");
   return v;
 }
 

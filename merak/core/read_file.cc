@@ -1,0 +1,26 @@
+#include "merak/core/read_file.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace merak {
+
+bool read_file(const std::string& path, std::string* bytes, std::string* why) {
+  bytes->clear();
+  std::FILE* f = std::fopen(path.c_str(), "rb");  // a directory opens; reading it fails
+  if (f == nullptr) {
+    *why = std::strerror(errno);
+    return false;
+  }
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes->append(buf, n);
+  const int err = errno;
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) *why = std::strerror(err);
+  return !failed;
+}
+
+}  // namespace merak
