@@ -84,4 +84,18 @@ std::string checksum_hex(uint64_t c) {
   return buf;
 }
 
+bool checksum_from_hex(const std::string& text, uint64_t* c) {
+  if (text.empty() || text.size() > 16) return false;
+  *c = 0;
+  for (char ch : text) {
+    const int digit = ch >= '0' && ch <= '9'   ? ch - '0'
+                      : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                      : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                               : -1;
+    if (digit < 0) return false;
+    *c = *c << 4 | uint64_t(digit);
+  }
+  return true;
+}
+
 }  // namespace merak::checkpoint

@@ -20,5 +20,7 @@ constexpr size_t kChecksumBlock = size_t(1) << 20;
 uint64_t block_checksum(const void* data, size_t bytes);
 uint64_t combine_checksums(size_t bytes, const uint64_t* block_sums, size_t blocks);
 std::string checksum_hex(uint64_t c);  // 16 lower-case hex digits
+// The reverse, as an index is read: the sum its 1 to 16 hex digits write; false if it is not one.
+bool checksum_from_hex(const std::string& text, uint64_t* c);
 
 }  // namespace merak::checkpoint

@@ -190,21 +190,6 @@ bool is_number(const std::string& text) {
   return errno != ERANGE;
 }
 
-// `text` as the 64-bit number its 1 to 16 hex digits write; false if it is not one.
-bool parse_hex64(const std::string& text, uint64_t* value) {
-  if (text.empty() || text.size() > 16) return false;
-  *value = 0;
-  for (char c : text) {
-    const int digit = c >= '0' && c <= '9'   ? c - '0'
-                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                             : -1;
-    if (digit < 0) return false;
-    *value = *value << 4 | uint64_t(digit);
-  }
-  return true;
-}
-
 // The complete step directories of `dir`, by step.
 std::map<int64_t, std::string> steps_in(const std::string& dir) {
   std::map<int64_t, std::string> out;
@@ -506,7 +491,7 @@ Index read_index(const std::string& step_dir) {
         e.byte_begin = bytes[0];
         e.byte_end = bytes[1];
         const std::string& sum = p.at("checksum", what + " piece").string(what + " checksum");
-        if (!parse_hex64(sum, &e.checksum))
+        if (!checksum_from_hex(sum, &e.checksum))
           fail(what + ": a piece's checksum '" + sum + "' is not 1 to 16 hex digits");
         std::string why;
         if (!region_fits(e.region, t.shape, &why)) fail(what + ": " + why);
