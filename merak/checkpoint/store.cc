@@ -9,11 +9,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <regex>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -181,8 +181,26 @@ std::string overlapping(const std::string& tensor, std::vector<const PieceEntry*
 // finite decimal float ("%.9g"). Checked when the index is read, so that a bad one is an error
 // naming the file and the key, not a conversion's where the state is used.
 bool is_number(const std::string& text) {
-  static const std::regex number(R"(-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?)");
-  if (!std::regex_match(text, number)) return false;
+  // Shape -?D+(.D*)?([eE][-+]?D+)?, scanned by hand: std::regex recurses per character and a
+  // long string overflows the stack.
+  size_t at = 0;
+  auto digits = [&] {
+    const size_t from = at;
+    while (at < text.size() && std::isdigit(static_cast<unsigned char>(text[at]))) ++at;
+    return at > from;
+  };
+  if (at < text.size() && text[at] == '-') ++at;
+  if (!digits()) return false;
+  if (at < text.size() && text[at] == '.') {
+    ++at;
+    digits();
+  }
+  if (at < text.size() && (text[at] == 'e' || text[at] == 'E')) {
+    ++at;
+    if (at < text.size() && (text[at] == '+' || text[at] == '-')) ++at;
+    if (!digits()) return false;
+  }
+  if (at != text.size()) return false;
   if (text.find_first_of(".eE") != std::string::npos)
     return std::isfinite(std::strtod(text.c_str(), nullptr));  // a tiny one rounds, and is fine
   errno = 0;
@@ -203,6 +221,25 @@ std::map<int64_t, std::string> steps_in(const std::string& dir) {
       out[step] = name;
   }
   return out;
+}
+
+// Removes what interrupted saves left: `.step_N.tmp` (killed while writing) and `.step_N.old`
+// (killed while swapping on a file system without RENAME_EXCHANGE). Only one save is ever in
+// flight and this runs as it begins, so none of them is in use; of a large model each may hold
+// hundreds of GB, and a step that is never saved again would otherwise keep its leftovers.
+void discard_unfinished(const std::string& dir) {
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    long long step = 0;
+    int end = 0;
+    if (std::sscanf(name.c_str(), ".step_%lld.%n", &step, &end) == 1 && end > 0 &&
+        (name.compare(size_t(end), std::string::npos, "tmp") == 0 ||
+         name.compare(size_t(end), std::string::npos, "old") == 0))
+      stale.push_back(e.path());
+  }
+  for (const fs::path& path : stale) fs::remove_all(path, ec);
 }
 
 }  // namespace
@@ -230,8 +267,8 @@ std::string begin_step(const std::string& dir, int64_t step) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail("cannot create checkpoint directory '" + dir + "': " + ec.message());
+  discard_unfinished(dir);
   const std::string tmp = dir + "/." + step_name(step) + ".tmp";
-  fs::remove_all(tmp, ec);  // what an interrupted save of this step left
   if (!fs::create_directory(tmp, ec) || ec)
     fail("cannot create '" + tmp + "': " + (ec ? ec.message() : std::string("exists")));
   return tmp;

@@ -74,8 +74,9 @@ std::string step_name(int64_t step);  // "step_000001000"
 // directory that cannot take a checkpoint is found before training, not at the first save.
 void check_writable(const std::string& dir);
 
-// Starts writing step `step` in checkpoint directory `dir` (created if missing; a leftover of an
-// interrupted save of the same step is removed): returns the temporary step directory.
+// Starts writing step `step` in checkpoint directory `dir` (created if missing; what interrupted
+// saves of any step left, `.step_N.tmp` and `.step_N.old`, is removed): returns the temporary
+// step directory. Called by one rank, with no other save in flight.
 std::string begin_step(const std::string& dir, int64_t step);
 // Writes `pieces` into `file` (a safetensors file) in the temporary step directory, fsynced, and
 // returns their entries for the index.

@@ -378,7 +378,10 @@ TEST_CASE("an index's bad step or checksum is refused, naming the file and the f
   }
   // The scalar state is numbers: the key named, not the conversion that would fail on it later.
   const size_t state = good.find("\"adamw.step\": \"1\"");
-  for (const std::string bad : {"x", "", "99999999999999999999", "1e999"}) {
+  // A long one too: a regex's recursion would overflow the stack on it.
+  for (const std::string& bad : std::vector<std::string>{"x", "", "99999999999999999999", "1e999",
+                                                         "1.5e", "-", "1x",
+                                                         std::string(1 << 20, '7')}) {
     with(state, 17, "\"adamw.step\": \"" + bad + "\"");
     CHECK_THROWS_WITH(read_index(step), step + "/index.json: state 'adamw.step': '" + bad +
                                             "' is not a number");
@@ -489,6 +492,22 @@ TEST_CASE("keep counts this run's steps, not newer ones of a run it resumed befo
   prune(dir, 2);
   CHECK(present() == std::vector<int64_t>{4, 6, 8});
   CHECK(resolve(dir) == dir + "/" + step_name(6));
+}
+
+TEST_CASE("a save starts by removing what interrupted saves of any step left", "[checkpoint]") {
+  const std::string dir = fresh_dir("ckpt_leftovers");
+  save(dir, 2, {box({0, 0}, {6, 8})});
+  // Killed while writing step 4, and while swapping step 2 where renames cannot exchange.
+  write_pieces(begin_step(dir, 4), "rank_0.safetensors", {});
+  fs::create_directory(dir + "/." + step_name(2) + ".old");
+  std::ofstream(dir + "/." + step_name(2) + ".old/rank_0.safetensors") << "old";
+  std::ofstream(dir + "/notes.tmp") << "the user's";  // not ours: stays
+  const std::string tmp = begin_step(dir, 6);
+  CHECK(fs::exists(tmp));
+  CHECK_FALSE(fs::exists(dir + "/." + step_name(4) + ".tmp"));
+  CHECK_FALSE(fs::exists(dir + "/." + step_name(2) + ".old"));
+  CHECK(fs::exists(dir + "/notes.tmp"));
+  CHECK(fs::exists(dir + "/" + step_name(2) + "/index.json"));
 }
 
 TEST_CASE("an unwritable checkpoint directory is an error naming the path", "[checkpoint]") {
