@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -16,13 +17,35 @@ void usage_error(const std::string& tool, const std::string& problem) {
   fail(tool, 2, problem + " (" + tool + " --help shows the usage)");
 }
 
-int64_t positive(const std::string& tool, const std::string& text, const std::string& what) {
+std::optional<int64_t> whole_number(const std::string& text) {
   char* end = nullptr;
-  errno = 0;  // ERANGE: beyond int64, which strtoll clamps
+  errno = 0;
   const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v <= 0 || errno == ERANGE)
-    usage_error(tool, what + " must be a positive integer, got '" + text + "'");
+  if (text.empty() || *end != '\0' || errno == ERANGE) return std::nullopt;
   return v;
+}
+
+std::optional<uint64_t> unsigned_number(const std::string& text) {
+  // strtoull takes "-1" as 2^64 - 1.
+  if (text.find('-') != std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE) return std::nullopt;
+  return v;
+}
+
+std::optional<double> finite_number(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+int64_t positive(const std::string& tool, const std::string& text, const std::string& what) {
+  const std::optional<int64_t> v = whole_number(text);
+  if (!v || *v <= 0) usage_error(tool, what + " must be a positive integer, got '" + text + "'");
+  return *v;
 }
 
 std::string Args::one(const std::string& key, const std::string& fallback) const {

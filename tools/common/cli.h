@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,12 @@ Args parse(int argc, char** argv, int first, const Spec& spec);
 [[noreturn]] void fail(const std::string& tool, int code, const std::string& message);
 // A command-line problem: "TOOL: problem (TOOL --help shows the usage)", exit 2.
 [[noreturn]] void usage_error(const std::string& tool, const std::string& problem);
+// Numbers as flags take them: the whole text, or nullopt when it is empty, has anything after
+// the number, or lies beyond the type (where strtoll and friends would clamp).
+std::optional<int64_t> whole_number(const std::string& text);
+std::optional<uint64_t> unsigned_number(const std::string& text);  // no sign allowed
+std::optional<double> finite_number(const std::string& text);      // not inf or nan
+
 // A positive integer, or a usage error naming `what`.
 int64_t positive(const std::string& tool, const std::string& text, const std::string& what);
 

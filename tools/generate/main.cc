@@ -9,7 +9,6 @@
 // relative to the current directory). stdout gets the prompt and then the sampled text; stderr
 // one line of statistics. Exit codes: 0 done, 2 bad command line, checkpoint or tokenizer file
 // (one line naming it), 1 any other failure.
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -47,20 +46,15 @@ const char* kUsage =
 using merak::cli::usage_error;
 
 double number(const std::string& text, const std::string& what) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !(v >= 0) || !std::isfinite(v))
-    usage_error(kTool, what + " must be a finite number >= 0, got '" + text + "'");
-  return v;
+  const std::optional<double> v = merak::cli::finite_number(text);
+  if (!v || *v < 0) usage_error(kTool, what + " must be a finite number >= 0, got '" + text + "'");
+  return *v;
 }
 
 uint64_t count(const std::string& text, const std::string& what) {
-  char* end = nullptr;
-  errno = 0;  // ERANGE: beyond 64 bits, which strtoull clamps
-  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  if (text.empty() || text[0] == '-' || *end != '\0' || errno == ERANGE)
-    usage_error(kTool, what + " must be an integer >= 0, got '" + text + "'");
-  return v;
+  const std::optional<uint64_t> v = merak::cli::unsigned_number(text);
+  if (!v) usage_error(kTool, what + " must be an integer >= 0, got '" + text + "'");
+  return *v;
 }
 
 // The checkpoint config's tokenizer: bytes, or GPT-2's BPE from data.vocab and data.merges.

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -67,11 +68,9 @@ int64_t positive(const std::string& text, const std::string& what) {
 }
 
 double positive_number(const std::string& text, const std::string& what) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !(v > 0) || !std::isfinite(v))
-    usage(what + " must be a finite positive number, got '" + text + "'");
-  return v;
+  const std::optional<double> v = cli::finite_number(text);
+  if (!v || *v <= 0) usage(what + " must be a finite positive number, got '" + text + "'");
+  return *v;
 }
 
 // merak_partition's flags as the config keys they stand for, after the file's own --set

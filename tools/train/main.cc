@@ -15,12 +15,12 @@
 // Exit codes: 0 done, 2 bad command line or config, or a setup the user can fix (one line naming
 // the file and key), 1 any other failure.
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -35,6 +35,7 @@
 #include "merak/train/plan.h"
 #include "merak/train/run.h"
 #include "merak/train/trainer.h"
+#include "tools/common/cli.h"
 
 namespace {
 
@@ -61,12 +62,9 @@ struct Args {
 
 // A positive count given to `flag`.
 int64_t count(const std::string& text, const std::string& flag) {
-  char* end = nullptr;
-  errno = 0;  // ERANGE: beyond int64, which strtoll clamps
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v < 1 || errno == ERANGE)
-    usage(flag + " needs a positive whole number, got '" + text + "'");
-  return v;
+  const std::optional<int64_t> v = merak::cli::whole_number(text);
+  if (!v || *v < 1) usage(flag + " needs a positive whole number, got '" + text + "'");
+  return *v;
 }
 
 Args parse_args(int argc, char** argv) {
