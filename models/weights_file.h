@@ -1,20 +1,29 @@
-// A whole model's weights from one safetensors file, under Merak's parameter names or under
+// A whole model's weights in one safetensors file, under Merak's parameter names or under
 // Hugging Face GPT-2's (merak_export --names hf-gpt2, or a file PyTorch users wrote): what
 // `model.init_from` reads to start a run from pretrained weights, in any layout.
 #pragma once
 
-#include <map>
+#include <optional>
 #include <string>
-#include <vector>
 
+#include "merak/checkpoint/safetensors.h"
 #include "merak/core/tensor.h"
 
 namespace merak::models {
 
-// The file's tensors by Merak name, for the `names` it holds (a file with any "transformer."
-// tensor is read under GPT-2's names, its Conv1D weights transposed back to [out, in]). Names it
-// lacks are left out: the caller, which knows the shapes it needs, reports them.
-std::map<std::string, Tensor> read_named_weights(const std::string& path,
-                                                 const std::vector<std::string>& names);
+class WeightsFile {
+ public:
+  // Opens the file and checks its header (a file with any "transformer." tensor is read under
+  // GPT-2's names).
+  explicit WeightsFile(const std::string& path);
+  // The whole tensor of the parameter Merak calls `name` (a GPT-2 Conv1D weight transposed back
+  // to [out, in]), read from the file now; nullopt when the file has none: the caller, which
+  // knows the shape it needs, reports it.
+  std::optional<Tensor> read(const std::string& name) const;
+
+ private:
+  checkpoint::SafetensorsReader file_;
+  bool gpt2_names_ = false;
+};
 
 }  // namespace merak::models

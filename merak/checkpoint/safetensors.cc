@@ -57,12 +57,7 @@ bool dtype_from_format(const std::string& name, DType* out) {
 
 // ---- parsing the header -------------------------------------------------------------------
 
-struct Entry {
-  std::string name;
-  DType dtype = DType::F32;
-  Shape shape;
-  int64_t begin = 0, end = 0;
-};
+using Entry = SafetensorsReader::Entry;
 
 // A non-negative integer list (a shape, byte offsets).
 Shape sizes(const JsonValue& v, const std::string& what, const std::string& path) {
@@ -243,48 +238,72 @@ void save_safetensors(const std::string& path,
   }
 }
 
+SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  SAFETENSORS_CHECK(fd_ >= 0, path, "cannot open: ", errno_text());
+  try {
+    struct stat st;
+    SAFETENSORS_CHECK(::fstat(fd_, &st) == 0, path, "cannot stat: ", errno_text());
+    SAFETENSORS_CHECK(!S_ISDIR(st.st_mode), path, "cannot read: ", std::strerror(EISDIR));
+    const uint64_t file_bytes = uint64_t(st.st_size);
+
+    unsigned char length[8];
+    SAFETENSORS_CHECK(file_bytes >= 8 && ::pread(fd_, length, 8, 0) == 8, path,
+                      "truncated: ", file_bytes, " bytes, less than the 8-byte header length");
+    uint64_t header_bytes = 0;
+    for (int i = 0; i < 8; ++i) header_bytes |= uint64_t(length[i]) << (8 * i);
+    SAFETENSORS_CHECK(header_bytes >= 2 && header_bytes <= kMaxHeaderBytes, path,
+                      "bad header length ", header_bytes, " (must be 2 to ", kMaxHeaderBytes,
+                      ")");
+    SAFETENSORS_CHECK(header_bytes <= file_bytes - 8, path, "bad header length ", header_bytes,
+                      ": the file has only ", file_bytes - 8, " bytes after it (truncated?)");
+    std::string header(size_t(header_bytes), '\0');
+    SAFETENSORS_CHECK(::pread(fd_, &header[0], header.size(), 8) == ssize_t(header.size()),
+                      path, "cannot read the header: ", errno_text());
+
+    read_header(header, path, &entries_, &metadata_);
+    check_layout(entries_, int64_t(file_bytes - 8 - header_bytes), path);
+    data_start_ = int64_t(8 + header_bytes);
+    for (size_t i = 0; i < entries_.size(); ++i) index_[entries_[i].name] = i;
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+}
+
+SafetensorsReader::~SafetensorsReader() { ::close(fd_); }
+
+std::vector<std::string> SafetensorsReader::names() const {
+  std::vector<std::string> out;
+  for (const Entry& e : entries_) out.push_back(e.name);
+  return out;
+}
+
+Tensor SafetensorsReader::read(const std::string& name) const {
+  auto it = index_.find(name);
+  SAFETENSORS_CHECK(it != index_.end(), path_, "no tensor '", name, "'");
+  const Entry& e = entries_[it->second];
+  Tensor t = Tensor::empty(e.shape, e.dtype);
+  auto* bytes = static_cast<unsigned char*>(t.raw_data());
+  const size_t n = size_t(t.nbytes());
+  for (size_t done = 0; done < n;) {  // pread may return less than asked (and caps at 2 GiB)
+    const ssize_t got = ::pread(fd_, bytes + done, n - done, off_t(data_start_ + e.begin + done));
+    if (got < 0 && errno == EINTR) continue;
+    SAFETENSORS_CHECK(got > 0, path_, "cannot read tensor '", name, "': ",
+                      got < 0 ? errno_text() : "the file is shorter (changed while reading?)");
+    done += size_t(got);
+  }
+  if (e.dtype == DType::Bool)  // any nonzero byte is true; C++ bool must be 0 or 1
+    for (size_t i = 0; i < n; ++i) bytes[i] = bytes[i] != 0;
+  return t;
+}
+
 std::vector<std::pair<std::string, Tensor>> load_safetensors(
     const std::string& path, std::map<std::string, std::string>* metadata) {
-  File in;
-  in.f = std::fopen(path.c_str(), "rb");
-  SAFETENSORS_CHECK(in.f, path, "cannot open: ", errno_text());
-  struct stat st;
-  SAFETENSORS_CHECK(::fstat(::fileno(in.f), &st) == 0, path, "cannot stat: ", errno_text());
-  const uint64_t file_bytes = uint64_t(st.st_size);
-
-  unsigned char length[8];
-  SAFETENSORS_CHECK(file_bytes >= 8 && std::fread(length, 1, 8, in.f) == 8, path,
-                    "truncated: ", file_bytes, " bytes, less than the 8-byte header length");
-  uint64_t header_bytes = 0;
-  for (int i = 0; i < 8; ++i) header_bytes |= uint64_t(length[i]) << (8 * i);
-  SAFETENSORS_CHECK(header_bytes >= 2 && header_bytes <= kMaxHeaderBytes, path,
-                    "bad header length ", header_bytes, " (must be 2 to ", kMaxHeaderBytes, ")");
-  SAFETENSORS_CHECK(header_bytes <= file_bytes - 8, path, "bad header length ", header_bytes,
-                    ": the file has only ", file_bytes - 8, " bytes after it (truncated?)");
-  std::string header(size_t(header_bytes), '\0');
-  SAFETENSORS_CHECK(std::fread(&header[0], 1, header.size(), in.f) == header.size(), path,
-                    "cannot read the header: ", errno_text());
-
-  std::vector<Entry> entries;
-  std::map<std::string, std::string> meta;
-  read_header(header, path, &entries, &meta);
-  check_layout(entries, int64_t(file_bytes - 8 - header_bytes), path);
-
-  // The tensors lie back to back in offset order, so one sequential read fills them all.
+  const SafetensorsReader file(path);
   std::vector<std::pair<std::string, Tensor>> out;
-  out.reserve(entries.size());
-  for (const Entry& e : entries) {
-    Tensor t = Tensor::empty(e.shape, e.dtype);
-    const size_t n = size_t(t.nbytes());
-    SAFETENSORS_CHECK(n == 0 || std::fread(t.raw_data(), 1, n, in.f) == n, path,
-                      "cannot read tensor '", e.name, "' (file changed while reading?)");
-    if (e.dtype == DType::Bool) {  // any nonzero byte is true; C++ bool must be 0 or 1
-      auto* b = static_cast<unsigned char*>(t.raw_data());
-      for (size_t i = 0; i < n; ++i) b[i] = b[i] != 0;
-    }
-    out.emplace_back(e.name, std::move(t));
-  }
-  if (metadata) *metadata = std::move(meta);
+  for (const std::string& name : file.names()) out.emplace_back(name, file.read(name));
+  if (metadata) *metadata = file.metadata();
   return out;
 }
 

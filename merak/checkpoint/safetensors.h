@@ -19,10 +19,45 @@ void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
+// A safetensors file open for reading one tensor at a time: its header is read and checked on
+// opening, and read() takes only the bytes of the tensor asked for. A rank starting from a
+// 20B model's weights holds one whole tensor at a time, not the model.
+// Rejects, naming the file and the problem, what the safetensors library rejects: truncated
+// files, bad header lengths or JSON, unknown dtypes, byte ranges that do not match the shape,
+// overlap, leave gaps or run past the data.
+class SafetensorsReader {
+ public:
+  explicit SafetensorsReader(const std::string& path);
+  ~SafetensorsReader();
+  SafetensorsReader(const SafetensorsReader&) = delete;
+  SafetensorsReader& operator=(const SafetensorsReader&) = delete;
+
+  const std::string& path() const { return path_; }
+  // The tensors' names in the order of their data in the file.
+  std::vector<std::string> names() const;
+  bool has(const std::string& name) const { return index_.count(name) > 0; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // The tensor `name` in CPU memory; throws naming the file and the tensor when it has none.
+  Tensor read(const std::string& name) const;
+
+  struct Entry {
+    std::string name;
+    DType dtype = DType::F32;
+    Shape shape;
+    int64_t begin = 0, end = 0;  // byte range in the data buffer
+  };
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  int64_t data_start_ = 0;              // file offset of the data buffer
+  std::vector<Entry> entries_;          // in data order
+  std::map<std::string, size_t> index_;  // name -> entries_ position
+  std::map<std::string, std::string> metadata_;
+};
+
 // Reads every tensor into CPU memory, in the order of their data in the file, and the metadata
-// when asked. Rejects, naming the file and the problem, what the safetensors library rejects:
-// truncated files, bad header lengths or JSON, unknown dtypes, byte ranges that do not match
-// the shape, overlap, leave gaps or run past the data.
+// when asked (a SafetensorsReader read whole).
 std::vector<std::pair<std::string, Tensor>> load_safetensors(
     const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
 

@@ -869,19 +869,19 @@ void Engine::load_checkpoint(const checkpoint::Index& index) {
   }
 }
 
-void Engine::load_weights(const std::map<std::string, Tensor>& full) {
+void Engine::load_weights(
+    const std::function<std::optional<Tensor>(const std::string&)>& full) {
   Impl& e = *impl_;
   const std::vector<optim::Param>& values = e.mixed ? e.mixed->master_params() : e.params;
   for (size_t i = 0; i < values.size(); ++i) {
     const partition::ParamShard& shard = *e.shards[i];
     const Shape want(shard.full_shape().begin(), shard.full_shape().end());
-    auto it = full.find(values[i].name);
-    MERAK_CHECK(it != full.end(), "no weights for '", values[i].name, "' (of shape ",
+    const std::optional<Tensor> whole = full(values[i].name);
+    MERAK_CHECK(whole.has_value(), "no weights for '", values[i].name, "' (of shape ",
                 shape_str(want), ")");
-    MERAK_CHECK(it->second.shape() == want, "'", values[i].name, "' has shape ",
-                shape_str(it->second.shape()), " there, ", shape_str(want), " here");
-    const Tensor f32 = it->second.dtype() == DType::F32 ? it->second
-                                                         : ops::cast(it->second, DType::F32);
+    MERAK_CHECK(whole->shape() == want, "'", values[i].name, "' has shape ",
+                shape_str(whole->shape()), " there, ", shape_str(want), " here");
+    const Tensor f32 = whole->dtype() == DType::F32 ? *whole : ops::cast(*whole, DType::F32);
     values[i].value.copy_(materialize_shard(shard, e.options.seed, f32));
   }
   if (e.mixed) e.mixed->masters_to_copies();

@@ -27,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -146,10 +147,11 @@ class Engine {
   // Throws checkpoint::CheckpointError for what the checkpoint lacks or got wrong. The caller
   // synchronises the ranks after it (replicas may share one parameter copy).
   void load_checkpoint(const checkpoint::Index& index);
-  // Every shard this rank holds cut from the whole tensors `full` (by global name; the masters
-  // under mixed precision, their 16-bit copies rounded from them). A name missing or of another
-  // shape throws naming it and both shapes. The optimizer state stays as it is (fresh).
-  void load_weights(const std::map<std::string, Tensor>& full);
+  // Every shard this rank holds cut from the whole tensor `full(name)` gives for its global name,
+  // asked for one at a time so that only one is held (the masters under mixed precision, their
+  // 16-bit copies rounded from them). A name `full` has none for (nullopt) or of another shape
+  // throws naming it and both shapes. The optimizer state stays as it is (fresh).
+  void load_weights(const std::function<std::optional<Tensor>(const std::string&)>& full);
 
  private:
   struct Impl;

@@ -258,9 +258,9 @@ CheckpointSaved Trainer::finish_checkpoint() {
 void Trainer::load_initial_weights(const std::string& path) {
   std::string problem;
   try {
-    std::vector<std::string> names;
-    for (const auto& [name, value] : engine_->parameters()) names.push_back(name);
-    engine_->load_weights(models::read_named_weights(path, names));  // it names what is missing
+    const models::WeightsFile file(path);
+    // The engine asks for its tensors one at a time and names what is missing.
+    engine_->load_weights([&](const std::string& name) { return file.read(name); });
   } catch (const std::exception& e) {
     problem = config_.path + ": key 'model.init_from': " + path + ": " + e.what();
   }

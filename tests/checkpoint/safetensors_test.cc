@@ -242,3 +242,21 @@ TEST_CASE("save_safetensors is atomic and rejects bad input by name", "[checkpoi
   CHECK_THROWS_WITH(save_safetensors(nowhere, {{"x", Tensor::ones({1})}}),
                     Catch::Contains(nowhere) && Catch::Contains("cannot create"));
 }
+
+TEST_CASE("a reader takes only the bytes of the tensor asked for", "[checkpoint]") {
+  // What model.init_from relies on to hold one whole tensor at a time.
+  const std::string path = temp_path(kTemp + "reader.safetensors");
+  const Tensor a = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
+  const Tensor b = Tensor::from_vector<float>({5, 6, 7}, {3});
+  save_safetensors(path, {{"a", a}, {"b", b}});
+  const merak::checkpoint::SafetensorsReader file(path);
+  CHECK(file.names() == std::vector<std::string>{"a", "b"});
+  CHECK(file.has("b"));
+  CHECK_FALSE(file.has("c"));
+  CHECK_THROWS_WITH(file.read("c"), Catch::Contains(path) && Catch::Contains("no tensor 'c'"));
+  // Cut the file after a's data, once its header has been read: a still reads, b is named.
+  const std::string whole = read_file(path);
+  REQUIRE(::truncate(path.c_str(), off_t(whole.size() - b.nbytes())) == 0);
+  CHECK(tensor_bytes(file.read("a")) == tensor_bytes(a));
+  CHECK_THROWS_WITH(file.read("b"), Catch::Contains(path) && Catch::Contains("tensor 'b'"));
+}

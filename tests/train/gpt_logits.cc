@@ -4,6 +4,7 @@
 // Usage: gpt_logits WEIGHTS TOKENS OUT LAYERS HIDDEN HEADS MAX_SEQ VOCAB
 //   TOKENS holds "tokens" (i64 [B, T]); OUT gets "logits" (f32 [B, T, VOCAB]).
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "merak/autograd/grad_mode.h"
@@ -26,18 +27,16 @@ int main(int argc, char** argv) {
     o.dropout = 0;
     auto model = models::make_model(o);
     model->materialize(1);
-    std::vector<std::string> names;
-    for (const auto& [name, p] : model->named_parameters()) names.push_back(name);
-    const auto weights = models::read_named_weights(argv[1], names);
+    const models::WeightsFile weights(argv[1]);
     autograd::NoGradGuard no_grad;
     for (const auto& [name, p] : model->named_parameters()) {
-      auto it = weights.find(name);
-      if (it == weights.end() || it->second.shape() != p.shape()) {
+      const std::optional<Tensor> w = weights.read(name);
+      if (!w || w->shape() != p.shape()) {
         std::fprintf(stderr, "gpt_logits: %s: '%s' missing or of another shape\n", argv[1],
                      name.c_str());
         return 2;
       }
-      p.copy_(it->second);
+      p.copy_(*w);
     }
     Tensor tokens;
     for (auto& [name, t] : checkpoint::load_safetensors(argv[2]))
