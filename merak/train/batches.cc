@@ -13,16 +13,16 @@ namespace merak::train {
 namespace {
 
 // With data.valid_split, data.files (or the generated corpus) are held out at the tail: `part`
-// says which part a source reads, none when it reads its data whole.
-using Part = std::optional<Split>;
+// says which part a source reads, or that it reads its data whole.
+enum class Part { Whole, Train, Valid };
 
 std::unique_ptr<data::TokenDataset> part_of(const config::Config& c,
                                             std::unique_ptr<data::TokenDataset> whole, Part part) {
-  if (!part) return whole;
+  if (part == Part::Whole) return whole;
   const std::shared_ptr<const data::TokenDataset> all = std::move(whole);
   const int64_t held = int64_t(double(all->size()) * c.data.valid_split);
   const int64_t kept = all->size() - held;
-  return *part == Split::Valid ? data::slice(all, kept, held) : data::slice(all, 0, kept);
+  return part == Part::Valid ? data::slice(all, kept, held) : data::slice(all, 0, kept);
 }
 
 // Text files as one token sequence: bytes, or GPT-2's BPE with <|endoftext|> after each file.
@@ -76,10 +76,10 @@ std::unique_ptr<data::TokenDataset> open_megatron(const config::Config& c,
   std::vector<std::unique_ptr<data::TokenDataset>> sources;
   for (const std::string& prefix : prefixes) {
     sources.push_back(part_of(c, data::open_megatron(prefix), part));
-    if (part && sources.back()->size() == 0)
+    if (part != Part::Whole && sources.back()->size() == 0)
       throw config::ConfigError(
           c.path + ": key 'data.valid_split': the " +
-          (*part == Split::Valid ? "held-out" : "training") + " part of '" + prefix +
+          (part == Part::Valid ? "held-out" : "training") + " part of '" + prefix +
           "' has no tokens (each weighted prefix is split on its own, then blended)");
   }
   return data::blend(std::move(sources), weights, prefixes);
@@ -94,11 +94,13 @@ std::unique_ptr<data::TokenDataset> open_files(const config::Config& c,
 
 std::unique_ptr<data::TokenDataset> open_data(const config::Config& c, Split split) {
   const auto& d = c.data;
-  if (split == Split::Valid && !d.valid.empty()) return open_files(c, d.valid, std::nullopt);
+  if (split == Split::Valid && !d.valid.empty()) return open_files(c, d.valid, Part::Whole);
   if (split == Split::Valid && d.valid_split == 0)
     throw config::ConfigError(c.path + ": key 'eval.every': no validation data (data.valid or "
                               "data.valid_split)");
-  const Part part = d.valid_split > 0 ? Part(split) : std::nullopt;
+  const Part part = d.valid_split == 0      ? Part::Whole
+                    : split == Split::Valid ? Part::Valid
+                                            : Part::Train;
   if (d.source == "generated")
     return part_of(c, data::generated_corpus(d.generated_tokens, d.seed), part);
   return open_files(c, d.files, part);
