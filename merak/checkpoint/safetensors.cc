@@ -150,21 +150,13 @@ void check_layout(std::vector<Entry>& entries, int64_t buffer_bytes, const std::
 
 // ---- file I/O -----------------------------------------------------------------------------
 
-// A FILE* closed on every path out.
-struct File {
-  FILE* f = nullptr;
-  ~File() {
-    if (f) std::fclose(f);
-  }
-};
-
 std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
 
-void save_safetensors(const std::string& path,
-                      const std::vector<std::pair<std::string, Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+SafetensorsWriter::SafetensorsWriter(const std::string& path, const std::vector<Spec>& tensors,
+                                     const std::map<std::string, std::string>& metadata)
+    : path_(path), tensors_(tensors) {
   // The header: metadata first (as the safetensors library writes it), then the tensors with
   // consecutive byte ranges in the given order.
   std::string header = "{";
@@ -182,27 +174,28 @@ void save_safetensors(const std::string& path,
     header += '}';
   }
   std::set<std::string> names;
-  std::vector<Tensor> data;
   int64_t offset = 0;
-  for (const auto& [name, tensor] : tensors) {
-    SAFETENSORS_CHECK(name != "__metadata__", path, "'__metadata__' is not a valid tensor name");
-    SAFETENSORS_CHECK(names.insert(name).second, path, "tensor '", name, "' given twice");
-    SAFETENSORS_CHECK(tensor.defined() && tensor.device().is_cpu(), path, "tensor '", name,
-                      "' is ", tensor.str(), "; only CPU tensors with data can be saved");
-    const Tensor c = tensor.contiguous();
+  for (const Spec& t : tensors) {
+    SAFETENSORS_CHECK(t.name != "__metadata__", path, "'__metadata__' is not a valid tensor name");
+    SAFETENSORS_CHECK(names.insert(t.name).second, path, "tensor '", t.name, "' given twice");
+    const int64_t bytes = byte_size(t.shape, t.dtype);
+    const bool sizes_ok = std::all_of(t.shape.begin(), t.shape.end(), [](int64_t d) {
+      return d >= 0;
+    });
+    SAFETENSORS_CHECK(sizes_ok && bytes >= 0, path, "tensor '", t.name, "' of shape ",
+                      shape_str(t.shape), " has no byte size");
     if (header.size() > 1) header += ',';
-    header += json_quote(name);
+    header += json_quote(t.name);
     header += ":{\"dtype\":\"";
-    header += format_name(c.dtype());
+    header += format_name(t.dtype);
     header += "\",\"shape\":[";
-    for (size_t i = 0; i < c.shape().size(); ++i) {
+    for (size_t i = 0; i < t.shape.size(); ++i) {
       if (i) header += ',';
-      header += std::to_string(c.shape()[i]);
+      header += std::to_string(t.shape[i]);
     }
     header += "],\"data_offsets\":[" + std::to_string(offset) + ',' +
-              std::to_string(offset + c.nbytes()) + "]}";
-    offset += c.nbytes();
-    data.push_back(c);
+              std::to_string(offset + bytes) + "]}";
+    offset += bytes;
   }
   header += '}';
   header.append((8 - header.size() % 8) % 8, ' ');  // data then starts 8-byte aligned
@@ -211,31 +204,77 @@ void save_safetensors(const std::string& path,
   for (int i = 0; i < 8; ++i)
     length[i] = static_cast<unsigned char>(uint64_t(header.size()) >> (8 * i));
 
-  // Write beside the target, make it durable, then rename over it: readers see the old file or
-  // the whole new one.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  File out;
-  out.f = std::fopen(tmp.c_str(), "wb");
-  SAFETENSORS_CHECK(out.f, path, "cannot create temporary file '", tmp, "': ", errno_text());
-  bool ok = std::fwrite(length, 1, 8, out.f) == 8 &&
-            std::fwrite(header.data(), 1, header.size(), out.f) == header.size();
-  for (size_t i = 0; ok && i < data.size(); ++i) {
-    const size_t n = size_t(data[i].nbytes());
-    ok = n == 0 || std::fwrite(data[i].raw_data(), 1, n, out.f) == n;
-  }
-  ok = ok && std::fflush(out.f) == 0 && ::fsync(::fileno(out.f)) == 0;
+  // Written beside the target, made durable, then renamed over it by commit(): readers see the
+  // old file or the whole new one.
+  tmp_ = path + ".tmp." + std::to_string(::getpid());
+  file_ = std::fopen(tmp_.c_str(), "wb");
+  SAFETENSORS_CHECK(file_, path, "cannot create temporary file '", tmp_, "': ", errno_text());
+  if (std::fwrite(length, 1, 8, file_) != 8 ||
+      std::fwrite(header.data(), 1, header.size(), file_) != header.size())
+    abandon("write failed: " + errno_text());
+}
+
+SafetensorsWriter::~SafetensorsWriter() {
+  if (!file_) return;
+  std::fclose(file_);
+  std::remove(tmp_.c_str());
+}
+
+void SafetensorsWriter::abandon(const std::string& problem) {
+  std::fclose(file_);
+  file_ = nullptr;
+  std::remove(tmp_.c_str());
+  SAFETENSORS_FAIL(path_, problem);
+}
+
+void SafetensorsWriter::write(const Tensor& tensor) {
+  SAFETENSORS_CHECK(file_, path_, "write after the file was committed or abandoned");
+  SAFETENSORS_CHECK(written_ < tensors_.size(), path_, "more tensors written than declared (",
+                    tensors_.size(), ")");
+  const Spec& want = tensors_[written_];
+  SAFETENSORS_CHECK(tensor.defined() && tensor.device().is_cpu(), path_, "tensor '", want.name,
+                    "' is ", tensor.str(), "; only CPU tensors with data can be saved");
+  SAFETENSORS_CHECK(tensor.dtype() == want.dtype && tensor.shape() == want.shape, path_,
+                    "tensor '", want.name, "' is ", tensor.str(), ", declared ",
+                    format_name(want.dtype), shape_str(want.shape));
+  const Tensor c = tensor.contiguous();
+  const size_t n = size_t(c.nbytes());
+  if (n != 0 && std::fwrite(c.raw_data(), 1, n, file_) != n) abandon("write failed: " + errno_text());
+  ++written_;
+}
+
+void SafetensorsWriter::commit() {
+  SAFETENSORS_CHECK(file_, path_, "commit after the file was committed or abandoned");
+  if (written_ != tensors_.size())
+    abandon("only " + std::to_string(written_) + " of " + std::to_string(tensors_.size()) +
+            " tensors written");
+  const bool ok = std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0;
   const std::string write_error = errno_text();
-  const bool closed = std::fclose(out.f) == 0;
-  out.f = nullptr;
+  const bool closed = std::fclose(file_) == 0;
+  file_ = nullptr;
   if (!ok || !closed) {
-    std::remove(tmp.c_str());
-    SAFETENSORS_FAIL(path, "write failed: ", ok ? errno_text() : write_error);
+    std::remove(tmp_.c_str());
+    SAFETENSORS_FAIL(path_, "write failed: ", ok ? errno_text() : write_error);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const std::string why = errno_text();
-    std::remove(tmp.c_str());
-    SAFETENSORS_FAIL(path, "cannot rename '", tmp, "' into place: ", why);
+    std::remove(tmp_.c_str());
+    SAFETENSORS_FAIL(path_, "cannot rename '", tmp_, "' into place: ", why);
   }
+}
+
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  std::vector<SafetensorsWriter::Spec> specs;
+  for (const auto& [name, tensor] : tensors) {
+    SAFETENSORS_CHECK(tensor.defined() && tensor.device().is_cpu(), path, "tensor '", name,
+                      "' is ", tensor.str(), "; only CPU tensors with data can be saved");
+    specs.push_back({name, tensor.dtype(), tensor.shape()});
+  }
+  SafetensorsWriter out(path, specs, metadata);
+  for (const auto& entry : tensors) out.write(entry.second);
+  out.commit();
 }
 
 SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {

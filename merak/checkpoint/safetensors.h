@@ -3,6 +3,7 @@
 // follows, and an optional "__metadata__" map of strings.
 #pragma once
 
+#include <cstdio>
 #include <map>
 #include <string>
 #include <utility>
@@ -12,9 +13,40 @@
 
 namespace merak::checkpoint {
 
-// Writes the tensors in the given order, each as a contiguous row-major block, with the header
-// padded by spaces to a multiple of 8 bytes. Atomic: the file appears complete or not at all
-// (written to a temporary file next to it, then renamed).
+// A safetensors file written one tensor at a time, so that a whole model need never be in memory
+// at once: the header for `tensors` (in that order) is written on construction, then each
+// tensor's data by write(), in the same order, each as a contiguous row-major block; the header
+// is padded by spaces to a multiple of 8 bytes. Atomic: everything goes to a temporary file
+// beside `path`, which commit() makes durable and renames over it; a writer destroyed before
+// commit() removes it, and `path` is untouched.
+class SafetensorsWriter {
+ public:
+  struct Spec {
+    std::string name;
+    DType dtype = DType::F32;
+    Shape shape;
+  };
+  SafetensorsWriter(const std::string& path, const std::vector<Spec>& tensors,
+                    const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+
+  // The next declared tensor's data: a CPU tensor of its dtype and shape.
+  void write(const Tensor& tensor);
+  // Every declared tensor written: fsync, then rename into place.
+  void commit();
+
+ private:
+  [[noreturn]] void abandon(const std::string& problem);  // removes the temporary file, throws
+
+  std::string path_, tmp_;
+  std::vector<Spec> tensors_;
+  size_t written_ = 0;
+  FILE* file_ = nullptr;
+};
+
+// All `tensors` through one SafetensorsWriter.
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});

@@ -260,3 +260,41 @@ TEST_CASE("a reader takes only the bytes of the tensor asked for", "[checkpoint]
   CHECK(tensor_bytes(file.read("a")) == tensor_bytes(a));
   CHECK_THROWS_WITH(file.read("b"), Catch::Contains(path) && Catch::Contains("tensor 'b'"));
 }
+
+TEST_CASE("a writer streams declared tensors in order and publishes only when complete",
+          "[checkpoint]") {
+  using merak::checkpoint::SafetensorsWriter;
+  const std::string path = temp_path(kTemp + "writer.safetensors");
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const Tensor a = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor b = Tensor::from_vector<int64_t>({7, -8}, {2});
+  save_safetensors(path, {{"old", Tensor::ones({1})}});
+  {
+    SafetensorsWriter out(path, {{"a", DType::F32, {2, 3}}, {"b", DType::I64, {2}}});
+    CHECK(::access(tmp.c_str(), F_OK) == 0);
+    CHECK_THROWS_WITH(out.write(b), Catch::Contains(path) && Catch::Contains("tensor 'a'") &&
+                                        Catch::Contains("declared"));
+    out.write(a);
+    // Dropped before commit: the temporary file goes, the old file stays.
+  }
+  CHECK(::access(tmp.c_str(), F_OK) != 0);
+  CHECK(load_safetensors(path)[0].first == "old");
+  {
+    SafetensorsWriter out(path, {{"a", DType::F32, {2, 3}}, {"b", DType::I64, {2}}});
+    out.write(a);
+    CHECK_THROWS_WITH(out.commit(), Catch::Contains("only 1 of 2 tensors written"));
+  }
+  CHECK(load_safetensors(path)[0].first == "old");
+  SafetensorsWriter out(path, {{"a", DType::F32, {2, 3}}, {"b", DType::I64, {2}}},
+                        {{"format", "pt"}});
+  out.write(a.transpose(0, 1).contiguous().transpose(0, 1));  // a strided view of the same values
+  out.write(b);
+  out.commit();
+  std::map<std::string, std::string> meta;
+  const auto t = load_safetensors(path, &meta);
+  REQUIRE(t.size() == 2);
+  CHECK(tensor_bytes(t[0].second) == tensor_bytes(a));
+  CHECK(tensor_bytes(t[1].second) == tensor_bytes(b));
+  CHECK(meta.at("format") == "pt");
+  CHECK(::access(tmp.c_str(), F_OK) != 0);
+}

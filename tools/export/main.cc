@@ -8,9 +8,12 @@
 // command line or checkpoint (one line naming the file or tensor) or an output that cannot be
 // written (one line naming -o; never a file of the checkpoint itself), 1 any other failure.
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +28,8 @@
 namespace {
 
 const char* kTool = "merak_export";
+// How much of the model is in memory at once (or one tensor, when larger).
+constexpr int64_t kBatchBytes = int64_t(1) << 30;
 const char* kUsage =
     "usage: merak_export --checkpoint PATH -o FILE.safetensors [--names merak|hf-gpt2]\n";
 
@@ -92,34 +97,80 @@ int main(int argc, char** argv) {
     if (names == "hf-gpt2" && cfg.model.family != "gpt")
       cli::fail(kTool, 2, "--names hf-gpt2 is for GPT models; " + step_dir + " holds a " +
                               cfg.model.family);
-    // Every parameter whole, read in one go (the reader plans the files' reads together).
+    // The header first, from the index; then the parameters in batches of about kBatchBytes
+    // (read together, so the reader can plan their files' reads), each written and freed
+    // before the next batch is read: a 20B model's 80 GB of f32 need never be in memory.
     std::vector<checkpoint::RegionRead> reads;
-    for (const auto& [name, entry] : index.tensors)
-      if (!is_optimizer_state(name))
-        reads.push_back({name, entry.shape, entry.dtype, checkpoint::whole(entry.shape),
-                         Tensor::empty(entry.shape, entry.dtype)});
-    checkpoint::read_regions(index, reads);
-    std::vector<std::pair<std::string, Tensor>> tensors;
-    int64_t elements = 0;
-    for (const checkpoint::RegionRead& r : reads) {
-      elements += r.out.numel();
+    std::vector<checkpoint::SafetensorsWriter::Spec> specs;
+    std::vector<bool> transpose;
+    int64_t elements = 0, total_bytes = 0;
+    for (const auto& [name, entry] : index.tensors) {
+      if (is_optimizer_state(name)) continue;
+      reads.push_back({name, entry.shape, entry.dtype, checkpoint::whole(entry.shape), Tensor()});
+      elements += merak::numel(entry.shape);
+      total_bytes += merak::numel(entry.shape) * int64_t(dtype_size(entry.dtype));
       if (names == "merak") {
-        tensors.emplace_back(r.tensor, r.out);
+        specs.push_back({name, entry.dtype, entry.shape});
+        transpose.push_back(false);
         continue;
       }
-      const models::ExternalName hf = models::hf_gpt2_name(r.tensor);
+      const models::ExternalName hf = models::hf_gpt2_name(name);
       if (hf.name.empty())
-        cli::fail(kTool, 2, step_dir + ": parameter '" + r.tensor + "' has no GPT-2 name");
-      tensors.emplace_back(hf.name, hf.transpose ? r.out.transpose(0, 1).contiguous() : r.out);
+        cli::fail(kTool, 2, step_dir + ": parameter '" + name + "' has no GPT-2 name");
+      Shape shape = entry.shape;
+      if (hf.transpose) std::swap(shape[0], shape[1]);  // Conv1D's [in, out]
+      specs.push_back({hf.name, entry.dtype, shape});
+      transpose.push_back(hf.transpose);
+    }
+    std::optional<checkpoint::SafetensorsWriter> file;
+    auto output_error = [&](const Error& e) {  // a full disk, a directory not writable
+      cli::fail(kTool, 2, "-o " + out + ": " + e.what());
+    };
+    try {
+      file.emplace(out, specs, std::map<std::string, std::string>{{"format", "pt"}});
+    } catch (const Error& e) {
+      output_error(e);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto shown = start;
+    int64_t done_bytes = 0;
+    for (size_t begin = 0; begin < reads.size();) {
+      size_t end = begin;
+      int64_t batch_bytes = 0;
+      while (end < reads.size() && (end == begin || batch_bytes < kBatchBytes)) {
+        reads[end].out = Tensor::empty(reads[end].global_shape, reads[end].dtype);
+        batch_bytes += reads[end].out.nbytes();
+        ++end;
+      }
+      checkpoint::read_regions(  // the copies share `out`'s storage
+          index, std::vector<checkpoint::RegionRead>(reads.begin() + begin, reads.begin() + end));
+      for (size_t i = begin; i < end; ++i) {
+        const Tensor t = transpose[i] ? reads[i].out.transpose(0, 1).contiguous() : reads[i].out;
+        try {
+          file->write(t);
+        } catch (const Error& e) {
+          output_error(e);
+        }
+        reads[i].out = Tensor();  // freed before the next batch is read
+      }
+      done_bytes += batch_bytes;
+      begin = end;
+      const auto now = std::chrono::steady_clock::now();
+      if (now - shown > std::chrono::seconds(5) && begin < reads.size()) {
+        shown = now;
+        std::fprintf(stderr, "merak_export: %.1f of %.1f GB (%.0f s)\n", double(done_bytes) / 1e9,
+                     double(total_bytes) / 1e9,
+                     std::chrono::duration<double>(now - start).count());
+      }
     }
     try {
-      checkpoint::save_safetensors(out, tensors, {{"format", "pt"}});
-    } catch (const Error& e) {  // a full disk, a directory not writable: the user's to fix
-      cli::fail(kTool, 2, "-o " + out + ": " + e.what());
+      file->commit();
+    } catch (const Error& e) {
+      output_error(e);
     }
     std::printf("merak_export: %zu tensors (%.2fM parameters) of step %lld from %s to %s (%s "
                 "names)\n",
-                tensors.size(), double(elements) / 1e6, static_cast<long long>(index.step),
+                specs.size(), double(elements) / 1e6, static_cast<long long>(index.step),
                 step_dir.c_str(), out.c_str(), names.c_str());
     return 0;
   } catch (const checkpoint::CheckpointError& e) {
