@@ -1,4 +1,5 @@
 // Records op calls onto the tape: the autograd side of the dispatcher's observer hook.
+#include <cstdint>
 #include <memory>
 
 #include "merak/autograd/grad_mode.h"
@@ -35,10 +36,10 @@ class Recorder final : public ops::OpObserver {
     node->num_outputs = int(outputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       node->next.push_back(needs[i] ? gradient_edge(inputs[i]) : Edge{});
-      node->inputs.push_back(saved_or_meta(inputs[i], (op.saves_inputs >> i) & 1u));
+      node->inputs.push_back(saved_or_meta(inputs[i], op.saves_input(i)));
     }
     for (size_t k = 0; k < outputs.size(); ++k)
-      node->outputs.push_back(saved_or_meta(outputs[k], (op.saves_outputs >> k) & 1u));
+      node->outputs.push_back(saved_or_meta(outputs[k], op.saves_output(k)));
 
     const size_t differentiable = op.grad_outputs < 0 ? outputs.size() : size_t(op.grad_outputs);
     for (size_t k = 0; k < outputs.size() && k < differentiable; ++k) {

@@ -21,12 +21,13 @@ PreLnBlock::PreLnBlock(const BlockOptions& o)
       attn(add<SelfAttention>("attn", o.hidden, o.heads, true, o.init_std, o.proj_std)),
       ln_2(add<LayerNorm>("ln_2", o.hidden, o.ln_eps)),
       mlp(add<Mlp>("mlp", o.hidden, o.ffn_hidden, "tanh", o.init_std, o.proj_std)),
-      drop_(add<Dropout>("drop", o.dropout)) {}
+      attn_drop(add<Dropout>("attn_drop", o.dropout)),
+      mlp_drop(add<Dropout>("mlp_drop", o.dropout)) {}
 
 Tensor PreLnBlock::forward(const Tensor& x) const {
   const ops::ScopeGuard scope(path());
-  const Tensor h = ops::add(x, drop_.forward(attn.forward(ln_1.forward(x))));
-  return ops::add(h, drop_.forward(mlp.forward(ln_2.forward(h))));
+  const Tensor h = ops::add(x, attn_drop.forward(attn.forward(ln_1.forward(x))));
+  return ops::add(h, mlp_drop.forward(mlp.forward(ln_2.forward(h))));
 }
 
 PostLnLayer::PostLnLayer(const BlockOptions& o)
@@ -34,12 +35,14 @@ PostLnLayer::PostLnLayer(const BlockOptions& o)
       ln_1(add<LayerNorm>("ln_1", o.hidden, o.ln_eps)),
       mlp(add<Mlp>("mlp", o.hidden, o.ffn_hidden, "none", o.init_std, o.proj_std)),
       ln_2(add<LayerNorm>("ln_2", o.hidden, o.ln_eps)),
-      drop_(add<Dropout>("drop", o.dropout)) {}
+      attn_drop(add<Dropout>("attn_drop", o.dropout)),
+      mlp_drop(add<Dropout>("mlp_drop", o.dropout)) {}
 
 Tensor PostLnLayer::forward(const Tensor& x, const Tensor& key_padding_mask) const {
   const ops::ScopeGuard scope(path());
-  const Tensor h = ln_1.forward(ops::add(x, drop_.forward(attn.forward(x, key_padding_mask))));
-  return ln_2.forward(ops::add(h, drop_.forward(mlp.forward(h))));
+  const Tensor h =
+      ln_1.forward(ops::add(x, attn_drop.forward(attn.forward(x, key_padding_mask))));
+  return ln_2.forward(ops::add(h, mlp_drop.forward(mlp.forward(h))));
 }
 
 }  // namespace merak::nn

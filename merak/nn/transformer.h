@@ -35,9 +35,10 @@ class PreLnBlock : public Module {
   SelfAttention& attn;
   LayerNorm& ln_2;
   Mlp& mlp;
-
- private:
-  Dropout& drop_;
+  // One module per residual branch: a mask is a function of the module's key, so a shared
+  // module would drop both branches at the same positions (PyTorch draws them independently).
+  Dropout& attn_drop;
+  Dropout& mlp_drop;
 };
 
 // BERT: ln_1(x + attn(x)), then ln_2(. + mlp(.)), bidirectional with a key padding mask.
@@ -49,9 +50,8 @@ class PostLnLayer : public Module {
   LayerNorm& ln_1;
   Mlp& mlp;
   LayerNorm& ln_2;
-
- private:
-  Dropout& drop_;
+  Dropout& attn_drop;  // one per branch, as in PreLnBlock
+  Dropout& mlp_drop;
 };
 
 }  // namespace merak::nn

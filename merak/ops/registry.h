@@ -154,6 +154,10 @@ struct OpDef {
   // by autograd; the memory model counts them as activation memory.
   uint32_t saves_inputs = 0;
   uint32_t saves_outputs = 0;
+  // Bit i of those; a variadic op (concat, split) may have more than 32 inputs or outputs, which
+  // are never saved (and shifting by 32 or more is undefined).
+  bool saves_input(size_t i) const { return i < 32 && ((saves_inputs >> i) & 1u); }
+  bool saves_output(size_t k) const { return k < 32 && ((saves_outputs >> k) & 1u); }
   int grad_outputs = -1;                 // how many leading outputs carry gradients (-1: all)
   // Backward computes each input's gradient on its own, honouring needs_input_grad (linear's dx
   // and dW are separate products): a zero-bubble pipeline may then ask for the activation

@@ -204,9 +204,9 @@ GraphFacts analyze(const graph::Graph& g, const std::map<std::string, int64_t>& 
           nf.saved.push_back(root);
       };
       for (size_t i = 0; i < nf.inputs.size(); ++i)
-        if (nf.inputs[i] >= 0 && ((nf.op->saves_inputs >> i) & 1u)) keep(nf.inputs[i]);
+        if (nf.inputs[i] >= 0 && nf.op->saves_input(i)) keep(nf.inputs[i]);
       for (size_t k = 0; k < nf.outputs.size(); ++k)
-        if ((nf.op->saves_outputs >> k) & 1u) keep(nf.outputs[k]);
+        if (nf.op->saves_output(k)) keep(nf.outputs[k]);
     }
     f.nodes.push_back(std::move(nf));
   }

@@ -2,12 +2,16 @@
 
 #include <cmath>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "merak/autograd/checkpoint.h"
 #include "merak/autograd/engine.h"
 #include "merak/autograd/grad_mode.h"
 #include "merak/autograd/node.h"
 #include "merak/ops/collectives.h"
+#include "merak/ops/dispatch.h"
+#include "merak/ops/registry.h"
 #include "merak/core/pending.h"
 #include "merak/core/philox.h"
 #include "merak/ops/functional.h"
@@ -284,4 +288,50 @@ TEST_CASE("a backward split in two gives a single backward's gradients, bit for 
   autograd::backward({s.loss()}, {one}, defer, later);
   CHECK_THROWS_WITH(autograd::backward({s.loss()}, {one}, defer, later),
                     Catch::Contains("run_deferred"));
+}
+
+namespace {
+// A variadic op whose backward (by its declaration) reads input 0 only: with more than 32
+// inputs, the recorder must not read bit 32 of its saves_inputs mask (an undefined shift that
+// x86 performs as a shift by 0, which would save input 32 too).
+MERAK_REGISTER_OP(autograd_test_sum_n) {
+  ops::OpDef d;
+  d.name = "autograd_test_sum_n";
+  d.doc = "xs[0] + xs[1] + ... (test op)";
+  d.inputs = {"xs"};
+  d.variadic = true;
+  d.outputs = {"y"};
+  d.saves_inputs = 1u;
+  d.infer = [](const std::vector<ops::TensorMeta>& in, const ops::Attrs&) {
+    return std::vector<ops::TensorMeta>{in[0]};
+  };
+  d.backward = [](const ops::BackwardCtx& c) {
+    return std::vector<Tensor>(c.inputs.size(), c.grad_outputs[0]);
+  };
+  return d;
+}
+MERAK_REGISTER_KERNEL(autograd_test_sum_n, CPU,
+                      [](const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                         const ops::Attrs&) {
+                        float* y = out[0].data<float>();
+                        for (int64_t j = 0; j < out[0].numel(); ++j) y[j] = 0;
+                        for (const Tensor& x : in)
+                          for (int64_t j = 0; j < x.numel(); ++j) y[j] += x.data<float>()[j];
+                      });
+}  // namespace
+
+TEST_CASE("ops with more than 32 inputs save only the inputs their mask names", "[autograd]") {
+  std::vector<Tensor> xs;
+  for (int i = 0; i < 40; ++i) xs.push_back(param({2}, ("x" + std::to_string(i)).c_str()));
+  const Tensor s = ops::call1(ops::Registry::get().at("autograd_test_sum_n"), xs);
+  auto* node = dynamic_cast<autograd::OpNode*>(s.grad_fn().get());
+  REQUIRE(node != nullptr);
+  REQUIRE(node->inputs.size() == 40);
+  CHECK_FALSE(node->inputs[0].is_meta());
+  for (size_t i = 1; i < 40; ++i) {
+    INFO(i);
+    CHECK(node->inputs[i].is_meta());
+  }
+  autograd::backward(F::sum(s));
+  for (const Tensor& x : xs) CHECK(vec(x.grad()) == std::vector<float>{1, 1});
 }

@@ -1,10 +1,15 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include "merak/autograd/engine.h"
 #include "merak/core/philox.h"
+#include "merak/graph/tracer.h"
 #include "merak/nn/layers.h"
+#include "merak/ops/dispatch.h"
 #include "merak/ops/functional.h"
 #include "models/bert.h"
 #include "models/gpt.h"
@@ -140,6 +145,67 @@ TEST_CASE("dropout: identity in eval mode, re-derivable masks in training", "[nn
   set_rng_stream(3);
   CHECK(gpt.logits(b.tokens).to_vector<float>() == eval1);
   CHECK_THROWS_WITH(nn::Dropout(1.0), Catch::Contains("outside [0, 1)"));
+}
+
+namespace {
+
+// Each dropout call's module path and key, in call order.
+struct DropoutCalls : ops::OpObserver {
+  DropoutCalls() { ops::add_observer(this); }
+  ~DropoutCalls() override { ops::remove_observer(this); }
+  void on_op(const ops::OpDef& op, const std::vector<Tensor>&, std::vector<Tensor>&,
+             const ops::Attrs& attrs) override {
+    if (op.name == "dropout") calls.emplace_back(ops::current_scope(), attrs.i("key"));
+  }
+  std::vector<std::pair<std::string, int64_t>> calls;
+};
+
+}  // namespace
+
+TEST_CASE("dropout: each residual branch of a block draws its own mask", "[nn][dropout]") {
+  for (const std::string family : {"gpt", "bert"}) {
+    INFO(family);
+    ModelOptions o = tiny_gpt();
+    o.family = family;
+    o.dropout = 0.5;
+    auto model = models::make_model(o);
+    model->materialize(5);
+    models::Batch b = lm_batch(1, 8, 64);
+    b.segment_ids = Tensor::zeros({1, 8}, DType::I64);
+    b.attention_mask = Tensor::full({1, 8}, 1, DType::Bool);
+    b.mlm_targets = b.targets;
+    b.nsp_labels = Tensor::from_vector<int64_t>({1}, {1});
+    set_rng_stream(4);
+    DropoutCalls seen;
+    model->loss(b);
+    // The embedding's dropout, then the attention and MLP branches of each layer.
+    const std::string block = family == "gpt" ? "blocks.0" : "layers.0";
+    REQUIRE(seen.calls.size() == 1 + 2 * size_t(o.layers));
+    CHECK(seen.calls[1].first == block + ".attn_drop");
+    CHECK(seen.calls[2].first == block + ".mlp_drop");
+    std::set<int64_t> keys;
+    for (const auto& call : seen.calls) keys.insert(call.second);
+    CHECK(keys.size() == seen.calls.size());
+    // Same stream and shape: the two branches' masks differ only through their keys.
+    const Tensor ones = Tensor::full({4, 32}, 1, DType::F32);
+    CHECK(ops::dropout(ones, 0.5, uint64_t(seen.calls[1].second), 4).to_vector<float>() !=
+          ops::dropout(ones, 0.5, uint64_t(seen.calls[2].second), 4).to_vector<float>());
+  }
+  // The traced graph (what the runtime runs) carries the same distinct keys.
+  ModelOptions o = tiny_gpt();
+  o.dropout = 0.1;
+  auto model = models::make_model(o);
+  const auto g = graph::trace_model(*model, 1, 8, 5);
+  std::set<std::string> names;
+  std::set<int64_t> keys;
+  for (const auto& n : g.graph().nodes()) {
+    if (n.op() != "dropout") continue;
+    names.insert(n.name());
+    keys.insert(n.attrs().at("key").i());
+  }
+  CHECK(names.count("blocks.0.attn_drop/dropout_0") == 1);
+  CHECK(names.count("blocks.0.mlp_drop/dropout_0") == 1);
+  CHECK(keys.size() == 1 + 2 * size_t(o.layers));
 }
 
 TEST_CASE("BERT: MLM + NSP loss at init, padding masked, names", "[nn][bert]") {

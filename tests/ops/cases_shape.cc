@@ -322,6 +322,13 @@ TEST_CASE("shape ops: errors name the shapes") {
   const ops::Attrs dim0 = ops::complete_attrs(concat, ops::Attrs().set("dim", 0));
   CHECK_THROWS_WITH(ops::infer(concat, huge, dim0), Catch::Contains("overflow"));
   CHECK_THROWS_WITH(ops::expand(x, {2, 4}), Catch::Contains("[2, 3]"));
+  // Negative sizes are refused where the input's size is 1 too, not only in new leading dims.
+  CHECK_THROWS_WITH(ops::expand(Tensor::zeros({1, 3}), {-5, 3}),
+                    Catch::Contains("cannot expand x [1, 3] to [-5, 3]: negative size in dim 0"));
+  CHECK_THROWS_WITH(ops::expand(Tensor::zeros({2, 1}), {2, -3}),
+                    Catch::Contains("to [2, -3]: negative size in dim 1"));
+  CHECK_THROWS_WITH(ops::expand(x, {-1, 2, 3}), Catch::Contains("negative size in dim 0 (-1"));
+  CHECK(ops::expand(Tensor::zeros({1, 3}), {0, 3}).numel() == 0);
   CHECK_THROWS_WITH(ops::permute(x, {0, 0}), Catch::Contains("repeats"));
 }
 

@@ -38,12 +38,12 @@ Shape expand_target(const Shape& in, const Shape& target) {
   const size_t lead = target.size() - in.size();
   Shape out = target;
   for (size_t i = 0; i < target.size(); ++i) {
-    if (i < lead) {
-      MERAK_CHECK(target[i] >= 0, "expand to ", shape_str(target), ": -1 in a new leading dim");
-      continue;
-    }
+    if (i >= lead && out[i] == -1) out[i] = in[i - lead];
+    // Checked in every dim: an input size of 1 would let any other negative size through below.
+    MERAK_CHECK(out[i] >= 0, "cannot expand x ", shape_str(in), " to ", shape_str(target),
+                ": negative size in dim ", i, i < lead ? " (-1 keeps an existing dim only)" : "");
+    if (i < lead) continue;
     const int64_t s = in[i - lead];
-    if (out[i] == -1) out[i] = s;
     MERAK_CHECK(s == out[i] || s == 1, "cannot expand x ", shape_str(in), " to ",
                 shape_str(target));
   }
