@@ -62,7 +62,8 @@ std::vector<int64_t> min_max_cuts(int64_t n, int64_t p, Walk& walk, double* best
 }
 
 // Our split's walk: a stage costs its time as the recomputation mode runs it (StageModel::
-// recomputes), and is not allowed beyond the memory limit.
+// recomputes), and is not allowed beyond the memory limit or where it splits a shared parameter's
+// readers off the first and last stage (StageModel::keeps_ties).
 class TimeWalk {
  public:
   TimeWalk(const StageModel& model, int64_t stages, double limit)
@@ -81,6 +82,7 @@ class TimeWalk {
                    : model_.compute(s_, stages_, c_.first, c_.end, mode_ == Recompute::Full);
   }
   double cost(double best) {
+    if (!model_.keeps_ties(s_, stages_, c_)) return kInf;
     // Memory is only asked of a stage that may win: under AsNeeded, its time without
     // recomputing is the least it can take.
     if (mode_ == Recompute::AsNeeded) {
@@ -200,13 +202,33 @@ std::vector<int64_t> split_from_the_end(const StageModel& model, int64_t p, Open
 }
 
 // A split each of whose stages fits in `cap` bytes, recomputing wherever the mode lets a stage
-// (its least memory); empty when there is none (exact: memory is the kind split_from_the_end
-// needs).
-std::vector<int64_t> split_under_memory(const StageModel& model, int64_t p, double cap) {
+// (its least memory), and (with `ties`) keeps_ties; empty when there is none. Exact for memory,
+// the kind split_from_the_end needs; ties are that kind too except for a middle stage that
+// holds every reader of a shared parameter (taking its last reader off breaks the tie), which
+// this may miss: partition_pipeline's exact search settles that case.
+std::vector<int64_t> split_under_memory(const StageModel& model, int64_t p, double cap,
+                                        bool ties = true) {
   return split_from_the_end(
       model, p,
       [&](int64_t s, const StageContents& c) { return model.memory_floor(s, p, c) <= cap; },
-      [&](int64_t s, const StageContents& c) { return model.memory(s, p, c, true) <= cap; });
+      [&](int64_t s, const StageContents& c) {
+        return (!ties || model.keeps_ties(s, p, c)) && model.memory(s, p, c, true) <= cap;
+      });
+}
+
+// The shared parameters, for messages: "'w' (nodes 'a' .. 'b')", the first few.
+std::string shared_params_text(const StageModel& model) {
+  const GraphFacts& g = model.graph();
+  std::string out;
+  const std::vector<int>& shared = model.shared_params();
+  for (size_t k = 0; k < shared.size() && k < 3; ++k) {
+    const ValueFacts& v = g.values[size_t(shared[k])];
+    const std::string& first = g.nodes[size_t(v.readers.front())].node->name();
+    const std::string& last = g.nodes[size_t(v.readers.back())].node->name();
+    out += (k ? ", '" : "'") + v.name + "' (nodes '" + first + "' .. '" + last + "')";
+  }
+  if (shared.size() > 3) out += " and " + std::to_string(shared.size() - 3) + " more";
+  return out;
 }
 
 // An upper bound on the best split's cost: splits found by split_from_the_end whose stages each
@@ -217,6 +239,7 @@ std::vector<int64_t> split_under_memory(const StageModel& model, int64_t p, doub
 double found_split_cost(const StageModel& model, int64_t p, double limit) {
   const int64_t n = model.nodes();
   auto cost = [&](int64_t s, const StageContents& c) {
+    if (!model.keeps_ties(s, p, c)) return kInf;
     const bool recompute = model.recomputes(s, p, c, limit);
     if (limit > 0 && model.memory(s, p, c, recompute) > limit) return kInf;
     return model.time(s, p, c.first, c.end, recompute);
@@ -298,6 +321,27 @@ Partition partition_pipeline(const StageModel& model, int64_t stages, double mem
       cuts = min_max_cuts(n, stages, walk, &best, bound, &room);
     }
     if (cuts.empty()) cuts = min_max_cuts(n, stages, walk, &best);
+  } else if (!model.shared_params().empty() &&
+             !split_under_memory(model, stages, memory_limit, false).empty()) {
+    // Memory alone allows a split: whether one also keeps the ties, the exact search decides.
+    cuts = min_max_cuts(n, stages, walk, &best);
+  }
+  const bool ties_bind = cuts.empty() && !model.shared_params().empty() &&
+                         (memory_limit <= 0 ||
+                          !split_under_memory(model, stages, memory_limit, false).empty());
+  if (ties_bind) {
+    // A parameter read on two stages is summed over the first and the last only (the grid's
+    // tied group): no split keeps its readers there, or on one stage.
+    const std::string what = "no split into " + std::to_string(stages) +
+                             " pipeline stages keeps the readers of each shared parameter on "
+                             "the first and last stage or all on one stage: " +
+                             shared_params_text(model);
+    TimeWalk unlimited(model, stages, 0);
+    if (memory_limit <= 0 || min_max_cuts(n, stages, unlimited, &best).empty())
+      throw Error(what);
+    char limit[32];
+    std::snprintf(limit, sizeof limit, "%.1f", memory_limit / double(1 << 30));
+    throw NoFit(what + ", within " + limit + " GiB per device", min_peak_memory(model, stages));
   }
   if (cuts.empty()) {
     const double need = min_peak_memory(model, stages);

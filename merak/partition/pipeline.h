@@ -13,6 +13,11 @@
 // bisected time cap, bounds the answer, so the program only looks below it and skips the cut
 // points no cheaper split passes through.
 //
+// A trainable parameter read on two stages is tied: the runtime sums its copies' gradients over
+// the grid's tied group, the first and the last stage. So every split (ours, as planned and
+// searched) keeps the readers of a parameter read by several nodes on the first and last stage,
+// or all on one stage; where none can, partition_pipeline says so, naming the parameter.
+//
 // The baselines, on the same cost model: uniform layers per stage (Megatron: the blocks split
 // evenly, embeddings on the first stage, head on the last) and parameter-balanced stages
 // (DeepSpeed's and Merak's partition_method "parameters": blocks, embedding and head as units,
@@ -54,7 +59,8 @@ Partition evaluate(const StageModel& model, const std::vector<int64_t>& cuts,
                    const std::string& method, double memory_limit = 0);
 
 // Exact min-max split into `stages` stages of at most `memory_limit` bytes each (<= 0: no
-// limit). Throws NoFit, or an Error when there are fewer nodes than stages.
+// limit) that keeps every shared parameter's readers as above. Throws NoFit, or an Error when
+// there are fewer nodes than stages or no split keeps the ties (whatever the memory).
 Partition partition_pipeline(const StageModel& model, int64_t stages, double memory_limit);
 
 // The smallest per-device memory of any split into `stages` stages (exact: the feasibility test

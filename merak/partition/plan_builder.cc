@@ -129,7 +129,10 @@ Plan build_plan(const std::vector<TpRank>& tp_ranks, const StageModel& model,
   plan.set_imbalance(ours.imbalance());
   plan.set_predicted_step_seconds(double(st.memory.micro_batches + st.pp - 1) * slowest);
 
-  // Parameters read on more than one stage (tied weights), from tp rank 0's graph.
+  // Parameters read on more than one stage (tied weights), from tp rank 0's graph. The runtime
+  // sums a trainable one's gradients over the tied group, the first and the last stage
+  // (interleaved: model stages, the first and last chunk); partition_pipeline keeps to that, and
+  // a split that does not is refused here, before any rank runs it.
   const GraphFacts& f0 = facts[0];
   std::map<std::string, std::vector<int64_t>> stages_using;
   for (const graph::Initializer& init : base.graph().initializers()) {
@@ -137,7 +140,15 @@ Plan build_plan(const std::vector<TpRank>& tp_ranks, const StageModel& model,
     std::set<int64_t> on;
     for (int reader : f0.values[size_t(id)].readers) on.insert(stage_of(reader));
     stages_using[init.name()] = std::vector<int64_t>(on.begin(), on.end());
-    if (on.size() > 1) plan.add_tied_params(init.name());
+    if (on.size() < 2) continue;
+    plan.add_tied_params(init.name());
+    if (!init.trainable() || (*on.begin() == 0 && *on.rbegin() == st.pp - 1 && on.size() == 2))
+      continue;
+    std::string list;
+    for (int64_t q : on) list += (list.empty() ? "" : ", ") + std::to_string(q);
+    throw Error("parameter '" + init.name() + "' is read on pipeline stages " + list + " of " +
+                std::to_string(st.pp) + " (counting from 0): a parameter read on several stages " +
+                "must be read on the first and the last only, whose copies' gradients are summed");
   }
 
   // Groups.

@@ -82,6 +82,18 @@ StageModel::StageModel(const GraphFacts& g, const CostModel& cost, const MemoryO
     saved.push_back({cost.value_bytes(v.meta), savers[r]});
   }
   params_ = file_uses(params);
+  shared_lo_.resize(n);
+  shared_hi_.resize(n);
+  for (size_t k = 0; k < n; ++k) shared_lo_[k] = shared_hi_[k] = int64_t(k);
+  for (size_t id = 0; id < g.values.size(); ++id) {
+    const ValueFacts& v = g.values[id];
+    if (v.kind != ValueFacts::Kind::Param || v.readers.size() < 2) continue;
+    shared_.push_back(int(id));
+    for (int r : v.readers) {
+      shared_lo_[size_t(r)] = std::min<int64_t>(shared_lo_[size_t(r)], v.readers.front());
+      shared_hi_[size_t(r)] = std::max<int64_t>(shared_hi_[size_t(r)], v.readers.back());
+    }
+  }
   constants_ = file_uses(constants);
   saved_ = file_uses(saved);
 
@@ -138,6 +150,8 @@ StageModel::Uses StageModel::file_uses(
 StageContents StageModel::empty(int64_t j) const {
   StageContents c;
   c.first = c.end = j;
+  c.shared_first = j;
+  c.shared_last = j - 1;
   return c;
 }
 
@@ -153,6 +167,8 @@ void StageModel::grow(StageContents& c) const {
   c.working = std::max(c.working, work_[i]);
   c.deferred.inputs += deferred_[i].inputs;
   c.deferred.grads += deferred_[i].grads;
+  c.shared_first = std::min(c.shared_first, shared_lo_[i]);
+  c.shared_last = std::max(c.shared_last, shared_hi_[i]);
 }
 
 StageContents StageModel::contents(int64_t i, int64_t j) const {

@@ -34,6 +34,9 @@ struct StageEstimate {
 struct StageContents {
   int64_t first = 0, end = 0;
   double params = 0, constants = 0, activations = 0, working = 0;
+  // The first and last node reading a shared parameter that a node of the stage reads (the
+  // stage's own bounds when none): keeps_ties() compares them with the stage's.
+  int64_t shared_first = 0, shared_last = -1;
   DeferredBytes deferred;  // one micro-batch's zero-bubble WeightGrad state (memory.h)
 };
 
@@ -65,6 +68,18 @@ class StageModel {
   // and no stage [i', end), i' <= first, needs less.
   double memory(int64_t stage, int64_t stages, const StageContents& c, bool recompute) const;
   double memory_floor(int64_t stage, int64_t stages, const StageContents& c) const;
+
+  // Trainable parameters read by more than one node (value indices, ascending): on two stages,
+  // such a parameter is tied, its copies' gradients summed over the grid's tied group, which is
+  // the first and the last stage (interleaved: chunk 0 of pipeline rank 0 and the last chunk of
+  // the last pipeline rank; the plan counts these model stages 0 and stages - 1).
+  const std::vector<int>& shared_params() const { return shared_; }
+  // Whether stage `stage` of `stages` holding `c` keeps to that: the first and last stage may
+  // read any parameter; a middle one only parameters all of whose readers it holds.
+  bool keeps_ties(int64_t stage, int64_t stages, const StageContents& c) const {
+    return stage == 0 || stage + 1 == stages ||
+           (c.shared_first >= c.first && c.shared_last < c.end);
+  }
 
   // Whether the stage holding `c` recomputes under the mode on a device of `limit` bytes (<= 0:
   // no limit): Full wherever it can; AsNeeded where it can and would not fit the limit without.
@@ -106,6 +121,9 @@ class StageModel {
   Uses params_, constants_, saved_;  // elements, bytes, bytes
   std::vector<double> work_;         // per node: its backward's working set
   std::vector<DeferredBytes> deferred_;  // per node: what a zero-bubble WeightGrad keeps of it
+  std::vector<int> shared_;
+  // Per node: the first and last node reading a shared parameter it reads (itself when none).
+  std::vector<int64_t> shared_lo_, shared_hi_;
 };
 
 }  // namespace merak::partition

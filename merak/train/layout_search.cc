@@ -127,8 +127,11 @@ std::vector<Layout> enumerate(const config::Config& c, int64_t world, int64_t pe
               l.virtual_stages = is_auto(c, "parallel.virtual_stages") ? 2 : p.virtual_stages;
             else if (!is_auto(c, "parallel.virtual_stages"))
               l.virtual_stages = p.virtual_stages;
+            // More stages than layers: not searched for, but a fixed pp (and a fixed v, or one
+            // a non-interleaved schedule ignores) is the user's to choose.
             if (l.pp * l.virtual_stages > c.model.layers &&
-                (is_auto(c, "parallel.pp") || is_auto(c, "parallel.virtual_stages")))
+                (is_auto(c, "parallel.pp") ||
+                 (sc == "interleaved" && is_auto(c, "parallel.virtual_stages"))))
               continue;
             // The config's own rules (interleaved's micro-batch multiple, ZeRO-1 with 16-bit
             // replicas, ...): a layout the run would refuse is not a candidate.

@@ -44,6 +44,9 @@ grep -q "^predicted step: $step s (the layout search's" <<< "$out" ||
 
 # A fixed pp above the 4 layers: the partitioner cuts inside blocks, as the run does.
 run 0 "^chosen: dp 1, pp 5, tp 1" "${tiny[@]}" --set parallel.pp=5 --dry-run --world 5
+# Also with virtual_stages auto under a schedule that has none (gpt20b at pp 48 of 44 layers).
+run 0 "^chosen: dp 1, pp 5, tp 1, .*1f1b" "${tiny[@]}" --set parallel.pp=5 \
+  --set parallel.schedule=1f1b --set parallel.virtual_stages=auto --dry-run --world 5
 
 # tp 2 cannot split an FFN of 3: the tensor-parallel pass's reason, not a memory figure.
 run 2 "can split the model: .*into 3 features, not divisible by 2" "${tiny[@]}" \
