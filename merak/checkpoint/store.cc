@@ -559,4 +559,36 @@ Index read_index(const std::string& step_dir) {
   return index;
 }
 
+namespace {
+
+// The text of state `key`, with what an error about it begins with.
+const std::string& state_text(const Index& index, const std::string& key, std::string* where) {
+  *where = index.dir + "/index.json: state '" + key + "'";
+  auto it = index.state.find(key);
+  if (it == index.state.end()) fail(*where + " is missing");
+  return it->second;
+}
+
+}  // namespace
+
+int64_t state_count(const Index& index, const std::string& key) {
+  std::string where;
+  const std::string& text = state_text(index, key, &where);
+  // is_number first: strtoll alone would take a prefix, or skip spaces and a '+'.
+  const bool whole = is_number(text) && text.find_first_of(".eE") == std::string::npos;
+  const long long v = whole ? std::strtoll(text.c_str(), nullptr, 10) : -1;
+  if (v < 0) fail(where + ": '" + text + "' is not a count (a whole number >= 0)");
+  return v;
+}
+
+float state_float(const Index& index, const std::string& key) {
+  std::string where;
+  const std::string& text = state_text(index, key, &where);
+  const double v = is_number(text) ? std::strtod(text.c_str(), nullptr) : NAN;
+  const float f = float(v);
+  if (!std::isfinite(f) || (v != 0 && f == 0))
+    fail(where + ": '" + text + "' is not a number f32 holds");
+  return f;
+}
+
 }  // namespace merak::checkpoint

@@ -105,4 +105,10 @@ std::string resolve(const std::string& path, bool allow_empty = false);
 // checksum; no two pieces of a tensor may overlap).
 Index read_index(const std::string& step_dir);
 
+// The scalar state `key` of `index`, converted strictly: a count is a whole number >= 0 ("1e3"
+// and "2.9" are not), a float one that f32 holds (finite, and not a nonzero that rounds to 0).
+// Anything else, or no such key, is a CheckpointError naming DIR/index.json and the key.
+int64_t state_count(const Index& index, const std::string& key);
+float state_float(const Index& index, const std::string& key);
+
 }  // namespace merak::checkpoint

@@ -120,6 +120,10 @@ struct Engine::Impl {
     std::map<size_t, std::vector<Tensor>> received;
   };
   std::vector<Posted> posted;
+  // Posted batches with a half not yet seen finished. A send's Work holds its tensor until then,
+  // so they are tested as the step runs (release_finished): the step holds only the sends still
+  // in flight, as many as the schedule runs ahead, not every micro-batch's.
+  std::vector<size_t> unfinished;
   double loss_sum = 0;
   float clip_scale = 1;  // clipping's factor over the loss scale, for the optimizer step
   bool apply = true;     // whether the optimizer step applies (f16: no overflow anywhere)
@@ -160,8 +164,12 @@ struct Engine::Impl {
   std::vector<Tensor> prepare_receive(Chunk& c, bool grad, std::vector<comm::P2P>& ops);
   // Waits for the batch that carries instruction i's receive and hands its values over.
   void receive(size_t i);
+  // Drops the Work (and so the tensors) of every posted operation that has finished, without
+  // blocking: a send is done once its peer has received it.
+  void release_finished();
   void reduce_grads(EngineStepResult& r);
   void wait_posted();
+  void clear_posted();  // the step's (or evaluation's) batches, none posted yet
   // Whether this rank counts parameter i's shard for the job (the norm) and writes it (with
   // replica 0): tp rank 0 for replicated tensors, the first stage for tied ones.
   bool counts(size_t i) const;
@@ -465,6 +473,7 @@ void Engine::Impl::post_batch(size_t b) {
     }
   }
   p.work = grid.pp().ibatch_split(ops);
+  unfinished.push_back(b);
 }
 
 void Engine::Impl::send_activations(Chunk& c, int mb, std::vector<comm::P2P>& ops) {
@@ -531,12 +540,30 @@ void Engine::Impl::receive(size_t i) {
   }
 }
 
+void Engine::Impl::release_finished() {
+  // Both halves: under NCCL a batch of sends alone is the `receives` handle.
+  auto finished = [&](size_t b) {
+    comm::Communicator::SplitBatch& w = posted[b].work;
+    const bool sends = w.sends.test();
+    return w.receives.test() && sends;
+  };
+  unfinished.erase(std::remove_if(unfinished.begin(), unfinished.end(), finished),
+                   unfinished.end());
+}
+
 void Engine::Impl::wait_posted() {
   for (Posted& p : posted) {
     p.work.receives.wait();
     p.work.sends.wait();
   }
   posted.clear();
+  unfinished.clear();
+}
+
+void Engine::Impl::clear_posted() {
+  posted.clear();
+  posted.resize(batching.batches.size());
+  unfinished.clear();
 }
 
 void Engine::Impl::reduce_grads(EngineStepResult& r) {
@@ -617,6 +644,7 @@ void Engine::Impl::weight_grads(Chunk& c, int mb) {
 
 void Engine::Impl::run(size_t i, int64_t step, double lr, const MicroBatchFn& batches) {
   const Instruction& in = program[i];
+  release_finished();
   const auto start = Clock::now();
   const double tp_before = tp_seconds();
   const int b = batching.batch_of[i];
@@ -666,6 +694,7 @@ EngineStepResult Engine::step(int64_t step, double lr, const MicroBatchFn& batch
   Impl& e = *impl_;
   const auto start = Clock::now();
   e.times = StepTimes();
+  if (e.options.trace) e.log.begin_step();
   e.loss_sum = 0;
   const int64_t posted_before = e.tp ? e.tp->posted() : 0;
   // The stage graphs' tp ops reduce over this rank's tp group while the step runs.
@@ -673,8 +702,7 @@ EngineStepResult Engine::step(int64_t step, double lr, const MicroBatchFn& batch
   for (const optim::Param& p : e.params) p.value.set_grad(Tensor());
   e.dp->begin_step();  // the last step's summed gradients may be views of a shared window
   EngineStepResult r;
-  e.posted.clear();
-  e.posted.resize(e.batching.batches.size());
+  e.clear_posted();
   for (size_t i = 0; i < e.program.size(); ++i) {
     const Instruction& in = e.program[i];
     if (in.op == Op::ReduceGrads) {
@@ -726,6 +754,7 @@ double Engine::evaluate(int64_t index, const MicroBatchFn& batches) {
       e.times = times;
       e.options.trace = trace;
       e.posted.clear();
+      e.unfinished.clear();
       for (Impl::Chunk& c : e.chunks) c.micro.clear();
     }
     void swap_programs(bool training) {
@@ -735,8 +764,7 @@ double Engine::evaluate(int64_t index, const MicroBatchFn& batches) {
     }
   } swap(e);
   e.loss_sum = 0;
-  e.posted.clear();
-  e.posted.resize(e.batching.batches.size());
+  e.clear_posted();
   for (size_t i = 0; i < e.program.size(); ++i) {
     e.run(i, index, 0.0, batches);
     // A micro-batch's values are done with once its activations are posted (the message batch
@@ -848,22 +876,15 @@ void Engine::load_checkpoint(const checkpoint::Index& index) {
   }
   flush();
   if (e.mixed) e.mixed->masters_to_copies();
-  auto scalar = [&](const std::string& key) -> const std::string& {
-    auto it = index.state.find(key);
-    if (it == index.state.end())
-      throw checkpoint::CheckpointError("checkpoint " + index.dir + ": no '" + key + "' in its "
-                                        "state");
-    return it->second;
-  };
-  e.dp->adamw().set_steps_taken(std::stoll(scalar("optimizer.steps")));
+  e.dp->adamw().set_steps_taken(checkpoint::state_count(index, "optimizer.steps"));
   if (optim::LossScaler* scaler = e.mixed ? e.mixed->loss_scaler() : nullptr) {
     if (index.state.count("loss_scale.scale")) {
       optim::LossScalerState st;
-      st.scale = std::stof(scalar("loss_scale.scale"));
-      st.clean_steps = std::stoll(scalar("loss_scale.clean_steps"));
-      st.hysteresis_left = std::stoll(scalar("loss_scale.hysteresis_left"));
-      st.steps = std::stoll(scalar("loss_scale.steps"));
-      st.skipped_steps = std::stoll(scalar("loss_scale.skipped_steps"));
+      st.scale = checkpoint::state_float(index, "loss_scale.scale");
+      st.clean_steps = checkpoint::state_count(index, "loss_scale.clean_steps");
+      st.hysteresis_left = checkpoint::state_count(index, "loss_scale.hysteresis_left");
+      st.steps = checkpoint::state_count(index, "loss_scale.steps");
+      st.skipped_steps = checkpoint::state_count(index, "loss_scale.skipped_steps");
       scaler->load_state(st);
     }
   }

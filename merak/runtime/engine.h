@@ -12,7 +12,8 @@
 //   Send/Recv      activations forward and gradients back over the pipeline group, posted in
 //                  the schedule's batches (p2p_batches: what goes together goes as one NCCL
 //                  group); a receive waits for its batch's receives where it stands (under
-//                  NCCL the batch as a whole), sends are finished by the step's end.
+//                  NCCL the batch as a whole); each send is let go (its tensor freed) at the
+//                  first instruction after it has finished, and all by the step's end.
 //   ReduceGrads    tied-weight gradients summed over the first and last stage, then
 //                  data-parallel sums in buckets (or, under ZeRO-1, a reduce-scatter that leaves
 //                  each replica its segment), then the global gradient norm over the whole job
@@ -77,7 +78,7 @@ struct EngineOptions {
   // in forward and backward (engine_split.h). Needs tp > 1 and an even number of plan
   // micro-batches.
   bool tp_subpipeline = false;
-  bool trace = false;               // keep a span per instruction (spans())
+  bool trace = false;  // keep a span per instruction of the last kTraceSteps steps (spans())
 };
 
 struct EngineStepResult {
@@ -131,8 +132,8 @@ class Engine {
   // This rank's parameters (local shards) by global name. Their memory may be the engine's
   // (replicas sharing one copy): clone what must outlive it.
   std::vector<std::pair<std::string, Tensor>> parameters() const;
-  // Spans recorded so far when options.trace (seconds since the engine started, the same
-  // instant on every rank).
+  // Spans of the last kTraceSteps steps when options.trace (seconds since the engine started,
+  // the same instant on every rank).
   const std::vector<TraceSpan>& spans() const;
 
   // Checkpoints (engine_checkpoint.h). The pieces of the training state this rank writes: its

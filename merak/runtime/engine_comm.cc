@@ -104,6 +104,33 @@ std::vector<std::string> all_gather_bytes(comm::Communicator& group, const std::
   return all;
 }
 
+std::vector<std::string> gather_bytes(comm::Communicator& group, const std::string& mine,
+                                      int root) {
+  // The sizes go everywhere (a number a member); the bytes only to the root, as messages.
+  const std::vector<double> sizes = all_gather_doubles(group, {double(mine.size())});
+  constexpr int kTag = 0;  // nothing else is in flight on the group during a collective
+  if (group.rank() != root) {
+    const Tensor words = words_of(mine);
+    if (!mine.empty()) group.send(words, root, kTag);
+    return {};
+  }
+  std::vector<Tensor> words(sizes.size());
+  std::vector<comm::P2P> receives;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (int(i) == root || sizes[i] == 0) continue;
+    words[i] = Tensor::empty({(int64_t(sizes[i]) + 7) / 8}, DType::I64);
+    receives.push_back({comm::P2P::Recv, words[i], int(i), kTag});
+  }
+  if (!receives.empty()) group.batch(receives);
+  std::vector<std::string> all(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (int(i) == root)
+      all[i] = mine;
+    else if (words[i].defined())
+      all[i].assign(static_cast<const char*>(words[i].raw_data()), size_t(sizes[i]));
+  return all;
+}
+
 std::string broadcast_bytes(comm::Communicator& group, const std::string& bytes, int root) {
   Tensor size = Tensor::full({1}, double(bytes.size()), DType::I64);
   group.broadcast(size, root);

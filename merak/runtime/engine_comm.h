@@ -30,6 +30,11 @@ std::vector<double> all_gather_doubles(comm::Communicator& group, const std::vec
 // Every member's bytes, in member order (lengths may differ).
 std::vector<std::string> all_gather_bytes(comm::Communicator& group, const std::string& mine);
 
+// Every member's bytes on member `root`, in member order (lengths may differ); the others get
+// an empty list, and hold no one's bytes but their own.
+std::vector<std::string> gather_bytes(comm::Communicator& group, const std::string& mine,
+                                      int root);
+
 // Root's bytes on every member.
 std::string broadcast_bytes(comm::Communicator& group, const std::string& bytes, int root);
 

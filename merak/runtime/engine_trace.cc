@@ -38,6 +38,16 @@ StepBreakdown breakdown(const std::vector<StepTimes>& ranks) {
   return b;
 }
 
+void SpanLog::begin_step() {
+  if (int(starts_.size()) >= steps_) {
+    const size_t drop = starts_.size() > 1 ? starts_[1] : spans_.size();
+    spans_.erase(spans_.begin(), spans_.begin() + std::ptrdiff_t(drop));
+    starts_.pop_front();
+    for (size_t& s : starts_) s -= drop;
+  }
+  starts_.push_back(spans_.size());
+}
+
 void SpanLog::add(std::string name, std::string category, Clock::time_point start,
                   Clock::time_point end) {
   TraceSpan s;
@@ -60,7 +70,7 @@ std::vector<TraceSpan> gather_spans(comm::Communicator& world,
     text += num;
   }
   std::vector<TraceSpan> out;
-  const std::vector<std::string> all = all_gather_bytes(world, text);
+  const std::vector<std::string> all = gather_bytes(world, text, 0);
   for (size_t r = 0; r < all.size(); ++r) {
     std::istringstream in(all[r]);
     std::string line;

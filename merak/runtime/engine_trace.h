@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -32,22 +33,31 @@ struct StepBreakdown {
 };
 StepBreakdown breakdown(const std::vector<StepTimes>& ranks);
 
+// Steps a trace keeps (the last ones): a long traced run's spans stay bounded in memory, and
+// so does rank 0's gathering of every rank's.
+constexpr int kTraceSteps = 10;
+
 // Spans of this rank, times in seconds since `epoch` (the same instant on every rank: taken
-// right after a barrier).
+// right after a barrier), of the last `steps` steps (begin_step starts one).
 class SpanLog {
  public:
   using Clock = std::chrono::steady_clock;
-  explicit SpanLog(Clock::time_point epoch) : epoch_(epoch) {}
+  explicit SpanLog(Clock::time_point epoch, int steps = kTraceSteps)
+      : epoch_(epoch), steps_(steps) {}
+  void begin_step();  // drops the oldest step's spans when `steps` are kept already
   void add(std::string name, std::string category, Clock::time_point start,
            Clock::time_point end);
   const std::vector<TraceSpan>& spans() const { return spans_; }
 
  private:
   Clock::time_point epoch_;
+  int steps_;
   std::vector<TraceSpan> spans_;
+  std::deque<size_t> starts_;  // where each kept step's spans begin in spans_
 };
 
-// Every rank's spans on every rank (track = rank): a collective over `world`.
+// Every rank's spans (track = rank) on rank 0 of `world`, empty on the others: a collective over
+// `world`.
 std::vector<TraceSpan> gather_spans(comm::Communicator& world, const std::vector<TraceSpan>& mine);
 
 }  // namespace merak::runtime

@@ -15,7 +15,7 @@ struct RunOptions {
   // JSON lines, one a step (rank 0 writes them). A fresh run starts the file anew; a resumed
   // one keeps its lines up to the step it resumed from and appends.
   std::string metrics;
-  std::string trace;    // Chrome trace of every rank's instructions (rank 0 writes it)
+  std::string trace;    // Chrome trace of every rank's instructions in the last 10 steps (rank 0)
   // A checkpoint to continue from: a step directory, a checkpoint directory (its latest), or
   // "auto" (checkpoint.dir's latest if it has one, else a fresh start). Empty: a fresh start.
   std::string resume;

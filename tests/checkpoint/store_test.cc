@@ -515,3 +515,30 @@ TEST_CASE("an unwritable checkpoint directory is an error naming the path", "[ch
   std::ofstream(dir) << "a file, not a directory";
   CHECK_THROWS_WITH(begin_step(dir + "/sub", 1), Catch::Contains(dir + "/sub"));
 }
+
+TEST_CASE("state scalars convert strictly, naming the index and the key", "[checkpoint]") {
+  Index index;
+  index.dir = "ck/step_000000002";
+  index.state = {{"steps", "2"}, {"zero", "0"}, {"scale", "65536"}, {"small", "1.52587891e-05"}};
+  CHECK(state_count(index, "steps") == 2);
+  CHECK(state_count(index, "zero") == 0);
+  CHECK(state_float(index, "scale") == 65536.0f);
+  CHECK(state_float(index, "small") == 1.52587891e-05f);
+  CHECK(state_float(index, "steps") == 2.0f);
+  const std::string where = "ck/step_000000002/index.json: state ";
+  CHECK_THROWS_WITH(state_count(index, "nope"), where + "'nope' is missing");
+  CHECK_THROWS_AS(state_float(index, "nope"), CheckpointError);
+  // A conversion that stops at the first non-digit would read "1e3" as 1 and "2.9" as 2; a
+  // negative count is no count.
+  for (const std::string bad : {"1e3", "2.9", "-5", "1x", " 1", "+1", "", "99999999999999999999"}) {
+    index.state["k"] = bad;
+    CHECK_THROWS_WITH(state_count(index, "k"),
+                      where + "'k': '" + bad + "' is not a count (a whole number >= 0)");
+  }
+  // Out of f32's range, whatever a double holds (std::stof throws a bare "stof" on these).
+  for (const std::string bad : {"1e39", "-1e39", "1e-50", "1e999", "nan", "inf", "x"}) {
+    index.state["k"] = bad;
+    CHECK_THROWS_WITH(state_float(index, "k"),
+                      where + "'k': '" + bad + "' is not a number f32 holds");
+  }
+}
