@@ -68,9 +68,12 @@ Attribute to_proto(const ops::AttrValue& v) {
     case ops::AttrKind::Float: a.set_f(std::get<double>(v)); break;
     case ops::AttrKind::Bool: a.set_b(std::get<bool>(v)); break;
     case ops::AttrKind::String: a.set_s(std::get<std::string>(v)); break;
-    case ops::AttrKind::Ints:
-      for (int64_t x : std::get<std::vector<int64_t>>(v)) a.mutable_ints()->add_values(x);
+    case ops::AttrKind::Ints: {
+      // mutable_ints() sets the oneof, so an empty list (e.g. reduce over all dims) survives.
+      auto* ints = a.mutable_ints();
+      for (int64_t x : std::get<std::vector<int64_t>>(v)) ints->add_values(x);
       break;
+    }
   }
   return a;
 }

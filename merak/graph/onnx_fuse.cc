@@ -285,33 +285,16 @@ std::optional<std::pair<std::string, std::string>> match_scores(const Matcher& m
 
 // A constant bool mask, [T, T] after leading 1s, true exactly above the diagonal.
 bool is_causal_mask(const Tensor* mask, int64_t t) {
-  if (!mask || mask->dtype() != DType::Bool || mask->dim() < 2 || mask->numel() != t * t ||
+  if (!mask || mask->dtype() != DType::Bool || mask->dim() < 2 || mask->size(-2) != t ||
       mask->size(-1) != t)
     return false;
+  // A leading dim other than 1 (e.g. [T, 1, T]) would vary the mask over batch or heads.
+  for (int64_t d = 0; d + 2 < mask->dim(); ++d)
+    if (mask->size(d) != 1) return false;
   for (int64_t i = 0; i < t; ++i)
     for (int64_t j = 0; j < t; ++j)
       if ((element_as_int(*mask, i * t + j) != 0) != (j > i)) return false;
   return true;
-}
-
-// The [B, Tk] "true = attend" mask when `mask` is not(m) for m a [B, Tk] bool reshaped to
-// [B, 1, 1, Tk] (how exports spell masked_fill(~key_padding_mask[:, None, None, :])).
-std::optional<std::string> key_padding_mask(const Matcher& m, const std::string& mask, int64_t b,
-                                            int64_t tk) {
-  if (m.shape(mask) != Shape{b, 1, 1, tk}) return std::nullopt;
-  const Node* eq = m.op(mask, "eq");
-  if (!eq) return std::nullopt;
-  const Tensor* f = m.constant(eq->inputs(1));
-  if (!f || f->dtype() != DType::Bool || f->numel() != 1 || element_as_int(*f, 0) != 0)
-    return std::nullopt;
-  std::string v = eq->inputs(0);
-  while (m.shape(v) != Shape{b, tk}) {
-    const Node* r = m.op(v, "reshape");
-    if (!r) return std::nullopt;
-    v = r->inputs(0);
-  }
-  if (m.type(v).dtype != DType::Bool) return std::nullopt;
-  return v;
 }
 
 std::optional<Fused> match_attention(const Matcher& m, const Node& n) {
@@ -321,20 +304,17 @@ std::optional<Fused> match_attention(const Matcher& m, const Node& n) {
   const Node* sm = m.op(n.inputs(0), "softmax");
   if (!sm || attrs_of(*sm).i("dim") != 3 || m.shape(sm->inputs(0)).size() != 4) return std::nullopt;
   const Shape& scores = m.shape(sm->inputs(0));
-  const int64_t batch = scores[0], tq = scores[2], tk = scores[3];
-  std::string x = sm->inputs(0), padding;
+  const int64_t tq = scores[2], tk = scores[3];
+  std::string x = sm->inputs(0);
   bool causal = false;
-  // Masks: -inf (or a float's lowest, which exp turns into 0 alike) where not attended.
-  while (const Node* fill = m.op(x, "masked_fill")) {
-    if (!(scalar_attr(*fill) <= -1e30)) return std::nullopt;
-    const std::string& mask = fill->inputs(1);
-    if (!causal && tq == tk && is_causal_mask(m.constant(mask), tq)) {
-      causal = true;
-    } else if (auto kpm = key_padding_mask(m, mask, batch, tk); kpm && padding.empty()) {
-      padding = *kpm;
-    } else {
+  // Only a causal mask fuses: -inf (or a float's lowest, which exp turns into 0 alike) above the
+  // diagonal. It never masks a whole row, where sdpa gives 0 but the graph gives the mean of v
+  // (lowest) or NaN (-inf); other masks, such as key padding, may, so they stay unfused.
+  if (const Node* fill = m.op(x, "masked_fill")) {
+    if (!(scalar_attr(*fill) <= -1e30) || tq != tk ||
+        !is_causal_mask(m.constant(fill->inputs(1)), tq))
       return std::nullopt;
-    }
+    causal = true;
     x = fill->inputs(0);
   }
   double scale = 1;
@@ -350,7 +330,7 @@ std::optional<Fused> match_attention(const Matcher& m, const Node& n) {
   const auto qk = match_scores(m, x);
   if (!qk || !(scale > 0)) return std::nullopt;
   return Fused{"sdpa",
-               {qk->first, qk->second, n.inputs(1), padding},
+               {qk->first, qk->second, n.inputs(1), ""},
                ops::Attrs().set("causal", causal).set("scale", scale)};
 }
 
@@ -361,6 +341,14 @@ using Pattern = std::function<std::optional<Fused>(const Matcher&, const Node&)>
 void apply(Graph& g, const std::map<std::string, ops::TensorMeta>& metas,
            const std::map<std::string, Tensor>& constants, const Pattern& pattern) {
   const Matcher m(g, metas, constants);
+  // Every name in the graph, so that a fused node's extra outputs take none of them.
+  std::set<std::string> taken;
+  for (const auto& [name, meta] : metas) taken.insert(name);
+  for (const ValueInfo& v : g.values()) taken.insert(v.name());
+  for (const ValueInfo& v : g.inputs()) taken.insert(v.name());
+  for (const Initializer& v : g.initializers()) taken.insert(v.name());
+  for (const Node& n : g.nodes())
+    for (const std::string& out : n.outputs()) taken.insert(out);
   for (int i = g.nodes_size() - 1; i >= 0; --i) {
     const Node& n = g.nodes(i);
     std::optional<Fused> f;
@@ -396,8 +384,11 @@ void apply(Graph& g, const std::map<std::string, ops::TensorMeta>& metas,
     for (const std::string& v : f->inputs) fused.add_inputs(v);
     *fused.mutable_outputs() = n.outputs();
     for (size_t k = size_t(n.outputs_size()); k < out.size(); ++k) {
-      const std::string extra =
+      const std::string base =
           n.outputs(0) + ":" + def.outputs[std::min(k, def.outputs.size() - 1)];
+      std::string extra = base;
+      for (int suffix = 1; !taken.insert(extra).second; ++suffix)
+        extra = base + ":" + std::to_string(suffix);
       fused.add_outputs(extra);
       ValueInfo* info = g.add_values();
       info->set_name(extra);

@@ -44,12 +44,14 @@ std::set<std::string> initializer_names(const onnx::GraphProto& g) {
 // options.dim_params (by symbol), so shape inference and folding see concrete shapes.
 void bind_inputs(onnx::GraphProto& g, const ImportOptions& options, const std::string& file) {
   const std::set<std::string> inits = initializer_names(g);
-  std::set<std::string> bound;
+  std::set<std::string> bound, symbols;
   for (auto& in : *g.mutable_input()) {
     if (inits.count(in.name())) continue;  // an initializer listed as input (older exports)
     const std::string what = "input '" + in.name() + "'";
     if (!in.type().has_tensor_type()) fail(file, what + " is not a tensor");
     auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+    for (const auto& dim : shape->dim())
+      if (dim.has_dim_param()) symbols.insert(dim.dim_param());
     auto given = options.input_shapes.find(in.name());
     if (given != options.input_shapes.end()) {
       bound.insert(in.name());
@@ -84,6 +86,10 @@ void bind_inputs(onnx::GraphProto& g, const ImportOptions& options, const std::s
   }
   for (const auto& [name, shape] : options.input_shapes)
     if (!bound.count(name)) fail(file, "there is no data input named '" + name + "'");
+  // A misspelt symbol would otherwise pass unnoticed whenever nothing else needs it.
+  for (const auto& [symbol, size] : options.dim_params)
+    if (!symbols.count(symbol))
+      fail(file, "no data input has a dynamic dim named '" + symbol + "'");
 }
 
 // ONNX's view of a value's type, when its shape is fully known.

@@ -1,6 +1,7 @@
 // One function per ONNX op (or family) turning a node into registry ops. Shapes are concrete
 // here (dynamic axes were bound before shape inference), so shape-like inputs that folding made
 // constant become plain attributes (reshape's shape, slice's bounds, ...).
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
@@ -204,7 +205,18 @@ void gather(Builder& b, const NodeProto& n) {
   const bool table = (data.parameter || data.constant.defined()) && rank == 2 && axis == 0 &&
                      is_floating(data.meta.dtype);
   if (table) {
-    b.emit("embedding", {b.use(input(n, 0)), b.use(input(n, 1))}, {}, {output(n, 0)});
+    // ONNX counts negative indices from the end; embedding takes 0 .. rows-1 only. Constant
+    // indices are wrapped here; run-time ones stay the graph input they are, which the
+    // partitioner's vocabulary-parallel lookups require (the embedding refuses a negative one).
+    std::vector<int64_t> idx;
+    if (ids.constant.defined()) idx = int_values(ids.constant, "indices");
+    if (std::none_of(idx.begin(), idx.end(), [](int64_t i) { return i < 0; })) {
+      b.emit("embedding", {b.use(input(n, 0)), b.use(input(n, 1))}, {}, {output(n, 0)});
+      return;
+    }
+    for (int64_t& i : idx) i += i < 0 ? data.meta.shape[0] : 0;
+    const std::string wrapped = b.add_constant(Tensor::from_vector(idx, ids.constant.shape()));
+    b.emit("embedding", {b.use(input(n, 0)), wrapped}, {}, {output(n, 0)});
     return;
   }
   if (!ids.constant.defined())
@@ -398,13 +410,15 @@ void where(Builder& b, const NodeProto& n) {
   const std::string &cond = input(n, 0), &x = input(n, 1), &y = input(n, 2);
   const Shape& cs = meta(b, n, 0).shape;
   const auto sx = scalar_constant(b, x), sy = scalar_constant(b, y);
-  auto fills = [&](const std::string& v) {
+  // masked_fill keeps v's shape: neither cond nor the one-element constant c may raise its rank.
+  auto fills = [&](const std::string& v, const std::string& c) {
     const Shape& s = b.at(v).meta.shape;
-    return !b.is_constant(v) && broadcast_shapes(cs, s) == s;
+    return !b.is_constant(v) && broadcast_shapes(cs, s) == s &&
+           broadcast_shapes(b.at(c).meta.shape, s) == s;
   };
-  if (sx && fills(y)) {
+  if (sx && fills(y, x)) {
     b.emit("masked_fill", {b.use(y), b.use(cond)}, Attrs().set("value", *sx), {output(n, 0)});
-  } else if (sy && fills(x)) {
+  } else if (sy && fills(x, y)) {
     b.emit("masked_fill", {b.use(x), logical_not(b, cond)}, Attrs().set("value", *sy),
            {output(n, 0)});
   } else {

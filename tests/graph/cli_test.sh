@@ -74,4 +74,25 @@ one_line "unsupported op" "$out"
 grep -q "det.onnx: node 'det0' (op Det, opset 15): unsupported" <<< "$out" ||
   fail "unsupported op message: $out"
 echo "refused: $out"
+
+# Import arguments that would otherwise be dropped or misread: a symbol the file lacks, an input
+# given twice, a trailing 'x'. Big trace sizes are usage errors naming the flag.
+for spec in "--dim foo=3:dynamic dim named 'foo'" \
+            "--input x=3x3 --input x=3x3:--input x is given twice" \
+            "--input x=3x:a dim is missing after 'x'" \
+            "trace --batch 4611686018427387904:--batch 4611686018427387904 exceeds 16777216" \
+            "trace --batch 1000000000000000:--batch 1000000000000000 exceeds" \
+            "trace --batch 1048576 --seq 1048576 --set model.max_seq=1048576 \
+              --set model.vocab=16777216:tracing at --batch 1048576 --seq 1048576: shape"; do
+  args="${spec%%:*}" want="${spec#*:}"
+  if [[ "$args" == trace* ]]; then
+    out=$("$tool" trace --config "$configs/gpt-tiny.yaml" -o "$tmp/big.pb" ${args#trace } 2>&1)
+  else
+    out=$("$tool" import "$tmp/det.onnx" -o "$tmp/det.pb" $args 2>&1)
+  fi
+  rc=$?
+  [ "$rc" -eq 2 ] || fail "'$args': exit $rc, want 2 ($out)"
+  one_line "'$args'" "$out"
+  grep -qF -- "$want" <<< "$out" || fail "'$args': message lacks '$want': $out"
+done
 echo "cli_test: all checks passed"

@@ -268,3 +268,25 @@ TEST_CASE("configs/gpt20b.yaml's 20B model traces in well under 10 s, allocating
   CHECK(nodes_reading(m.graph(), "wte.weight").size() == 2);
   CHECK(s.flops_per_token() == Approx(model->flops_per_token(cfg.train.seq_len)).epsilon(0.02));
 }
+
+TEST_CASE("empty int-list attributes survive: full reductions and reshape to a scalar run",
+          "[graph][tracer]") {
+  // An empty list is a value of its own ("every dim", "scalar shape"), not a missing one.
+  const graph::Attribute a = graph::to_proto(ops::AttrValue(std::vector<int64_t>{}));
+  CHECK(a.value_case() == graph::Attribute::kInts);
+  CHECK(std::get<std::vector<int64_t>>(graph::from_proto(a)).empty());
+
+  Scale module;
+  const std::vector<graph::TraceInput> in{{"x", {2, 3}, DType::F32}};
+  const graph::TraceFn full = [&](const std::vector<Tensor>& x) {
+    const Tensor y = ops::mul(x[0], module.w);
+    return std::vector<Tensor>{ops::sum(y), ops::reshape(ops::mean(y, {0, 1}, true), {})};
+  };
+  const Model m = graph::trace(module, 1, in, full, {"total", "avg"});
+  graph::Executor ex(m, 1);
+  const auto out = ex.run({{"x", Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3})}});
+  CHECK(out[0].shape() == Shape{});
+  CHECK(out[0].item() == 21);
+  CHECK(out[1].shape() == Shape{});
+  CHECK(out[1].item() == 3.5);
+}

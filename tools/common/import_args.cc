@@ -10,11 +10,14 @@ graph::ImportOptions import_options(const std::string& tool, const Args& args) {
     const size_t eq = spec.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
       usage_error(tool, "--input wants NAME=2x64, got '" + spec + "'");
+    const std::string text = spec.substr(eq + 1);
+    if (text.back() == 'x') usage_error(tool, "--input " + spec + ": a dim is missing after 'x'");
     Shape shape;
-    std::stringstream dims(spec.substr(eq + 1));
+    std::stringstream dims(text);
     std::string d;
     while (std::getline(dims, d, 'x')) shape.push_back(positive(tool, d, "--input " + spec + " dim"));
-    options.input_shapes[spec.substr(0, eq)] = shape;
+    if (!options.input_shapes.emplace(spec.substr(0, eq), shape).second)
+      usage_error(tool, "--input " + spec.substr(0, eq) + " is given twice");
   }
   for (const std::string& spec : args.all("--dim")) {
     const size_t eq = spec.find('=');

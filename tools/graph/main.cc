@@ -104,6 +104,11 @@ int cmd_trace(const Args& a) {
     fail(2, e.what());
   }
   const int64_t batch = positive(a.one("--batch", "1"), "--batch");
+  // The bound config::load puts on train.batch.
+  constexpr int64_t kMaxBatch = int64_t(1) << 24;
+  if (batch > kMaxBatch)
+    fail(2, "--batch " + std::to_string(batch) + " exceeds " + std::to_string(kMaxBatch) +
+                " (the bound on train.batch)");
   const int64_t seq = positive(a.one("--seq", std::to_string(cfg.train.seq_len)), "--seq");
   if (seq > cfg.model.max_seq)
     fail(2, config_path + ": --seq " + std::to_string(seq) + " exceeds model.max_seq " +
@@ -112,7 +117,14 @@ int cmd_trace(const Args& a) {
   const int64_t allocations = cpu_memory_stats().allocations;
   const auto start = std::chrono::steady_clock::now();
   auto model = models::make_model(cfg.model);
-  const Model m = graph::trace_model(*model, batch, seq, cfg.train.seed);
+  Model m;
+  try {
+    m = graph::trace_model(*model, batch, seq, cfg.train.seed);
+  } catch (const Error& e) {
+    // The config is valid, so what fails here (a tensor too large to count) is --batch x --seq.
+    fail(2, config_path + ": tracing at --batch " + std::to_string(batch) + " --seq " +
+                std::to_string(seq) + ": " + e.what());
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const int64_t allocated = cpu_memory_stats().allocations - allocations;

@@ -4,10 +4,12 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <random>
 
 #include "merak/graph/convert.h"
+#include "merak/ops/functional.h"
 #include "tests/graph/onnx/onnx_test_models.h"
 #include "tests/test_files.h"
 
@@ -236,6 +238,14 @@ TEST_CASE("onnx import: dynamic axes need sizes, given by input or by symbol") {
                        return o;
                      }())
             .find("no data input named 'typo'") != std::string::npos);
+  // A symbol no input has is a typo, even when nothing is left unbound.
+  CHECK(import_error(m.bytes(), "m.onnx",
+                     [] {
+                       graph::ImportOptions o;
+                       o.dim_params = {{"batch", 2}, {"seq", 5}, {"btach", 2}};
+                       return o;
+                     }())
+            .find("m.onnx: no data input has a dynamic dim named 'btach'") != std::string::npos);
 }
 
 TEST_CASE("onnx import: external tensor data is refused, naming the tensor") {
@@ -572,4 +582,179 @@ TEST_CASE("onnx import: the constants' bytes together have a limit; views count 
         std::string::npos);
   // The default limit (1 GiB) takes the three fills.
   CHECK_NOTHROW(graph::import_onnx_bytes(model(3).bytes(), "three.onnx"));
+}
+
+namespace {
+
+void bools(OnnxModel& m, const std::string& name, const std::vector<int64_t>& dims,
+           const std::vector<bool>& values) {
+  auto* t = m.proto().mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(kBool);
+  for (int64_t d : dims) t->add_dims(d);
+  for (bool v : values) t->add_int32_data(v);
+}
+
+// softmax(masked_fill(q k^T, mask, fill)) v with q, k, v [B, H, T, D], as exports spell it;
+// `define_mask` adds the value "mask".
+OnnxModel attention(int64_t b, int64_t h, int64_t t, int64_t d, float fill,
+                    const std::function<void(OnnxModel&)>& define_mask) {
+  OnnxModel m(13);
+  for (const char* x : {"q", "k", "v"}) m.input(x, kFloat, {b, h, t, d});
+  m.output("y", {b, h, t, d});
+  m.floats("fill", {}, {fill});
+  define_mask(m);
+  set_ints(m.node("Transpose", {"k"}, {"kt"}), "perm", {0, 1, 3, 2});
+  m.node("MatMul", {"q", "kt"}, {"s"});
+  m.node("Where", {"mask", "fill", "s"}, {"sm"});
+  set_int(m.node("Softmax", {"sm"}, {"p"}), "axis", -1);
+  m.node("MatMul", {"p", "v"}, {"y"});
+  return m;
+}
+
+Tensor ramp(const Shape& s, double step) {
+  std::vector<float> v(size_t(merak::numel(s)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(std::sin(double(i) * step));
+  return floats(v, s);
+}
+
+}  // namespace
+
+TEST_CASE("onnx import: empty int lists (full reductions, reshape to a scalar) run") {
+  OnnxModel m;
+  m.input("x", kFloat, {2, 3}).input("v", kFloat, {3}).output("mean", {}).output("pick", {});
+  m.ints("two", {}, {2});
+  set_int(m.node("ReduceMean", {"x"}, {"mean"}), "keepdims", 0);  // no axes: every dim
+  m.node("Gather", {"v", "two"}, {"pick"});                        // v[2], a scalar
+  const auto out =
+      run(import(m), {{"x", floats({1, 2, 3, 4, 5, 6}, {2, 3})}, {"v", floats({7, 8, 9}, {3})}});
+  CHECK(out[0].shape() == Shape{});
+  CHECK(out[0].item() == 3.5);
+  CHECK(out[1].shape() == Shape{});
+  CHECK(out[1].item() == 9);
+}
+
+TEST_CASE("onnx import: only a [T, T] causal mask after leading 1s fuses into sdpa") {
+  const int64_t t = 4;
+  std::vector<bool> triu;
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < t; ++j) triu.push_back(j > i);
+  const Shape qkv{1, t, t, 2};
+  const Tensor q = ramp(qkv, 0.3), k = ramp(qkv, 0.7), v = ramp(qkv, 1.1);
+  Tensor mask = Tensor::empty({t, t}, DType::Bool);
+  for (int64_t i = 0; i < t * t; ++i) mask.data<bool>()[i] = triu[size_t(i)];
+  // [T, 1, T] holds the same numbers but masks per head (H = T here), not per query.
+  for (const Shape& dims : {Shape{1, 1, t, t}, Shape{t, 1, t}}) {
+    INFO("mask " << shape_str(dims));
+    const OnnxModel m =
+        attention(1, t, t, 2, -INFINITY, [&](OnnxModel& o) { bools(o, "mask", dims, triu); });
+    const auto model = import(m);
+    CHECK(op_counts(model).count("sdpa") == (dims.size() == 4 ? 1u : 0u));
+    const Tensor s = ops::matmul(q, k, false, true);
+    const Tensor want =
+        ops::matmul(ops::softmax(ops::masked_fill(s, ops::reshape(mask, dims), -INFINITY)), v);
+    const auto got = values(run(model, {{"q", q}, {"k", k}, {"v", v}})[0]);
+    const auto ref = values(want);
+    REQUIRE(got.size() == ref.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(ref[i]).margin(1e-5));
+  }
+}
+
+TEST_CASE("onnx import: a key padding mask stays unfused: fully masked rows match the graph") {
+  // Batch row 1 is all padding: softmax over equal lowest floats gives the mean of v there,
+  // over -inf NaN; the fused kernel would give 0.
+  const int64_t b = 2, t = 3;
+  const Shape qkv{b, 1, t, 2};
+  const Tensor q = ramp(qkv, 0.3), k = ramp(qkv, 0.7), v = ramp(qkv, 1.1);
+  Tensor keep = Tensor::empty({b, t}, DType::Bool);
+  for (int64_t i = 0; i < b * t; ++i) keep.data<bool>()[i] = i < 2;  // row 0 keeps 2 keys
+  for (const float fill : {std::numeric_limits<float>::lowest(), -INFINITY}) {
+    INFO("fill " << fill);
+    const OnnxModel m = attention(b, 1, t, 2, fill, [&](OnnxModel& o) {
+      o.input("keep", kBool, {b, t}).ints("kshape", {4}, {b, 1, 1, t});
+      o.node("Reshape", {"keep", "kshape"}, {"k4"});
+      o.node("Not", {"k4"}, {"mask"});
+    });
+    const auto model = import(m);
+    CHECK(op_counts(model).count("sdpa") == 0);
+    const auto y = values(run(model, {{"q", q}, {"k", k}, {"v", v}, {"keep", keep}})[0]);
+    const auto vs = values(v);
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t c = 0; c < 2; ++c) {
+        const float got = y[size_t(t * 2 + i * 2 + c)];
+        if (std::isinf(fill)) {
+          CHECK(std::isnan(got));
+        } else {
+          double mean = 0;
+          for (int64_t j = 0; j < t; ++j) mean += vs[size_t(t * 2 + j * 2 + c)] / double(t);
+          CHECK(got == Approx(mean).margin(1e-6));
+        }
+      }
+  }
+}
+
+TEST_CASE("onnx import: Gather on a 2-D table counts negative constant indices from the end") {
+  OnnxModel m;
+  m.input("x", kFloat, {2}).output("c", {2, 2}).output("last", {2});
+  m.floats("table", {4, 2}, {0, 1, 10, 11, 20, 21, 30, 31}).ints("fixed", {2}, {-1, 1});
+  m.ints("minus_two", {}, {-2});
+  m.node("Gather", {"table", "fixed"}, {"c"});      // table[[-1, 1]]
+  m.node("Gather", {"table", "minus_two"}, {"r"});  // table[-2]
+  m.node("Add", {"r", "x"}, {"last"});
+  const auto model = import(m);
+  CHECK(op_counts(model)["embedding"] == 2);
+  const auto out = run(model, {{"x", floats({0, 0}, {2})}});
+  CHECK(values(out[0]) == std::vector<float>{30, 31, 10, 11});
+  CHECK(out[1].shape() == Shape{2});
+  CHECK(values(out[1]) == std::vector<float>{20, 21});
+}
+
+TEST_CASE("onnx import: a fused node's extra outputs take no name already in the graph") {
+  // A layer norm fuses into "y" with extra outputs "y:mean" and "y:rstd"; the graph already has
+  // a "y:mean" of its own.
+  OnnxModel m(13);
+  m.input("x", kFloat, {2, 4}).output("z", {2, 4});
+  m.floats("two", {}, {2}).floats("eps", {}, {1e-5f}).floats("three", {}, {3});
+  set_ints(m.node("ReduceMean", {"x"}, {"mean"}), "axes", {-1});
+  m.node("Sub", {"x", "mean"}, {"d"});
+  m.node("Pow", {"d", "two"}, {"d2"});
+  set_ints(m.node("ReduceMean", {"d2"}, {"var"}), "axes", {-1});
+  m.node("Add", {"var", "eps"}, {"ve"});
+  m.node("Sqrt", {"ve"}, {"sd"});
+  m.node("Div", {"d", "sd"}, {"y"});
+  m.node("Mul", {"x", "three"}, {"y:mean"});
+  m.node("Add", {"y", "y:mean"}, {"z"});
+  const auto model = import(m);
+  CHECK(op_counts(model)["layer_norm"] == 1);
+  const std::vector<float> x = {1, 2, 3, 4, -1, 0, 5, 2};
+  const auto z = values(run(model, {{"x", floats(x, {2, 4})}})[0]);
+  for (int r = 0; r < 2; ++r) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < 4; ++i) mean += x[size_t(r * 4 + i)] / 4.0;
+    for (int i = 0; i < 4; ++i) var += std::pow(x[size_t(r * 4 + i)] - mean, 2) / 4.0;
+    for (int i = 0; i < 4; ++i) {
+      const double xi = x[size_t(r * 4 + i)];
+      CHECK(z[size_t(r * 4 + i)] == Approx((xi - mean) / std::sqrt(var + 1e-5) + 3 * xi)
+                                        .margin(1e-5));
+    }
+  }
+}
+
+TEST_CASE("onnx import: Where with a one-element constant of higher rank broadcasts to it") {
+  OnnxModel m;
+  m.input("cond", kBool, {4}).input("x", kFloat, {4}).output("y", {1, 4});
+  // A Constant node, as torch.where(c, torch.tensor([[-1.]]), x) exports it (a float
+  // initializer would be a parameter).
+  auto* value = m.node("Constant", {}, {"minus"}).add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(kFloat);
+  for (int64_t d : {1, 1}) value->mutable_t()->add_dims(d);
+  value->mutable_t()->add_float_data(-1);
+  m.node("Where", {"cond", "minus", "x"}, {"y"});
+  Tensor cond = Tensor::empty({4}, DType::Bool);
+  for (int i = 0; i < 4; ++i) cond.data<bool>()[i] = i % 2 == 0;
+  const auto out = run(import(m), {{"cond", cond}, {"x", floats({1, 2, 3, 4}, {4})}});
+  CHECK(out[0].shape() == Shape{1, 4});
+  CHECK(values(out[0]) == std::vector<float>{-1, 2, -1, 4});
 }
