@@ -20,8 +20,19 @@ void check(cudaError_t e, const char* what);
 cudaStream_t stream(int index);
 void synchronize(int index);
 
-// Dense bf16/f16 tensor-core peak of device `index` in TFLOP/s: SMs x clock x FLOP per SM per
-// clock of its architecture (Ampere 2048, Hopper 4096). What MFU and "of peak" divide by.
-double dense_peak_tflops(int index);
+// Dense bf16/f16 tensor-core FLOP per SM per clock (f32 accumulation) of compute capability
+// major.minor: 2048 on sm_80 (A100, A30), 1024 on sm_86/89 (A10, A40, L4, L40S), 4096 on sm_90
+// (H100, H200), 8192 on sm_100/103 (B200, B300), 1024 on sm_120 (RTX PRO 6000 Blackwell). These
+// are the data-center and workstation parts' rates; GeForce cards of sm_86/89/120 run bf16 with
+// f32 accumulation at half of it, so their peak is overstated 2x. 0 for an architecture not in
+// the table (no guess). Needs no GPU.
+double tensor_flop_per_sm_clock(int major, int minor);
+
+// Dense bf16/f16 tensor-core peak of device `index` in TFLOP/s: SMs x clock x the rate above.
+// The clock is cudaDevAttrClockRate, the maximum boost clock; tensor work runs at or below it
+// (an H100 SXM's 1980 MHz against the 1830 MHz of NVIDIA's 989 TFLOP/s), so the peak is an upper
+// bound and the MFU divided by it conservative. 0 when the architecture has no known rate; then
+// `why`, when given, says which ("no dense tensor-core rate known for NAME (sm_101)").
+double dense_peak_tflops(int index, std::string* why = nullptr);
 
 }  // namespace merak::cuda

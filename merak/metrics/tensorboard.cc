@@ -102,7 +102,7 @@ void TensorBoardWriter::append_record(const std::string& data) {
   ++records_;
 }
 
-void TensorBoardWriter::scalar(std::string_view tag, int64_t step, float value) {
+void TensorBoardWriter::append_scalar(std::string_view tag, int64_t step, float value) {
   Event event;
   event.set_wall_time(unix_seconds());
   event.set_step(step);
@@ -110,13 +110,35 @@ void TensorBoardWriter::scalar(std::string_view tag, int64_t step, float value) 
   v->set_tag(std::string(tag));
   v->set_simple_value(value);
   append_record(event.SerializeAsString());
+}
 
+void TensorBoardWriter::flush_if_due() {
   if (pending_ >= options_.flush_every_records) {
     flush();
   } else {
     const std::chrono::duration<double> since = std::chrono::steady_clock::now() - last_write_;
     if (since.count() >= options_.flush_every_seconds) flush();
   }
+}
+
+void TensorBoardWriter::scalar(std::string_view tag, int64_t step, float value) {
+  append_scalar(tag, step, value);
+  flush_if_due();
+}
+
+void TensorBoardWriter::scalars(int64_t step,
+                                const std::vector<std::pair<std::string, float>>& values) {
+  for (const auto& [tag, value] : values) append_scalar(tag, step, value);
+  flush_if_due();
+}
+
+void TensorBoardWriter::session_start(int64_t step) {
+  Event event;
+  event.set_wall_time(unix_seconds());
+  event.set_step(step);
+  event.mutable_session_log()->set_status(SessionLog::START);
+  append_record(event.SerializeAsString());
+  flush();
 }
 
 void TensorBoardWriter::flush() {

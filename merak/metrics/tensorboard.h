@@ -12,13 +12,16 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace merak::metrics {
 
 struct TensorBoardOptions {
   // Write the buffer out once this many records are waiting...
   size_t flush_every_records = 64;
-  // ...or when a record arrives this long after the last write (checked only in scalar()).
+  // ...or when a record arrives this long after the last write (checked in scalar() and
+  // scalars(), after the call's records are buffered).
   double flush_every_seconds = 10.0;
 };
 
@@ -38,6 +41,18 @@ class TensorBoardWriter {
   // current wall time. Throws merak::Error naming the file if a write it triggers fails.
   void scalar(std::string_view tag, int64_t step, float value);
 
+  // Appends one event per (tag, value) at `step`, as scalar() does, then applies the flush rules
+  // once: a group (a training step's figures) reaches the file whole, never split by a flush
+  // that its first record set off with the rest left waiting for the next group.
+  void scalars(int64_t step, const std::vector<std::pair<std::string, float>>& values);
+
+  // Appends a SessionLog START event at `step` and writes it through: TensorBoard (reading a
+  // directory's files in name order, so older files first) then drops every event of a step >=
+  // `step` it read before it. A run resumed after step N calls it with N + 1, so the steps an
+  // abandoned run wrote past its checkpoint do not plot next to the ones written again (what
+  // PyTorch's SummaryWriter(purge_step=N + 1) writes).
+  void session_start(int64_t step);
+
   // Writes every buffered record to the file (the operating system's cache; no fsync).
   // Throws merak::Error naming the file on a write failure.
   void flush();
@@ -50,6 +65,8 @@ class TensorBoardWriter {
 
  private:
   void append_record(const std::string& data);
+  void append_scalar(std::string_view tag, int64_t step, float value);
+  void flush_if_due();  // every flush_every_records records or after flush_every_seconds
 
   std::string path_;
   TensorBoardOptions options_;

