@@ -18,6 +18,7 @@
 
 #include "merak/checkpoint/checksum.h"
 #include "merak/checkpoint/direct_io.h"
+#include "merak/core/read_file.h"
 
 namespace merak::checkpoint {
 namespace {
@@ -71,19 +72,6 @@ class Files {
  private:
   std::map<std::string, OpenFile> files_;
 };
-
-// pread until `n` bytes are in or the file ends; the count read (-1: the call failed).
-ssize_t pread_all(int fd, char* dst, size_t n, int64_t off) {
-  size_t got = 0;
-  while (got < n) {
-    const ssize_t r = ::pread(fd, dst + got, n - got, off_t(off + int64_t(got)));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return got > 0 ? ssize_t(got) : -1;
-    if (r == 0) break;
-    got += size_t(r);
-  }
-  return ssize_t(got);
-}
 
 // Reads `n` bytes at `off` into `dst` with direct I/O as far as it goes (it may refuse, or stop
 // short off the block grid), the rest through the page cache; the count read.

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "merak/core/json.h"
+#include "merak/core/read_file.h"
 
 namespace merak::checkpoint {
 
@@ -287,8 +288,10 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
     const uint64_t file_bytes = uint64_t(st.st_size);
 
     unsigned char length[8];
-    SAFETENSORS_CHECK(file_bytes >= 8 && ::pread(fd_, length, 8, 0) == 8, path,
-                      "truncated: ", file_bytes, " bytes, less than the 8-byte header length");
+    SAFETENSORS_CHECK(file_bytes >= 8, path, "truncated: ", file_bytes,
+                      " bytes, less than the 8-byte header length");
+    SAFETENSORS_CHECK(pread_all(fd_, reinterpret_cast<char*>(length), 8, 0) == 8, path,
+                      "cannot read the header length: ", errno_text());
     uint64_t header_bytes = 0;
     for (int i = 0; i < 8; ++i) header_bytes |= uint64_t(length[i]) << (8 * i);
     SAFETENSORS_CHECK(header_bytes >= 2 && header_bytes <= kMaxHeaderBytes, path,
@@ -297,7 +300,7 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
     SAFETENSORS_CHECK(header_bytes <= file_bytes - 8, path, "bad header length ", header_bytes,
                       ": the file has only ", file_bytes - 8, " bytes after it (truncated?)");
     std::string header(size_t(header_bytes), '\0');
-    SAFETENSORS_CHECK(::pread(fd_, &header[0], header.size(), 8) == ssize_t(header.size()),
+    SAFETENSORS_CHECK(pread_all(fd_, &header[0], header.size(), 8) == ssize_t(header.size()),
                       path, "cannot read the header: ", errno_text());
 
     read_header(header, path, &entries_, &metadata_);
@@ -325,13 +328,11 @@ Tensor SafetensorsReader::read(const std::string& name) const {
   Tensor t = Tensor::empty(e.shape, e.dtype);
   auto* bytes = static_cast<unsigned char*>(t.raw_data());
   const size_t n = size_t(t.nbytes());
-  for (size_t done = 0; done < n;) {  // pread may return less than asked (and caps at 2 GiB)
-    const ssize_t got = ::pread(fd_, bytes + done, n - done, off_t(data_start_ + e.begin + done));
-    if (got < 0 && errno == EINTR) continue;
-    SAFETENSORS_CHECK(got > 0, path_, "cannot read tensor '", name, "': ",
-                      got < 0 ? errno_text() : "the file is shorter (changed while reading?)");
-    done += size_t(got);
-  }
+  errno = 0;
+  const ssize_t got = pread_all(fd_, reinterpret_cast<char*>(bytes), n, data_start_ + e.begin);
+  SAFETENSORS_CHECK(got == ssize_t(n), path_, "cannot read tensor '", name, "': ",
+                    got < 0 || errno != 0 ? errno_text()
+                                          : "the file is shorter (changed while reading?)");
   if (e.dtype == DType::Bool)  // any nonzero byte is true; C++ bool must be 0 or 1
     for (size_t i = 0; i < n; ++i) bytes[i] = bytes[i] != 0;
   return t;

@@ -36,6 +36,8 @@ class SafetensorsWriter {
   void write(const Tensor& tensor);
   // Every declared tensor written: fsync, then rename into place.
   void commit();
+  // Where the bytes go until commit() (for a tool that removes it when interrupted).
+  const std::string& temporary_path() const { return tmp_; }
 
  private:
   [[noreturn]] void abandon(const std::string& problem);  // removes the temporary file, throws

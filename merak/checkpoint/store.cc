@@ -229,17 +229,27 @@ std::map<int64_t, std::string> steps_in(const std::string& dir) {
 // hundreds of GB, and a step that is never saved again would otherwise keep its leftovers.
 void discard_unfinished(const std::string& dir) {
   std::error_code ec;
-  std::vector<fs::path> stale;
+  std::vector<std::pair<fs::path, long long>> stale, old;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     long long step = 0;
     int end = 0;
-    if (std::sscanf(name.c_str(), ".step_%lld.%n", &step, &end) == 1 && end > 0 &&
-        (name.compare(size_t(end), std::string::npos, "tmp") == 0 ||
-         name.compare(size_t(end), std::string::npos, "old") == 0))
-      stale.push_back(e.path());
+    if (std::sscanf(name.c_str(), ".step_%lld.%n", &step, &end) != 1 || end <= 0) continue;
+    if (name.compare(size_t(end), std::string::npos, "tmp") == 0) stale.push_back({e.path(), step});
+    if (name.compare(size_t(end), std::string::npos, "old") == 0) old.push_back({e.path(), step});
   }
-  for (const fs::path& path : stale) fs::remove_all(path, ec);
+  // A kill between publish's two renames (no RENAME_EXCHANGE) leaves step N only as
+  // .step_N.old, complete and perhaps the step `latest` names: it goes back to its name.
+  for (const auto& [path, step] : old) {
+    const std::string named = dir + "/" + step_name(step);
+    if (!fs::exists(named) && fs::exists(path / "index.json")) {
+      rename_or_fail(path.string(), named);
+      sync_dir(dir);
+    } else {
+      stale.push_back({path, step});
+    }
+  }
+  for (const auto& [path, step] : stale) fs::remove_all(path, ec);
 }
 
 }  // namespace
@@ -473,6 +483,11 @@ std::string resolve(const std::string& path, bool allow_empty) {
     std::string name;
     std::getline(in, name);
     const std::string step_dir = path + "/" + name;
+    // Killed between publish's two renames: the step is whole under its old name (the next
+    // save's begin_step renames it back).
+    const std::string aside = path + "/." + name + ".old";
+    if (!name.empty() && !fs::exists(step_dir) && fs::exists(aside + "/index.json"))
+      return aside;
     if (name.empty() || !fs::exists(step_dir + "/index.json"))
       fail("checkpoint '" + path + "': latest names '" + name + "', which holds no index.json");
     return step_dir;

@@ -9,6 +9,13 @@
 
 namespace merak::config {
 
+// The bounds on sizes: far above any model (a 1T GPT: 128 layers, hidden 25600, ffn 102400),
+// low enough that a tensor's element count, a product of a few widths and the batch, cannot wrap
+// around. Widths: model.hidden, ffn_hidden, max_seq, vocab, type_vocab and train.batch; depths:
+// model.layers and heads.
+inline constexpr int64_t kMaxWidth = int64_t(1) << 24;
+inline constexpr int64_t kMaxDepth = int64_t(1) << 16;
+
 // The model a config describes; models/ builds from it directly (models::ModelOptions is this
 // struct). Recomputation is a runtime choice, not the model's: parallel.recompute.
 struct ModelConfig {

@@ -125,9 +125,7 @@ std::optional<Problem> first_problem(const Config& c) {
   k.at_least(m.max_seq, 1, "model.max_seq");
   k.at_least(m.vocab, 1, "model.vocab");
   k.at_least(m.type_vocab, 1, "model.type_vocab");
-  // Far above any model (a 1T GPT: 128 layers, hidden 25600, ffn 102400), low enough that a
-  // tensor's element count, a product of a few of these and the batch, cannot wrap around.
-  constexpr int64_t kMaxWidth = int64_t(1) << 24, kMaxDepth = int64_t(1) << 16;
+  // kMaxWidth, kMaxDepth: config.h.
   k.at_most(m.layers, kMaxDepth, "model.layers");
   k.at_most(m.heads, kMaxDepth, "model.heads");
   for (const auto& [v, key] : {std::pair{m.hidden, "model.hidden"},

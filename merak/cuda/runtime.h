@@ -24,8 +24,10 @@ void synchronize(int index);
 // major.minor: 2048 on sm_80 (A100, A30), 1024 on sm_86/89 (A10, A40, L4, L40S), 4096 on sm_90
 // (H100, H200), 8192 on sm_100/103 (B200, B300), 1024 on sm_120 (RTX PRO 6000 Blackwell). These
 // are the data-center and workstation parts' rates; GeForce cards of sm_86/89/120 run bf16 with
-// f32 accumulation at half of it, so their peak is overstated 2x. 0 for an architecture not in
-// the table (no guess). Needs no GPU.
+// f32 accumulation at half of it, so their peak is overstated 2x; so is a cut-down part of a
+// full architecture (H20 on sm_90). 0 for an architecture not in the table (no guess). Needs no
+// GPU. (The build targets sm_80 and sm_90 only: the Blackwell rows wait for kernels built for
+// them.)
 double tensor_flop_per_sm_clock(int major, int minor);
 
 // Dense bf16/f16 tensor-core peak of device `index` in TFLOP/s: SMs x clock x the rate above.

@@ -85,4 +85,11 @@ std::unique_ptr<TokenWriter> make_token_writer(const std::string& format,
   MERAK_FAIL(path, ": unknown token file format '", format, "' (merak, llmc or megatron)");
 }
 
+std::vector<std::string> token_writer_files(const std::string& format, const std::string& path) {
+  // write_shard, LlmcWriter and MegatronWriter each write FILE.tmp and rename it to FILE.
+  if (format == "megatron")
+    return {path + ".bin", path + ".idx", path + ".bin.tmp", path + ".idx.tmp"};
+  return {path, path + ".tmp"};
+}
+
 }  // namespace merak::data

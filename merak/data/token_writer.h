@@ -37,4 +37,9 @@ std::unique_ptr<TokenWriter> make_token_writer(const std::string& format,
                                                const std::string& path, int64_t separator,
                                                int64_t vocab_size);
 
+// Every file make_token_writer(format, path, ...) creates, the finished ones and their
+// temporaries (which are created, truncated, before any document is added): what a tool checks
+// its inputs against.
+std::vector<std::string> token_writer_files(const std::string& format, const std::string& path);
+
 }  // namespace merak::data

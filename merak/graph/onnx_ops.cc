@@ -210,11 +210,15 @@ void gather(Builder& b, const NodeProto& n) {
     // partitioner's vocabulary-parallel lookups require (the embedding refuses a negative one).
     std::vector<int64_t> idx;
     if (ids.constant.defined()) idx = int_values(ids.constant, "indices");
+    const int64_t rows = data.meta.shape[0];
+    for (int64_t i : idx)
+      MERAK_CHECK(i >= -rows && i < rows, "Gather index ", i, " is out of range for a table of ",
+                  rows, " rows");
     if (std::none_of(idx.begin(), idx.end(), [](int64_t i) { return i < 0; })) {
       b.emit("embedding", {b.use(input(n, 0)), b.use(input(n, 1))}, {}, {output(n, 0)});
       return;
     }
-    for (int64_t& i : idx) i += i < 0 ? data.meta.shape[0] : 0;
+    for (int64_t& i : idx) i += i < 0 ? rows : 0;
     const std::string wrapped = b.add_constant(Tensor::from_vector(idx, ids.constant.shape()));
     b.emit("embedding", {b.use(input(n, 0)), wrapped}, {}, {output(n, 0)});
     return;

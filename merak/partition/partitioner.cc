@@ -85,8 +85,10 @@ Result run_partition(const PreparedGraph& g, const Request& req) {
     if (v == 1) throw;
     char gib[64];
     std::snprintf(gib, sizeof gib, "%.1f GiB", rank_limit / double(1 << 30));
+    // The stage-level reason after it: a split that misses only for the tied readers says so.
     throw NoFit("no split into " + std::to_string(model_stages) + " model stages, " +
-                    std::to_string(v) + " a rank, fits in " + gib + " per device",
+                    std::to_string(v) + " a rank, fits in " + gib + " per device (" + e.what() +
+                    ")",
                 e.needed * double(v));
   }
   if (req.estimates_only) {

@@ -355,8 +355,12 @@ Partition partition_pipeline(const StageModel& model, int64_t stages, double mem
 }
 
 double min_peak_memory(const StageModel& model, int64_t stages) {
-  // Bisect the cap, then close the last gap one achievable peak at a time.
-  auto split_under = [&](double cap) { return split_under_memory(model, stages, cap); };
+  // Bisect the cap, then close the last gap one achievable peak at a time. Under the ties where
+  // the greedy search finds a split at all; where it finds none (a middle stage must hold every
+  // reader of a shared parameter, which it may miss), without them: a lower bound, not a false
+  // "too few nodes".
+  const bool ties = !split_under_memory(model, stages, kInf).empty();
+  auto split_under = [&](double cap) { return split_under_memory(model, stages, cap, ties); };
   auto peak = [&](const std::vector<int64_t>& cuts) {
     double m = 0;
     for (int64_t s = 0; s < stages; ++s)

@@ -63,8 +63,9 @@ Partition evaluate(const StageModel& model, const std::vector<int64_t>& cuts,
 // there are fewer nodes than stages or no split keeps the ties (whatever the memory).
 Partition partition_pipeline(const StageModel& model, int64_t stages, double memory_limit);
 
-// The smallest per-device memory of any split into `stages` stages (exact: the feasibility test
-// above under a bisected cap).
+// The smallest per-device memory of any split into `stages` stages (the feasibility test above
+// under a bisected cap: exact, but for a shared parameter whose readers a middle stage must hold
+// together, where it is the bound without that rule).
 double min_peak_memory(const StageModel& model, int64_t stages);
 
 // Baselines; nullopt when the graph has no block stack or fewer units than stages. Their stages

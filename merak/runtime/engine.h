@@ -12,8 +12,9 @@
 //   Send/Recv      activations forward and gradients back over the pipeline group, posted in
 //                  the schedule's batches (p2p_batches: what goes together goes as one NCCL
 //                  group); a receive waits for its batch's receives where it stands (under
-//                  NCCL the batch as a whole); each send is let go (its tensor freed) at the
-//                  first instruction after it has finished, and all by the step's end.
+//                  NCCL the batch as a whole); the handle of a finished send (and with it the
+//                  communicator's hold on its tensor) is dropped at the first instruction that
+//                  finds it finished, and every one by the step's end.
 //   ReduceGrads    tied-weight gradients summed over the first and last stage, then
 //                  data-parallel sums in buckets (or, under ZeRO-1, a reduce-scatter that leaves
 //                  each replica its segment), then the global gradient norm over the whole job

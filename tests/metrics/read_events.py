@@ -93,7 +93,10 @@ def _build_event_class():
     _field(event, "file_version", 3, _F.TYPE_STRING, oneof=0)
     _field(event, "graph_def", 4, _F.TYPE_BYTES, oneof=0)
     _field(event, "summary", 5, _F.TYPE_MESSAGE, type_name=".tfcheck.Summary", oneof=0)
-    _field(event, "session_log", 6, _F.TYPE_MESSAGE, type_name=".tfcheck.SessionLog", oneof=0)
+    # 6 is the deprecated log_message, which TensorBoard ignores: declared so that a record
+    # using it is named (and refused), not taken for a session log.
+    _field(event, "log_message", 6, _F.TYPE_BYTES, oneof=0)
+    _field(event, "session_log", 7, _F.TYPE_MESSAGE, type_name=".tfcheck.SessionLog", oneof=0)
     _field(event, "meta_graph_def", 9, _F.TYPE_BYTES, oneof=0)
 
     pool = descriptor_pool.DescriptorPool()

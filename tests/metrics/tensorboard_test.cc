@@ -307,6 +307,18 @@ TEST_CASE("tensorboard: a resumed run's SessionLog START is written through", "[
   CHECK(lines[1][1] == "5001");
   CHECK(std::stod(lines[1][2]) > 1.6e9);
   CHECK(writer.records() == 3);
+  // The bytes themselves, with no descriptor: after the version record (8-byte length, 4-byte
+  // CRC, data, 4-byte CRC), the START event ends in field 7 (tag 0x3A: TensorBoard's
+  // session_log; 6 is the deprecated log_message it ignores) holding status 1 (08 01).
+  const std::string bytes = read_file(writer.path());
+  uint64_t first = 0;
+  std::memcpy(&first, bytes.data(), 8);
+  const size_t second = size_t(8 + 4 + first + 4);
+  REQUIRE(bytes.size() > second + 12);
+  uint64_t length = 0;
+  std::memcpy(&length, bytes.data() + second, 8);
+  const std::string event = bytes.substr(second + 12, size_t(length));
+  CHECK(event.substr(event.size() - 4) == std::string("\x3a\x02\x08\x01", 4));
 }
 
 TEST_CASE("tensorboard: two writers in one directory get separate files", "[metrics]") {

@@ -36,7 +36,7 @@ steps=$(awk -F'\t' '$1 == "scalar" && $5 == "train/loss" {printf "%s ", $2}' "$t
 [ "$steps" = "4 5 6 " ] || fail "resumed event file: train/loss steps $steps"
 echo "resume: START at step 4 in $(basename "$second"); summary: $summary"
 
-# Nothing to run (the checkpoint is at train.steps): no event records beyond the version.
+# Nothing to run (the checkpoint is at train.steps): said, and it ends there.
 out=$("${run[@]}" --set train.steps=3 --resume "$tmp/ck/step_000000003" 2>&1) ||
   fail "nothing to run: $out"
 grep -q '^done: nothing to run' <<< "$out" || fail "nothing to run: $out"

@@ -3,4 +3,4 @@
 set -u
 bin="$1"
 export OMPI_MCA_btl=self,vader
-timeout $((120 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np 3 "$bin"
+timeout $((120 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np 4 "$bin"

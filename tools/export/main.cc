@@ -7,10 +7,13 @@
 // PATH: a step directory, or a checkpoint directory (its latest). Exit codes: 0 done, 2 bad
 // command line or checkpoint (one line naming the file or tensor) or an output that cannot be
 // written (one line naming -o; never a file of the checkpoint itself), 1 any other failure.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -75,6 +78,16 @@ void check_output(const std::string& out, const std::string& step_dir) {
                                    dir.string() + " (it would overwrite the checkpoint)");
 }
 
+// The output's temporary file while it is written: it grows to the model's size, and an
+// interrupted export (Ctrl-C, a job's SIGTERM) removes it before dying of the signal.
+char g_partial[4096] = "";
+
+extern "C" void remove_partial(int sig) {
+  if (g_partial[0] != '\0') ::unlink(g_partial);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -131,6 +144,10 @@ int main(int argc, char** argv) {
     } catch (const Error& e) {
       output_error(e);
     }
+    if (file->temporary_path().size() < sizeof g_partial) {
+      std::strcpy(g_partial, file->temporary_path().c_str());
+      for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, remove_partial);
+    }
     const auto start = std::chrono::steady_clock::now();
     auto shown = start;
     int64_t done_bytes = 0;
@@ -168,6 +185,7 @@ int main(int argc, char** argv) {
     } catch (const Error& e) {
       output_error(e);
     }
+    g_partial[0] = '\0';
     std::printf("merak_export: %zu tensors (%.2fM parameters) of step %lld from %s to %s (%s "
                 "names)\n",
                 specs.size(), double(elements) / 1e6, static_cast<long long>(index.step),

@@ -104,10 +104,8 @@ int cmd_trace(const Args& a) {
     fail(2, e.what());
   }
   const int64_t batch = positive(a.one("--batch", "1"), "--batch");
-  // The bound config::load puts on train.batch.
-  constexpr int64_t kMaxBatch = int64_t(1) << 24;
-  if (batch > kMaxBatch)
-    fail(2, "--batch " + std::to_string(batch) + " exceeds " + std::to_string(kMaxBatch) +
+  if (batch > config::kMaxWidth)  // the bound config::load puts on train.batch
+    fail(2, "--batch " + std::to_string(batch) + " exceeds " + std::to_string(config::kMaxWidth) +
                 " (the bound on train.batch)");
   const int64_t seq = positive(a.one("--seq", std::to_string(cfg.train.seq_len)), "--seq");
   if (seq > cfg.model.max_seq)
@@ -121,7 +119,8 @@ int cmd_trace(const Args& a) {
   try {
     m = graph::trace_model(*model, batch, seq, cfg.train.seed);
   } catch (const Error& e) {
-    // The config is valid, so what fails here (a tensor too large to count) is --batch x --seq.
+    // The config is valid, so what fails here is most likely a tensor too large to count at
+    // --batch x --seq; the message says what it was.
     fail(2, config_path + ": tracing at --batch " + std::to_string(batch) + " --seq " +
                 std::to_string(seq) + ": " + e.what());
   }

@@ -127,9 +127,7 @@ int64_t input_size(const std::string& path) {
 // re-run over `data/*` after data/x was written would read the old token file back as text.
 void check_not_an_input(const std::string& format, const std::string& out,
                         const std::vector<std::string>& inputs) {
-  const std::vector<std::string> outputs =
-      format == "megatron" ? std::vector<std::string>{out + ".bin", out + ".idx"}
-                           : std::vector<std::string>{out};
+  const std::vector<std::string> outputs = merak::data::token_writer_files(format, out);
   for (const std::string& output : outputs) {
     struct stat o;
     if (::stat(output.c_str(), &o) != 0) continue;  // not there yet: no input is it

@@ -707,6 +707,17 @@ TEST_CASE("onnx import: Gather on a 2-D table counts negative constant indices f
   CHECK(values(out[0]) == std::vector<float>{30, 31, 10, 11});
   CHECK(out[1].shape() == Shape{2});
   CHECK(values(out[1]) == std::vector<float>{20, 21});
+
+  // Beyond the table either way: refused at import, not at the first run.
+  for (int64_t bad : {-5, 4}) {
+    OnnxModel o;
+    o.input("x", kFloat, {2}).output("c", {2});
+    o.floats("table", {4, 2}, {0, 1, 10, 11, 20, 21, 30, 31}).ints("at", {}, {bad});
+    o.node("Gather", {"table", "at"}, {"r"});
+    o.node("Add", {"r", "x"}, {"c"});
+    CHECK_THROWS_WITH(import(o), Catch::Contains("Gather index " + std::to_string(bad) +
+                                                 " is out of range for a table of 4 rows"));
+  }
 }
 
 TEST_CASE("onnx import: a fused node's extra outputs take no name already in the graph") {
