@@ -13,6 +13,7 @@
 #include "merak/graph/executor.h"
 #include "merak/graph/tracer.h"
 #include "merak/partition/hardware.h"
+#include "merak/partition/plan_builder.h"
 #include "merak/partition/simulate.h"
 #include "models/model.h"
 
@@ -90,6 +91,22 @@ inline void check_same_step(const partition::StepResult& got, const partition::S
 
 inline partition::Hardware profile(const std::string& name) {
   return partition::load_hardware("configs/hardware/" + name + ".yaml");
+}
+
+// A dp = 1, tp = 1 plan of `m` with the given cuts, on the cpu-local profile.
+inline partition::Plan plan_with_cuts(const graph::Model& m, const std::vector<int64_t>& cuts) {
+  using namespace partition;
+  const std::vector<TpRank> ranks = {whole_model(m)};
+  const GraphFacts f = analyze(m.graph());
+  Placement pl;
+  pl.pp = int64_t(cuts.size()) - 1;
+  MemoryOptions mem;
+  const CostModel cost(profile("cpu-local"), Precision::F32, pl);
+  const StageModel stages(f, cost, mem);
+  PlanSettings st;
+  st.pp = pl.pp;
+  st.memory = mem;
+  return build_plan(ranks, stages, evaluate(stages, cuts, "given"), st);
 }
 
 }  // namespace merak::test

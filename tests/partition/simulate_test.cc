@@ -14,21 +14,6 @@ using namespace merak::partition;
 
 namespace {
 
-// A dp = 1, tp = 1 plan with the given cuts.
-Plan plan_with_cuts(const graph::Model& m, const std::vector<int64_t>& cuts) {
-  const std::vector<TpRank> ranks = {whole_model(m)};
-  const GraphFacts f = analyze(m.graph());
-  Placement pl;
-  pl.pp = int64_t(cuts.size()) - 1;
-  MemoryOptions mem;
-  const CostModel cost(test::profile("cpu-local"), Precision::F32, pl);
-  const StageModel stages(f, cost, mem);
-  PlanSettings st;
-  st.pp = pl.pp;
-  st.memory = mem;
-  return build_plan(ranks, stages, evaluate(stages, cuts, "given"), st);
-}
-
 int64_t node_index(const graph::Model& m, const std::string& name) {
   for (int k = 0; k < m.graph().nodes_size(); ++k)
     if (m.graph().nodes(k).name() == name) return k;
@@ -46,13 +31,14 @@ TEST_CASE("a pipeline plan run stage by stage equals the unsplit graph", "[parti
 
   SECTION("cuts between blocks") {
     const Blocks b = find_blocks(m.graph());
-    const Plan plan = plan_with_cuts(m, {0, b.starts[1], b.starts[2], m.graph().nodes_size()});
+    const Plan plan =
+        test::plan_with_cuts(m, {0, b.starts[1], b.starts[2], m.graph().nodes_size()});
     test::check_same_step(run_step(plan, batch, seed), want);
   }
   SECTION("cuts inside blocks, one stage relaying the residual stream") {
     // Stage 1 holds block 1's attention up to sdpa: the residual input of the block passes
     // through it untouched to the add on stage 2.
-    const Plan plan = plan_with_cuts(
+    const Plan plan = test::plan_with_cuts(
         m, {0, node_index(m, "blocks.1.ln_1/layer_norm_0"), node_index(m, "blocks.1.attn/permute_3"),
             node_index(m, "blocks.2.mlp.proj/linear_0"), m.graph().nodes_size()});
     bool relayed = false;

@@ -54,21 +54,6 @@ graph::Model shared_middle(graph::Model m) {
   return m;
 }
 
-// A dp = 1, tp = 1 plan with the given cuts.
-Plan plan_with_cuts(const graph::Model& m, const std::vector<int64_t>& cuts) {
-  const std::vector<TpRank> ranks = {whole_model(m)};
-  const GraphFacts f = analyze(m.graph());
-  Placement pl;
-  pl.pp = int64_t(cuts.size()) - 1;
-  MemoryOptions mem;
-  const CostModel cost(test::profile("cpu-local"), Precision::F32, pl);
-  const StageModel stages(f, cost, mem);
-  PlanSettings st;
-  st.pp = pl.pp;
-  st.memory = mem;
-  return build_plan(ranks, stages, evaluate(stages, cuts, "given"), st);
-}
-
 }  // namespace
 
 TEST_CASE("the tied LM head stays on the last stage however many stages", "[partition]") {
@@ -95,7 +80,7 @@ TEST_CASE("a parameter shared by middle layers stays on one stage or is refused"
   // Blocks 1 and 2 on middle stages of their own: the plan builder refuses the split.
   const std::vector<int64_t> cuts = {0, blocks.starts[1], blocks.starts[2], blocks.starts[3],
                                      int64_t(m.graph().nodes_size())};
-  CHECK_THROWS_WITH(plan_with_cuts(m, cuts),
+  CHECK_THROWS_WITH(test::plan_with_cuts(m, cuts),
                     Contains("parameter '" + shared + "' is read on pipeline stages 1, 2 of 4"));
 
   // The partitioner keeps both readers on one stage (or on the first and last).
