@@ -88,9 +88,13 @@ void read_header(const std::string& text, const std::string& path, std::vector<E
       const std::string what = "tensor '" + name + "'";
       Entry e;
       e.name = name;
-      for (const auto& [field, v] : value.members(what))
+      std::set<std::string> fields;
+      for (const auto& [field, v] : value.members(what)) {
         if (field != "dtype" && field != "shape" && field != "data_offsets")
           SAFETENSORS_FAIL(path, "unexpected field '", field, "' in ", what);
+        if (!fields.insert(field).second)  // our parser keeps both; which one is meant?
+          SAFETENSORS_FAIL(path, "duplicate field '", field, "' in ", what);
+      }
       for (const char* field : {"dtype", "shape", "data_offsets"})
         if (!value.find(field)) SAFETENSORS_FAIL(path, what, " lacks ", field);
       const std::string& dt = value.find("dtype")->string(what + " dtype");

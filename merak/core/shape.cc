@@ -1,5 +1,7 @@
 #include "merak/core/shape.h"
 
+#include <algorithm>
+
 #include "merak/core/error.h"
 
 namespace merak {
@@ -17,7 +19,10 @@ Shape contiguous_strides(const Shape& shape) {
   int64_t s = 1;
   for (int64_t i = int64_t(shape.size()) - 1; i >= 0; --i) {
     strides[i] = s;
-    s *= shape[i];
+    // Checked even where a zero dim makes the element count small: {0, 2^40, 2^40}.
+    if (i > 0)
+      MERAK_CHECK(!__builtin_mul_overflow(s, std::max<int64_t>(shape[i], 1), &s), "shape ",
+                  shape_str(shape), " has strides beyond what int64 counts");
   }
   return strides;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "merak/core/device_backend.h"
 #include "merak/core/parallel.h"
@@ -131,6 +132,25 @@ void strided_copy(const Tensor& dst, const Tensor& src) {
   copy_rows(0, 0, 1);
 }
 
+// The bytes a non-empty view reaches in its storage: [first, last).
+std::pair<const char*, const char*> byte_span(const Tensor& t) {
+  const char* base = static_cast<const char*>(t.raw_data());
+  int64_t lo = 0, hi = 0;
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    const int64_t reach = (t.shape()[size_t(i)] - 1) * t.strides()[size_t(i)];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  const int64_t elem = int64_t(dtype_size(t.dtype()));
+  return {base + lo * elem, base + (hi + 1) * elem};
+}
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0 || a.device() != b.device()) return false;
+  const auto [a0, a1] = byte_span(a);
+  const auto [b0, b1] = byte_span(b);
+  return a0 < b1 && b0 < a1;
+}
+
 }  // namespace
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
@@ -141,8 +161,11 @@ Tensor Tensor::borrow(void* data, const Shape& shape, DType dtype) {
   auto impl = make_layout(shape, dtype, Device::cpu());
   MERAK_CHECK(data != nullptr || merak::numel(shape) == 0, "Tensor::borrow of a null pointer for ",
               shape_str(shape));
-  const size_t bytes = size_t(merak::numel(shape)) * dtype_size(dtype);
-  impl->storage = std::make_shared<Storage>(data, bytes, Device::cpu());
+  int64_t bytes = 0;
+  MERAK_CHECK(!__builtin_mul_overflow(merak::numel(shape), int64_t(dtype_size(dtype)), &bytes),
+              "Tensor::borrow of ", shape_str(shape), " in ", dtype_name(dtype),
+              ": more bytes than int64 counts");
+  impl->storage = std::make_shared<Storage>(data, size_t(bytes), Device::cpu());
   return Tensor(std::move(impl));
 }
 
@@ -160,6 +183,7 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device
 }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // no element to be out of place: [3, 0] narrowed from [3, 4]
   const auto& s = impl().shape;
   int64_t expect = 1;
   for (int64_t i = int64_t(s.size()) - 1; i >= 0; --i) {
@@ -312,7 +336,9 @@ void Tensor::copy_(const Tensor& src) const {
   MERAK_CHECK(shape() == src.shape() && dtype() == src.dtype(), "copy_ from ", src.str(),
               " into ", str());
   if (is_meta() || src.is_meta()) return;
-  strided_copy(*this, src);
+  // A source that shares bytes with the destination (m.copy_(m.transpose(0, 1)), a shifted view)
+  // would be overwritten while it is read: copied out first.
+  strided_copy(*this, overlaps(*this, src) ? src.clone() : src);
 }
 
 Tensor Tensor::to(Device target) const {

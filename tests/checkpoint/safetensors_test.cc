@@ -212,6 +212,8 @@ TEST_CASE("corrupt safetensors files fail with the file and the problem", "[chec
   fails_with(with_header("\"shape\":[1]", "\"shape\":[-1]"), "non-negative integer");
   fails_with(with_header("\"shape\":[1]", "\"shape\":[1],\"extra\":1"), "unexpected field");
   fails_with(with_header("\"b\":", "\"a\":"), "duplicate key 'a'");
+  fails_with(with_header("\"shape\":[1]", "\"shape\":[1],\"dtype\":\"I32\""),
+             "duplicate field 'dtype' in tensor 'b'");
   fails_with(with_header("}}", "}"), "expected '}'");
   fails_with(with_header("\"b\"", "\"b"), "bad header JSON");
   std::remove(path.c_str());

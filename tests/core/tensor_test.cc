@@ -95,6 +95,32 @@ TEST_CASE("copy_ and clone handle any strides and keep values", "[core]") {
   CHECK_THROWS(dst.copy_(a));  // shape mismatch
 }
 
+TEST_CASE("copy_ from a view of the same bytes reads the source as it was", "[core]") {
+  Tensor m = arange({3, 3});
+  m.copy_(m.transpose(0, 1));
+  CHECK(m.to_vector<float>() == std::vector<float>{0, 3, 6, 1, 4, 7, 2, 5, 8});
+  Tensor u = arange({10});  // every even slot takes the one two before it
+  u.as_strided({4}, {2}, 2).copy_(u.as_strided({4}, {2}, 0));
+  CHECK(u.to_vector<float>() == std::vector<float>{0, 1, 0, 3, 2, 5, 4, 7, 6, 9});
+  // Contiguous and large (copied over the pool in blocks): a shift by one element.
+  const int64_t n = int64_t(6) << 20;
+  Tensor big = arange({n + 1});
+  big.narrow(0, 1, n).copy_(big.narrow(0, 0, n));
+  const float* p = big.data<float>();
+  bool shifted = p[0] == 0;
+  for (int64_t i = 1; i <= n && shifted; ++i) shifted = p[i] == float(i - 1);
+  CHECK(shifted);
+}
+
+TEST_CASE("an empty view is contiguous, whatever its strides", "[core]") {
+  Tensor e = Tensor::zeros({3, 4}).narrow(1, 1, 0);  // [3, 0], strides [4, 1]
+  CHECK(e.is_contiguous());
+  e.fill_(1.0);
+  CHECK(e.view({0}).numel() == 0);
+  CHECK_THROWS_WITH(Tensor::empty({0, int64_t(1) << 40, int64_t(1) << 40}),
+                    Catch::Contains("beyond what int64 counts"));
+}
+
 TEST_CASE("data access is checked against dtype and device", "[core]") {
   Tensor a = Tensor::zeros({2});
   CHECK_THROWS_WITH(a.data<double>(), Catch::Contains("f32"));
