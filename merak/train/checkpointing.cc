@@ -44,12 +44,13 @@ void check_same_model(const config::Config& here, const config::Config& saved,
                               " (a checkpoint resumes only the model it holds)");
 }
 
-// The data a step reads follows from the step and these keys (the sampler's position is the
-// step times the batch, in an order the seed draws over the data's windows): resumed with any of
-// them changed, the steps read other data than the uninterrupted run would have, some of it
-// again and some never. Allowed (a run may change its data on purpose), but said: one line each.
-std::vector<std::string> data_changes(const config::Config& here, const config::Config& saved,
-                                      const std::string& index) {
+// What a resumed step does follows from the step and these keys. The data: the sampler's
+// position is the step times the batch, in an order the seed draws over the data's windows;
+// changed, the steps read other data than the uninterrupted run would have, some of it again and
+// some never. The learning rate: the schedule's shape and its end, train.steps. Allowed (a run
+// may change either on purpose, a longer run most of all), but said: one line each.
+std::vector<std::string> resume_changes(const config::Config& here, const config::Config& saved,
+                                        const std::string& index) {
   auto list = [](const std::vector<std::string>& items) {
     std::string out = "[";
     for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
@@ -67,12 +68,33 @@ std::vector<std::string> data_changes(const config::Config& here, const config::
       {"data.generated_tokens", std::to_string(saved.data.generated_tokens),
        std::to_string(here.data.generated_tokens)},
   };
+  auto number = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return std::string(buf);
+  };
+  const std::string rate_keys[][3] = {
+      {"train.steps", std::to_string(saved.train.steps), std::to_string(here.train.steps)},
+      {"optimizer.lr", number(saved.optimizer.lr), number(here.optimizer.lr)},
+      {"schedule.warmup_steps", std::to_string(saved.schedule.warmup_steps),
+       std::to_string(here.schedule.warmup_steps)},
+      {"schedule.decay", saved.schedule.decay, here.schedule.decay},
+      {"schedule.min_lr", number(saved.schedule.min_lr), number(here.schedule.min_lr)},
+  };
   std::vector<std::string> out;
-  for (const auto& [key, before, after] : keys)
+  auto say = [&](const std::string& key, const std::string& before, const std::string& after,
+                 const std::string& effect) {
     if (before != after)
       out.push_back("key '" + key + "': " + before + " in the checkpoint (" + index + "), " +
-                    after + " in " + here.path + ": the resumed steps read the data in another " +
-                    "order than the uninterrupted run");
+                    after + " in " + here.path + ": " + effect);
+  };
+  for (const auto& [key, before, after] : keys)
+    say(key, before, after,
+        "the resumed steps read the data in another order than the uninterrupted run");
+  for (const auto& [key, before, after] : rate_keys)
+    if (key != "train.steps" || here.schedule.decay != "constant")  // where the decay ends
+      say(key, before, after,
+          "the resumed steps follow another learning-rate schedule than the uninterrupted run");
   return out;
 }
 
@@ -277,7 +299,7 @@ void Trainer::resume_from(const std::string& step_dir) {
     config::Config saved;
     if (saved_config(where, index.config, &saved)) {
       check_same_model(config_, saved, where);
-      changes = data_changes(config_, saved, where);
+      changes = resume_changes(config_, saved, where);
     }
     engine_->load_checkpoint(index);
     step = index.step;

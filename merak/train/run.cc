@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -88,9 +89,44 @@ Peak measure_peak(Trainer& trainer) {
 // that a path it cannot write ends the job before training rather than after, or halfway.
 struct Outputs {
   std::ofstream metrics;  // to append until start_metrics knows where the run starts
-  std::ofstream trace;    // written after the last step
+  std::ofstream trace;    // checked at start-up (appending: nothing changes), written at the end
   std::unique_ptr<metrics::TensorBoardWriter> board;
 };
+
+// Collective: every rank read its own config (its file, its --set flags), and only the layout
+// comes from rank 0; ranks that differ (node-local copies, a file edited during the launch)
+// would hang at a step count or drift apart at a learning rate. Compared by hash; where one
+// differs, the texts name its first line that is not rank 0's.
+void check_same_config(const config::Config& c, comm::Grid& grid) {
+  const std::string text = config::to_yaml(c);
+  const std::vector<std::string> hashes =
+      runtime::all_gather_bytes(grid.host(), std::to_string(std::hash<std::string>{}(text)));
+  auto same = [&](const std::string& h) { return h == hashes[0]; };
+  if (std::all_of(hashes.begin(), hashes.end(), same)) return;
+  const std::vector<std::string> texts = runtime::all_gather_bytes(grid.host(), text);
+  std::string problem;
+  for (size_t r = 1; r < texts.size() && problem.empty(); ++r) {
+    if (texts[r] == texts[0]) continue;
+    std::istringstream theirs(texts[r]), ours(texts[0]);
+    std::string a, b, section;
+    for (;;) {  // the first line that differs (an empty one past the shorter text's end)
+      const bool more_a = bool(std::getline(theirs, a)), more_b = bool(std::getline(ours, b));
+      if (!more_a) a.clear();
+      if (!more_b) b.clear();
+      if (a != b || (!more_a && !more_b)) break;
+      if (!b.empty() && b[0] != ' ' && b.back() == ':') section = b.substr(0, b.size() - 1) + ".";
+    }
+    // "  steps: 4" under "train:" as "train.steps: 4".
+    auto key = [&](const std::string& line) {
+      const size_t at = line.find_first_not_of(' ');
+      return at == 0 || at == std::string::npos ? line : section + line.substr(at);
+    };
+    problem = c.path + ": rank " + std::to_string(r) + " read another config than rank 0 ('" +
+              key(a) + "' where rank 0 has '" + key(b) + "'): every rank must read the same " +
+              "file and --set flags";
+  }
+  agree(grid.host(), problem);
+}
 
 // Collective: rank 0 opens or checks every path; the job agrees on the first problem.
 Outputs open_outputs(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
@@ -122,7 +158,7 @@ Outputs open_outputs(const config::Config& c, comm::Grid& grid, const RunOptions
             [&] { open_file(out.metrics, options.metrics, std::ios::app, "metrics file"); });
   if (!options.trace.empty())
     attempt("--trace: ",
-            [&] { open_file(out.trace, options.trace, std::ios::out, "trace file"); });
+            [&] { open_file(out.trace, options.trace, std::ios::app, "trace file"); });
   if (!options.tensorboard.empty())
     attempt("--tensorboard: ", [&] {
       out.board = std::make_unique<metrics::TensorBoardWriter>(options.tensorboard);
@@ -329,6 +365,8 @@ void write_trace(Trainer& trainer, std::ofstream& f, const std::string& path,
       names.push_back("rank " + std::to_string(r) + " (dp " + std::to_string(co.dp) + ", pp " +
                       std::to_string(co.pp) + ", tp " + std::to_string(co.tp) + ")");
     }
+    f.close();
+    f.open(path, std::ios::trunc);  // only now: a run with nothing to run leaves it as it was
     f << runtime::chrome_trace_json(names, spans);
     if (!f.flush()) problem = "--trace: cannot write trace file '" + path + "'";
   }
@@ -366,6 +404,7 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   const auto& t = c.train;
   const config::CheckpointConfig& ck = c.checkpoint;
   const bool root = grid.rank() == 0;
+  check_same_config(c, grid);
   Outputs out = open_outputs(c, grid, options);
   Trainer trainer(c, grid, !options.trace.empty());
   {
@@ -385,7 +424,6 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
     load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
-  start_metrics(grid, options.metrics, out.metrics, !resume.empty(), trainer.steps_done());
   const int world = grid.world().size();
   // Only rank 0 reports; the others skip the measurement (and do not disturb it much).
   const Peak peak = measure_peak(trainer);
@@ -396,15 +434,31 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   if (root && !resume.empty())
     say(log::Level::Info, "resumed from %s: step %lld done (loaded in %.2f s)", resume.c_str(),
                 (long long)trainer.steps_done(), load_seconds);
-  if (trainer.steps_done() >= t.steps) {
+  // A fresh run saving where another run's checkpoints are: allowed (a run started over), but
+  // its saves replace those steps and move `latest` back, so it is said.
+  if (root && resume.empty() && !ck.dir.empty()) {
+    std::string earlier;
+    try {
+      earlier = checkpoint::resolve(ck.dir, true);
+    } catch (const std::exception&) {  // a damaged `latest`: the saves will say what is wrong
+    }
+    if (!earlier.empty())
+      say(log::Level::Warn, "checkpoint.dir %s holds an earlier run's checkpoint (%s); this "
+          "fresh run saves over its steps and moves latest back (--resume auto continues it)",
+          ck.dir.c_str(), earlier.c_str());
+  }
+  if (trainer.steps_done() >= t.steps) {  // before the outputs change: they stay as they are
     if (root)
       std::printf("done: nothing to run (train.steps is %lld, the checkpoint is at step %lld)\n",
                   (long long)t.steps, (long long)trainer.steps_done());
     return 0;
   }
-  // TensorBoard drops what an earlier file of the directory holds from here on: the abandoned
-  // run's steps past the checkpoint, which this run writes again.
-  if (out.board && !resume.empty()) out.board->session_start(trainer.steps_done() + 1);
+  start_metrics(grid, options.metrics, out.metrics, !resume.empty(), trainer.steps_done());
+  // TensorBoard drops what an earlier file of the directory holds from here on: after a resume,
+  // the abandoned run's steps past the checkpoint, which this run writes again; on a fresh start
+  // (a run started over, or --resume auto with nothing saved yet), all of an earlier attempt's,
+  // as the metrics file starts anew.
+  if (out.board) out.board->session_start(trainer.steps_done() + 1);
 
   // The bar redraws a line in place: one process on a terminal only (mpirun hands its ranks a
   // terminal of its own and forwards their output line by line).
@@ -432,7 +486,14 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
     if (root) {
       StepReport rep = report(s, peak.job_gflops);
       if (eval) rep.eval = &*eval;
-      if (out.metrics.is_open()) out.metrics << json_line(rep) << "\n" << std::flush;
+      if (out.metrics.is_open()) {
+        errno = 0;
+        // Rank 0's alone: thrown, it ends the job with this message (a full disk loses no line
+        // unnoticed).
+        if (!(out.metrics << json_line(rep) << "\n" << std::flush))
+          throw std::runtime_error("--metrics: cannot write '" + options.metrics + "'" +
+                                   (errno ? std::string(" (") + std::strerror(errno) + ")" : ""));
+      }
       if (out.board) write_scalars(*out.board, rep);
       if (s.step == 1 || s.step % t.log_interval == 0 || s.step == t.steps || eval) {
         if (tty) std::printf("\r\033[K");

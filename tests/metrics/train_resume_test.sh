@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A resumed merak_train and its outputs: the new TensorBoard event file starts with a SessionLog
 # START at the first step it runs (TensorBoard then drops the abandoned run's records of those
-# steps from the older file), and the closing summary counts and names the steps this process
-# ran, not train.steps.
+# steps from the older file; a fresh run's START is at step 1, dropping an earlier attempt's), and
+# the closing summary counts and names the steps this process ran, not train.steps. A resume with
+# nothing to run leaves the metrics and trace files as they were; a fresh run over checkpoints
+# and a metrics line that cannot be written are said.
 set -u
 train="$1"
 configs="$2"
@@ -28,7 +30,8 @@ second=$(ls "$tmp"/tb/events.out.tfevents.* | grep -v -x -F "$first")
 
 "$python" "$reader" "$first" > "$tmp/first.txt" || fail "the first event file does not decode"
 "$python" "$reader" "$second" > "$tmp/second.txt" || fail "the resumed event file does not decode"
-! grep -q '^start' "$tmp/first.txt" || fail "a fresh run wrote a SessionLog START"
+[ "$(sed -n 2p "$tmp/first.txt" | cut -f1,2)" = $'start\t1' ] ||
+  fail "fresh event file, second record: $(sed -n 2p "$tmp/first.txt")"
 # Right after the version record: START at step 4, then steps 4 to 6 only.
 [ "$(sed -n 2p "$tmp/second.txt" | cut -f1,2)" = $'start\t4' ] ||
   fail "resumed event file, second record: $(sed -n 2p "$tmp/second.txt")"
@@ -36,8 +39,26 @@ steps=$(awk -F'\t' '$1 == "scalar" && $5 == "train/loss" {printf "%s ", $2}' "$t
 [ "$steps" = "4 5 6 " ] || fail "resumed event file: train/loss steps $steps"
 echo "resume: START at step 4 in $(basename "$second"); summary: $summary"
 
-# Nothing to run (the checkpoint is at train.steps): said, and it ends there.
-out=$("${run[@]}" --set train.steps=3 --resume "$tmp/ck/step_000000003" 2>&1) ||
-  fail "nothing to run: $out"
+# Nothing to run (the checkpoint is at train.steps): said, and it ends there, the metrics and
+# trace files untouched.
+printf '{"step": 1}\n{"step": 2}\n{"step": 3}\n{"step": 4}\n' > "$tmp/m.jsonl"
+echo '{"traceEvents": []}' > "$tmp/t.json"
+cp "$tmp/m.jsonl" "$tmp/m.before"; cp "$tmp/t.json" "$tmp/t.before"
+out=$("${run[@]}" --set train.steps=3 --resume "$tmp/ck/step_000000003" \
+      --metrics "$tmp/m.jsonl" --trace "$tmp/t.json" 2>&1) || fail "nothing to run: $out"
 grep -q '^done: nothing to run' <<< "$out" || fail "nothing to run: $out"
+cmp -s "$tmp/m.jsonl" "$tmp/m.before" || fail "nothing to run changed the metrics file"
+cmp -s "$tmp/t.json" "$tmp/t.before" || fail "nothing to run changed the trace file"
+
+# A fresh run saving where an earlier run's checkpoints are is said (its saves move latest back).
+out=$("${run[@]}" --set train.steps=1 2>&1) || fail "fresh run over checkpoints: $out"
+grep -q "^warning: checkpoint.dir $tmp/ck holds an earlier run's checkpoint" <<< "$out" ||
+  fail "fresh run over checkpoints: no warning: $out"
+
+# A metrics line that cannot be written ends the run naming the file (a file size limit stands
+# in for a full disk: merak_train ignores SIGXFSZ, so the write fails with EFBIG).
+out=$(ulimit -f 1; "$train" --config "$configs/gpt-tiny.yaml" --set model.layers=1 \
+      --set train.steps=20 --metrics "$tmp/full.jsonl" 2>&1); rc=$?
+[ "$rc" -ne 0 ] && grep -q -- "--metrics: cannot write '$tmp/full.jsonl' (File too large)" <<< "$out" ||
+  fail "metrics write failure: exit $rc: $(tail -3 <<< "$out")"
 echo "train_resume_test: all checks passed"

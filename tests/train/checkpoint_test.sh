@@ -12,7 +12,8 @@
 #     with no checkpoint, an unwritable checkpoint.dir, a disk that fills up during a save (in
 #     the step loop or in the background), which leaves `latest` where it was, a scalar of the
 #     state that is not a number (naming the file and the key);
-#   - a resume with the data's keys changed (train.batch, data.seed) warns, naming each.
+#   - a resume with the data's keys changed (train.batch, data.seed) warns, naming each; so
+#     does one whose learning-rate schedule changed (train.steps under cosine decay).
 set -u
 train="$1"
 configs="$2"
@@ -167,7 +168,7 @@ run auto-fresh 1,1,1 gpt-tiny.yaml --set train.steps=2 --set checkpoint.dir="$tm
 grep -q "^checkpoint: $tmp/ck-auto/step_000000002" "$tmp/auto-fresh.log" ||
   fail "auto: no fresh start and save: $(tail -3 "$tmp/auto-fresh.log")"
 # (With the data's batch and seed changed: resumed, and a warning for each, as the steps now
-# read other data than the uninterrupted run.)
+# read other data than the uninterrupted run; and one for train.steps, where cosine decay ends.)
 run auto-again 1,1,1 gpt-tiny.yaml --set train.steps=4 --set checkpoint.dir="$tmp/ck-auto" \
   --resume auto --set train.batch=8 --set data.seed=7
 grep -q "resumed from $tmp/ck-auto/step_000000002: step 2 done" "$tmp/auto-again.log" ||
@@ -178,7 +179,10 @@ for want in "key 'train.batch': 16 in the checkpoint ($index), 8 in $configs/gpt
   grep -qF "warning: $want: the resumed steps read the data in another order" \
     "$tmp/auto-again.log" || fail "auto: no warning '$want': $(head -6 "$tmp/auto-again.log")"
 done
-[ "$(grep -c '^warning: key' "$tmp/auto-again.log")" -eq 2 ] ||
-  fail "auto: want 2 warnings: $(grep '^warning' "$tmp/auto-again.log")"
+want="key 'train.steps': 2 in the checkpoint ($index), 4 in $configs/gpt-tiny.yaml"
+grep -qF "warning: $want: the resumed steps follow another learning-rate schedule" \
+  "$tmp/auto-again.log" || fail "auto: no warning '$want': $(head -6 "$tmp/auto-again.log")"
+[ "$(grep -c '^warning: key' "$tmp/auto-again.log")" -eq 3 ] ||
+  fail "auto: want 3 warnings: $(grep '^warning' "$tmp/auto-again.log")"
 echo "resumed with train.batch and data.seed changed: $(grep '^warning: key' "$tmp/auto-again.log")"
 echo "checkpoint_test: all checks passed"

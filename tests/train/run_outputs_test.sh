@@ -2,8 +2,8 @@
 # What merak_train writes besides stdout (--metrics, --trace, --tensorboard): a path it cannot
 # write ends the run before training with exit 2 and one line, in one process and on every rank
 # of a job; the metrics are valid JSON when the loss diverges (with a warning, once), and a
-# resumed run keeps the steps it continues from. Also: repeated flags are refused, and "of peak"
-# counts no more cores than the machine has.
+# resumed run keeps the steps it continues from; ranks that read different configs are refused.
+# Also: repeated flags are refused, and "of peak" counts no more cores than the machine has.
 set -u
 train="$1"
 configs="$2"
@@ -34,6 +34,16 @@ for flag in --metrics --trace --tensorboard; do
     fail "mpirun, $flag: want the line once: $out"
 done
 echo "bad output paths refused by every rank of a job"
+
+# Ranks that read different configs (here other --set flags, launched MPMD) are refused before
+# training, naming the first key that differs; they hung at the shorter run's end before.
+out=$("${mpi[@]}" -np 1 "$train" "${tiny[@]}" --set parallel.dp=2 --set train.steps=3 \
+      --set parallel.comm_timeout=30 : -np 1 "$train" "${tiny[@]}" --set parallel.dp=2 \
+      --set train.steps=2 --set parallel.comm_timeout=30 2>&1); rc=$?
+[ "$rc" -eq 2 ] && grep -q "rank 1 read another config than rank 0 ('train.steps: 2' where rank 0 has 'train.steps: 3')" <<< "$out" ||
+  fail "mpirun, different configs: exit $rc: $out"
+! grep -q '^step ' <<< "$out" || fail "different configs: trained before refusing: $out"
+echo "ranks with different configs refused before training"
 
 # A diverging loss: JSON null in the metrics (valid JSON), and one warning naming the step.
 out=$("$train" "${tiny[@]}" --set train.steps=4 --set optimizer.lr=1e30 \
