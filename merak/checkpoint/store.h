@@ -75,8 +75,9 @@ std::string step_name(int64_t step);  // "step_000001000"
 void check_writable(const std::string& dir);
 
 // Starts writing step `step` in checkpoint directory `dir` (created if missing; what interrupted
-// saves of any step left, `.step_N.tmp` and `.step_N.old`, is removed): returns the temporary
-// step directory. Called by one rank, with no other save in flight.
+// saves of any step left is cleared: `.step_N.tmp` removed, `.step_N.old` renamed back to step N
+// where a kill mid-swap left it the only copy, else removed): returns the temporary step
+// directory. Called by one rank, with no other save in flight.
 std::string begin_step(const std::string& dir, int64_t step);
 // Writes `pieces` into `file` (a safetensors file) in the temporary step directory, fsynced, and
 // returns their entries for the index.

@@ -122,8 +122,7 @@ void TensorBoardWriter::flush_if_due() {
 }
 
 void TensorBoardWriter::scalar(std::string_view tag, int64_t step, float value) {
-  append_scalar(tag, step, value);
-  flush_if_due();
+  scalars(step, {{std::string(tag), value}});
 }
 
 void TensorBoardWriter::scalars(int64_t step,

@@ -310,7 +310,17 @@ Partition partition_pipeline(const StageModel& model, int64_t stages, double mem
   TimeWalk walk(model, stages, memory_limit);
   double best = 0;
   std::vector<int64_t> cuts;
-  if (memory_limit <= 0 || !split_under_memory(model, stages, memory_limit).empty()) {
+  const bool shared = !model.shared_params().empty();
+  const bool fits = memory_limit <= 0 || !split_under_memory(model, stages, memory_limit).empty();
+  // Whether memory alone, the ties aside, allows a split (a split that keeps them is one).
+  const bool fits_untied =
+      fits || (shared && !split_under_memory(model, stages, memory_limit, false).empty());
+  auto gib = [&] {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f", memory_limit / double(1 << 30));
+    return std::string(text);
+  };
+  if (fits) {
     // A split that fits bounds the answer from above: the exact search then only looks below it
     // (a hair above, so that split itself can be the answer) and skips the cells no split
     // below it passes through. Exact either way; many times faster on deep graphs.
@@ -321,15 +331,11 @@ Partition partition_pipeline(const StageModel& model, int64_t stages, double mem
       cuts = min_max_cuts(n, stages, walk, &best, bound, &room);
     }
     if (cuts.empty()) cuts = min_max_cuts(n, stages, walk, &best);
-  } else if (!model.shared_params().empty() &&
-             !split_under_memory(model, stages, memory_limit, false).empty()) {
+  } else if (fits_untied) {
     // Memory alone allows a split: whether one also keeps the ties, the exact search decides.
     cuts = min_max_cuts(n, stages, walk, &best);
   }
-  const bool ties_bind = cuts.empty() && !model.shared_params().empty() &&
-                         (memory_limit <= 0 ||
-                          !split_under_memory(model, stages, memory_limit, false).empty());
-  if (ties_bind) {
+  if (cuts.empty() && shared && fits_untied) {
     // A parameter read on two stages is summed over the first and the last only (the grid's
     // tied group): no split keeps its readers there, or on one stage.
     const std::string what = "no split into " + std::to_string(stages) +
@@ -339,18 +345,12 @@ Partition partition_pipeline(const StageModel& model, int64_t stages, double mem
     TimeWalk unlimited(model, stages, 0);
     if (memory_limit <= 0 || min_max_cuts(n, stages, unlimited, &best).empty())
       throw Error(what);
-    char limit[32];
-    std::snprintf(limit, sizeof limit, "%.1f", memory_limit / double(1 << 30));
-    throw NoFit(what + ", within " + limit + " GiB per device", min_peak_memory(model, stages));
+    throw NoFit(what + ", within " + gib() + " GiB per device", min_peak_memory(model, stages));
   }
-  if (cuts.empty()) {
-    const double need = min_peak_memory(model, stages);
-    char limit[32];
-    std::snprintf(limit, sizeof limit, "%.1f", memory_limit / double(1 << 30));
-    throw NoFit("no split into " + std::to_string(stages) + " pipeline stages fits in " + limit +
+  if (cuts.empty())
+    throw NoFit("no split into " + std::to_string(stages) + " pipeline stages fits in " + gib() +
                     " GiB per device",
-                need);
-  }
+                min_peak_memory(model, stages));
   return evaluate(model, cuts, "ours", memory_limit);
 }
 

@@ -753,8 +753,7 @@ double Engine::evaluate(int64_t index, const MicroBatchFn& batches) {
       swap_programs(/*training=*/true);
       e.times = times;
       e.options.trace = trace;
-      e.posted.clear();
-      e.unfinished.clear();
+      e.clear_posted();
       for (Impl::Chunk& c : e.chunks) c.micro.clear();
     }
     void swap_programs(bool training) {
