@@ -2,6 +2,7 @@
 // kBlock rows, so a thread only ever holds kBlock x Tk scores; the backward recomputes the
 // probabilities of each block from the saved log-sum-exp instead of storing them.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -10,6 +11,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/vec_math.h"
 #include "merak/core/parallel.h"
+#include "merak/core/philox.h"
 #include "merak/ops/op_util.h"
 
 #include "kernels/cpu/eigen.h"
@@ -61,6 +63,32 @@ void mask_row(T* s, int64_t n, int64_t kn, const bool* mask) {
   std::fill(s + n, s + kn, neg_inf);
 }
 
+// Dropout of the probabilities as the sdpa def draws it (merak/ops/defs/attention.cc): element
+// (b, h, i, j) of the unsplit [B, heads, Tq, Tk] is word i % 4 of one Philox block per four
+// query rows and key.
+struct ProbDropout {
+  double p = 0;  // 0: none
+  uint64_t key = 0, stream = 0;
+  int64_t head_start = 0, heads = 0;  // this call's heads within the unsplit attention's
+
+  // Keep factors of query rows [i, i + 4) (i a multiple of 4; rows at or past Tq ignored) of
+  // head bh, keys [0, n): keep[w * n + j] = 1 / (1 - p) or 0 for row i + w. draws: scratch of
+  // n blocks.
+  template <typename T>
+  void draw(int64_t bh, int64_t H, int64_t Tq, int64_t Tk, int64_t i, int64_t n, T* keep,
+            std::array<uint32_t, 4>* draws) const {
+    const T scale = T(1.0 / (1.0 - p));
+    const int64_t head = (bh / H) * heads + head_start + bh % H;
+    philox_run(key, uint64_t((head * ((Tq + 3) / 4) + i / 4) * Tk), stream, n, draws);
+    // uniform01(bits) >= p, as dropout's kernel compares in double, exactly when
+    // bits >> 8 >= ceil(p * 2^24) (the scaling is exact).
+    const uint32_t threshold = uint32_t(std::ceil(p * 16777216.0));
+    for (int w = 0; w < 4; ++w)
+      for (int64_t j = 0; j < n; ++j)
+        keep[w * n + j] = (draws[j][size_t(w)] >> 8) >= threshold ? scale : T(0);
+  }
+};
+
 // Shapes and pointers of one call; a head is one (batch, head) pair.
 template <typename T>
 struct Problem {
@@ -69,6 +97,7 @@ struct Problem {
   T scale = 0;
   const T *q = nullptr, *k = nullptr, *v = nullptr;
   const bool* mask = nullptr;  // [B, Tk], null when absent
+  ProbDropout dropout;
 
   Problem(const Tensor& tq, const Tensor& tk, const Tensor& tv, const Tensor& tmask,
           const Attrs& a) {
@@ -85,6 +114,11 @@ struct Problem {
     k = tk.data<T>();
     v = tv.data<T>();
     mask = tmask.defined() ? tmask.data<bool>() : nullptr;
+    dropout.p = a.f("dropout");
+    dropout.key = uint64_t(a.i("key"));
+    dropout.stream = uint64_t(a.i("stream"));
+    dropout.head_start = a.i("head_start");
+    dropout.heads = a.i("heads") > 0 ? a.i("heads") : H;
   }
   // Keys query row i may attend before masking: [0, visible(i)).
   int64_t visible(int64_t i) const {
@@ -97,9 +131,10 @@ struct Problem {
 };
 
 // One block of query rows [i0, i1) of head bh: out rows and their lse. s: scratch of
-// (i1 - i0) x Tk.
+// (i1 - i0) x Tk; keep (4 x Tk) and draws (Tk), used under dropout.
 template <typename T>
-void forward_block(const Problem<T>& p, int64_t bh, int64_t i0, int64_t i1, T* out, T* lse, T* s) {
+void forward_block(const Problem<T>& p, int64_t bh, int64_t i0, int64_t i1, T* out, T* lse, T* s,
+                   T* keep, std::array<uint32_t, 4>* draws) {
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const int64_t rows = i1 - i0;
   const int64_t kn = p.visible(i1 - 1);  // columns any row of this block can see
@@ -128,6 +163,13 @@ void forward_block(const Problem<T>& p, int64_t bh, int64_t i0, int64_t i1, T* o
     inv_sum[r] = T(1) / sum;
     l[r] = m + std::log(sum);
   }
+  // Dropout acts on the normalised probabilities, so the sums above are of every key.
+  if (p.dropout.p > 0)
+    for (int64_t r = 0; r < rows; r += 4) {  // i0 is a multiple of kBlock, so of 4
+      p.dropout.draw(bh, p.H, p.Tq, p.Tk, i0 + r, kn, keep, draws);
+      for (int64_t w = 0; w < std::min<int64_t>(4, rows - r); ++w)
+        for (int64_t j = 0; j < kn; ++j) s[(r + w) * kn + j] *= keep[w * kn + j];
+    }
   gemm<T>(false, false, rows, p.Dv, kn, T(1), s, kn, p.v_head(bh), p.Dv, T(0), o, p.Dv, false);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < p.Dv; ++c) o[r * p.Dv + c] *= inv_sum[r];
@@ -145,20 +187,26 @@ void sdpa_forward(const std::vector<Tensor>& in, const std::vector<Tensor>& out,
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 18) / std::max<int64_t>(1, work));
   parallel_for(0, items, grain, [&](int64_t lo, int64_t hi) {
     std::vector<T> scratch(size_t(std::min(kBlock, p.Tq) * p.Tk));
+    const bool drop = p.dropout.p > 0;
+    std::vector<T> keep(drop ? size_t(4 * p.Tk) : 0);
+    std::vector<std::array<uint32_t, 4>> draws(drop ? size_t(p.Tk) : 0);
     for (int64_t it = lo; it < hi; ++it) {
       const int64_t bh = it / blocks, i0 = (it % blocks) * kBlock;
-      forward_block(p, bh, i0, std::min(p.Tq, i0 + kBlock), o, lse, scratch.data());
+      forward_block(p, bh, i0, std::min(p.Tq, i0 + kBlock), o, lse, scratch.data(), keep.data(),
+                    draws.data());
     }
   });
 }
 
-// The gradients of one head. With P = softmax(S), S = scale * Q K^T:
-//   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dO * O)),
+// The gradients of one head. With P = softmax(S), S = scale * Q K^T, and Z = P * M the
+// probabilities after dropout (M the keep factors, 1 without dropout):
+//   dV = Z^T dO,  dP = (dO V^T) * M,  dS = P * (dP - rowsum(dO * O)),
 //   dQ = scale dS K,  dK = scale dS^T Q.
 // P is recomputed per query block as exp(S - lse); dK and dV accumulate over the blocks.
 template <typename T>
 void backward_head(const Problem<T>& p, int64_t bh, const T* dout, const T* out, const T* lse,
-                   T* dq, T* dk, T* dv, T* ps, T* ds) {
+                   T* dq, T* dk, T* dv, T* ps, T* ds, T* keep,
+                   std::array<uint32_t, 4>* draws) {
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const bool* mask = p.keys_mask(bh);
   const T* q = p.q_head(bh);
@@ -172,6 +220,7 @@ void backward_head(const Problem<T>& p, int64_t bh, const T* dout, const T* out,
   dv += bh * p.Tk * p.Dv;
   std::fill(dk, dk + p.Tk * p.D, T(0));
   std::fill(dv, dv + p.Tk * p.Dv, T(0));
+  T delta_of[kBlock];  // rowsum(dO * O) of the block's rows, kept for dropout's second pass
   for (int64_t i0 = 0; i0 < p.Tq; i0 += kBlock) {
     const int64_t i1 = std::min(p.Tq, i0 + kBlock), rows = i1 - i0;
     const int64_t kn = p.visible(i1 - 1);
@@ -194,12 +243,31 @@ void backward_head(const Problem<T>& p, int64_t bh, const T* dout, const T* out,
       for (int64_t c = 0; c < p.Dv; ++c) delta += dO[i * p.Dv + c] * O[i * p.Dv + c];
       mask_row(pr, p.visible(i), kn, mask);
       const T li = L[i];
+      if (p.dropout.p > 0) {  // the keep factors come below, four rows at a time
+        for (int64_t j = 0; j < kn; ++j) pr[j] = exp_bounded(pr[j] - li);
+        delta_of[r] = delta;
+        continue;
+      }
       for (int64_t j = 0; j < kn; ++j) {
         const T e = exp_bounded(pr[j] - li);
         pr[j] = e;
         dr[j] = e * (dr[j] - delta);
       }
     }
+    if (p.dropout.p > 0)
+      for (int64_t r = 0; r < rows; r += 4) {
+        p.dropout.draw(bh, p.H, p.Tq, p.Tk, i0 + r, kn, keep, draws);
+        for (int64_t w = 0; w < std::min<int64_t>(4, rows - r); ++w) {
+          if (L[i0 + r + w] == neg_inf) continue;  // zeros already
+          T* pr = ps + (r + w) * kn;
+          T* dr = ds + (r + w) * kn;
+          const T* m = keep + w * kn;
+          for (int64_t j = 0; j < kn; ++j) {
+            dr[j] = pr[j] * (dr[j] * m[j] - delta_of[r + w]);
+            pr[j] *= m[j];
+          }
+        }
+      }
     gemm<T>(false, false, rows, p.D, kn, p.scale, ds, kn, k, p.D, T(0), dq + i0 * p.D, p.D, false);
     gemm<T>(true, false, kn, p.D, rows, p.scale, ds, kn, q + i0 * p.D, p.D, T(1), dk, p.D, false);
     gemm<T>(true, false, kn, p.Dv, rows, T(1), ps, kn, dO + i0 * p.Dv, p.Dv, T(1), dv, p.Dv, false);
@@ -221,8 +289,12 @@ void sdpa_backward(const std::vector<Tensor>& in, const std::vector<Tensor>& out
   parallel_for(0, p.B * p.H, grain, [&](int64_t lo, int64_t hi) {
     const size_t block = size_t(std::min(kBlock, p.Tq) * p.Tk);
     std::vector<T> ps(block), ds(block);
+    const bool drop = p.dropout.p > 0;
+    std::vector<T> keep(drop ? size_t(4 * p.Tk) : 0);
+    std::vector<std::array<uint32_t, 4>> draws(drop ? size_t(p.Tk) : 0);
     for (int64_t bh = lo; bh < hi; ++bh)
-      backward_head(p, bh, dout, o, lse, dq, dk, dv, ps.data(), ds.data());
+      backward_head(p, bh, dout, o, lse, dq, dk, dv, ps.data(), ds.data(), keep.data(),
+                    draws.data());
   });
 }
 

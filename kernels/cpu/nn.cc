@@ -5,6 +5,8 @@
 // depend on the thread count.
 #include "kernels/cpu/nn.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -334,10 +336,18 @@ void dropout_forward(const T* x, T* y, int64_t n, double p, uint64_t key, uint64
     return;
   }
   const T scale = T(1.0 / (1.0 - p));
+  // Word 0 of element i's block: double(uniform01(bits)) >= p (p itself, not its f32 rounding,
+  // is the threshold) exactly when bits >> 8 >= ceil(p * 2^24), the scaling being exact.
+  const uint32_t threshold = uint32_t(std::ceil(p * 16777216.0));
   parallel_for(0, n, 4096, [&](int64_t lo, int64_t hi) {
-    // Compared in double: p itself, not its f32 rounding, is the threshold.
-    for (int64_t i = lo; i < hi; ++i)
-      y[i] = double(philox_uniform(key, uint64_t(i), stream)) >= p ? x[i] * scale : T(0);
+    constexpr int64_t kRun = 256;
+    std::array<uint32_t, 4> bits[kRun];
+    for (int64_t i0 = lo; i0 < hi; i0 += kRun) {
+      const int64_t m = std::min(kRun, hi - i0);
+      philox_run(key, uint64_t(i0), stream, m, bits);
+      for (int64_t j = 0; j < m; ++j)
+        y[i0 + j] = (bits[j][0] >> 8) >= threshold ? x[i0 + j] * scale : T(0);
+    }
   });
 }
 

@@ -27,7 +27,7 @@ struct ModelConfig {
   int64_t max_seq = 64;        // learned positions
   int64_t vocab = 256;
   int64_t type_vocab = 2;      // BERT segment ids
-  double dropout = 0.0;        // embedding and residual dropout (none on attention probabilities)
+  double dropout = 0.0;        // embedding, residual and attention-probability dropout
   double ln_eps = 1e-5;
   double init_std = 0.02;
   // Start from these weights instead of the initialiser: a safetensors file of the whole model

@@ -2,6 +2,10 @@
 
 #include <cmath>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include "merak/core/parallel.h"
 
 namespace merak {
@@ -19,9 +23,60 @@ uint64_t philox_key(uint64_t seed, std::string_view name) {
   return z ^ (z >> 31);
 }
 
+namespace {
+
+constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+
+#if defined(__AVX2__)
+// High words of the eight products a[l] * m (m the same in every 32-bit lane).
+inline __m256i mul_hi(__m256i a, __m256i m) {
+  const __m256i even = _mm256_mul_epu32(a, m);                        // lanes 0, 2, 4, 6
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);  // lanes 1, 3, 5, 7
+  return _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+}
+
+// philox4x32's rounds on eight counters at a time; returns how many blocks it wrote (n rounded
+// down to a multiple of 8).
+int64_t philox_run_avx2(uint64_t key, uint64_t first, uint64_t stream, int64_t n,
+                        std::array<uint32_t, 4>* out) {
+  const __m256i mul0 = _mm256_set1_epi32(int(kMul0)), mul1 = _mm256_set1_epi32(int(kMul1));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    alignas(32) uint32_t w[4][8];
+    for (int l = 0; l < 8; ++l) {
+      const uint64_t index = first + uint64_t(i + l);
+      w[0][l] = uint32_t(index);
+      w[1][l] = uint32_t(index >> 32);
+    }
+    __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[0]));
+    __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w[1]));
+    __m256i c2 = _mm256_set1_epi32(int(uint32_t(stream)));
+    __m256i c3 = _mm256_set1_epi32(int(uint32_t(stream >> 32)));
+    uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
+    for (int round = 0; round < 10; ++round) {
+      const __m256i hi0 = mul_hi(c0, mul0), lo0 = _mm256_mullo_epi32(c0, mul0);
+      const __m256i hi1 = mul_hi(c2, mul1), lo1 = _mm256_mullo_epi32(c2, mul1);
+      c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(int(k0)));
+      c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(int(k1)));
+      c1 = lo1;
+      c3 = lo0;
+      k0 += kWeyl0;
+      k1 += kWeyl1;
+    }
+    _mm256_store_si256(reinterpret_cast<__m256i*>(w[0]), c0);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(w[1]), c1);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(w[2]), c2);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(w[3]), c3);
+    for (int l = 0; l < 8; ++l) out[i + l] = {w[0][l], w[1][l], w[2][l], w[3][l]};
+  }
+  return i;
+}
+#endif
+
+}  // namespace
+
 std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> c, uint64_t key) {
-  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
   uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
   for (int round = 0; round < 10; ++round) {
     const uint64_t p0 = uint64_t(kMul0) * c[0];
@@ -32,6 +87,15 @@ std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> c, uint64_t key) {
     k1 += kWeyl1;
   }
   return c;
+}
+
+void philox_run(uint64_t key, uint64_t first, uint64_t stream, int64_t n,
+                std::array<uint32_t, 4>* out) {
+  int64_t done = 0;
+#if defined(__AVX2__)
+  done = philox_run_avx2(key, first, stream, n, out);
+#endif
+  for (int64_t i = done; i < n; ++i) out[i] = philox_at(key, first + uint64_t(i), stream);
 }
 
 namespace {

@@ -24,6 +24,11 @@ inline std::array<uint32_t, 4> philox_at(uint64_t key, uint64_t index, uint64_t 
                     key);
 }
 
+// out[i] = philox_at(key, first + i, stream) for i < n: for kernels that draw a run of
+// consecutive counters (eight blocks at a time in AVX2 registers where the CPU has them).
+void philox_run(uint64_t key, uint64_t first, uint64_t stream, int64_t n,
+                std::array<uint32_t, 4>* out);
+
 // Uniform in [0, 1) from 24 random bits (exact in f32).
 inline float uniform01(uint32_t bits) { return float(bits >> 8) * (1.0f / 16777216.0f); }
 float philox_uniform(uint64_t key, uint64_t index, uint64_t stream = 0);

@@ -227,13 +227,13 @@ void Executor::run_step(size_t index, std::vector<Tensor>& values) const {
   }
   std::vector<Tensor> outs;
   try {
-    if (step.op->name == "dropout" && !training_) {
-      outs = {args.at(0)};  // evaluation: no dropout
-    } else if (step.op->name == "dropout") {
+    if (!step.op->random_rate.empty()) {
       // The mask stream belongs to the micro-batch being run (set by the caller through
-      // set_rng_stream, as for the eager model), not to the moment the graph was traced.
+      // set_rng_stream, as for the eager model), not to the moment the graph was traced;
+      // evaluation drops nothing.
       ops::Attrs attrs = step.attrs;
       attrs.set("stream", int64_t(rng_stream()));
+      if (!training_) attrs.set(step.op->random_rate, 0.0);
       outs = ops::call(*step.op, args, attrs);
     } else {
       outs = ops::call(*step.op, args, step.attrs);

@@ -18,7 +18,8 @@ Tensor Mlp::forward(const Tensor& x) const {
 
 PreLnBlock::PreLnBlock(const BlockOptions& o)
     : ln_1(add<LayerNorm>("ln_1", o.hidden, o.ln_eps)),
-      attn(add<SelfAttention>("attn", o.hidden, o.heads, true, o.init_std, o.proj_std)),
+      attn(add<SelfAttention>("attn", o.hidden, o.heads, true, o.init_std, o.proj_std,
+                                 o.dropout)),
       ln_2(add<LayerNorm>("ln_2", o.hidden, o.ln_eps)),
       mlp(add<Mlp>("mlp", o.hidden, o.ffn_hidden, "tanh", o.init_std, o.proj_std)),
       attn_drop(add<Dropout>("attn_drop", o.dropout)),
@@ -31,7 +32,8 @@ Tensor PreLnBlock::forward(const Tensor& x) const {
 }
 
 PostLnLayer::PostLnLayer(const BlockOptions& o)
-    : attn(add<SelfAttention>("attn", o.hidden, o.heads, false, o.init_std, o.proj_std)),
+    : attn(add<SelfAttention>("attn", o.hidden, o.heads, false, o.init_std, o.proj_std,
+                                 o.dropout)),
       ln_1(add<LayerNorm>("ln_1", o.hidden, o.ln_eps)),
       mlp(add<Mlp>("mlp", o.hidden, o.ffn_hidden, "none", o.init_std, o.proj_std)),
       ln_2(add<LayerNorm>("ln_2", o.hidden, o.ln_eps)),

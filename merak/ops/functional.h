@@ -99,8 +99,15 @@ Tensor dropout(const Tensor& x, double p, uint64_t key, uint64_t stream);
 // q [B, H, Tq, D], k and v [B, H, Tk, D]; key_padding_mask bool [B, Tk] (true = attend) may be
 // undefined; scale <= 0 means 1/sqrt(D). Backward recomputes probabilities from a saved
 // log-sum-exp: no Tq x Tk matrix is kept.
+// Dropout of the probabilities at rate p (0: none), its mask drawn by Philox from (key, the
+// element's place in [B, H, Tq, Tk], stream) and re-derived by the backward, as dropout's is.
+struct AttentionDropout {
+  double p = 0;
+  uint64_t key = 0, stream = 0;
+};
 Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
-            const Tensor& key_padding_mask = Tensor(), bool causal = false, double scale = 0);
+            const Tensor& key_padding_mask = Tensor(), bool causal = false, double scale = 0,
+            const AttentionDropout& dropout = {});
 
 }  // namespace merak::ops
 

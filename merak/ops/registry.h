@@ -124,15 +124,22 @@ struct SbpSignature {
 using SbpFn = std::function<std::vector<SbpSignature>(
     const std::vector<TensorMeta>& inputs, const std::vector<TensorMeta>& outputs,
     const Attrs& attrs)>;
-// The op's attributes on one rank when output dim `dim` holds only `local` of its entries.
-using LocalizeFn = std::function<Attrs(const Attrs& attrs, int64_t dim, int64_t local)>;
+// Where one rank's piece of a split output dim lies: `local` of the dim's `size` entries,
+// starting at `start` (the first of its boxes when the split interleaves, as fused QKV's does).
+struct LocalDim {
+  int64_t dim = 0, size = 0, local = 0, start = 0;
+};
+// The op's attributes on one rank when its output holds only that rank's piece of a dim.
+using LocalizeFn = std::function<Attrs(const Attrs& attrs, const LocalDim& piece)>;
 
 struct ShardingRule {
   SbpFn signatures;  // for these shapes and attributes; unset: no value of the op is ever split
   // The split moves onto whichever dim of the other side holds the same elements in row-major
   // order (reshape): no fixed dim to list, and heads or fused QKV parts may regroup.
   bool follows_elements = false;
-  LocalizeFn localize;  // set when an attribute states a size along a dim (reshape's shape)
+  // Set when an attribute states a size along a dim (reshape's shape) or where a rank's piece
+  // lies (attention's heads, so its dropout draws the unsplit run's masks).
+  LocalizeFn localize;
   // The dims it carries a split on are attention heads: the pass calls such a region attention
   // and names heads as the unit tp must divide.
   bool heads = false;
@@ -164,6 +171,10 @@ struct OpDef {
   // gradients first and the parameters' later, at no extra cost.
   bool separable_grads = false;
   ShardingRule sharding;                 // how it splits over a tensor-parallel group
+  // Set on ops that draw random numbers (dropout): the name of the attribute holding their rate.
+  // Whoever runs a traced graph sets their attribute `stream` to the micro-batch's random stream
+  // (rng_stream()) and, in evaluation, their rate to 0.
+  std::string random_rate;
 
   int min_inputs() const;
   bool input_optional(size_t i) const;

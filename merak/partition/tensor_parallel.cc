@@ -673,11 +673,14 @@ TpRank Pass::build(int64_t rank) const {
         add_node(orig.name() + "/tp_bias", "add", {y + "/tp_reduced", orig.inputs(d.bias_port)},
                  {y}, mod);
     } else if (interior_.count(n) && nf.op->sharding.localize) {
-      // An attribute states a size along the split dim (reshape's target): make it local.
+      // An attribute states a size along the split dim (reshape's target) or depends on where
+      // the rank's piece lies (attention's dropout): make it this rank's.
       graph::Node& r = *dst.add_nodes();
       r = orig;
       const Split& s = states_.at(nf.outputs[0]);
-      graph::set_attrs(r, nf.op->sharding.localize(graph::attrs_of(orig), s.axis, s.local(tp_)));
+      const ops::LocalDim piece{s.axis, s.outer * s.parts * s.inner, s.local(tp_),
+                                split_ranges(s, tp_, rank).front().first};
+      graph::set_attrs(r, nf.op->sharding.localize(graph::attrs_of(orig), piece));
     } else {
       *dst.add_nodes() = orig;
     }

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <vector>
 
 #include "merak/core/philox.h"
 
@@ -16,6 +17,21 @@ TEST_CASE("Philox4x32-10 matches the published known-answer vectors", "[core][rn
   r = philox4x32({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
                  (uint64_t(0x299f31d0u) << 32) | 0xa4093822u);
   CHECK(r == std::array<uint32_t, 4>{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u});
+}
+
+TEST_CASE("philox_run draws the blocks philox_at draws, one by one", "[core][rng]") {
+  const uint64_t key = philox_key(7, "attention dropout:blocks.0.attn");
+  // Runs shorter than the vector path's 8 blocks, multiples of it and with remainders; one
+  // whose counters carry into the index's high word; a stream with both words set.
+  for (const uint64_t first : {uint64_t(0), uint64_t(0xfffffff0u), uint64_t(123456789)})
+    for (const int64_t n : {0, 1, 15, 16, 17, 50}) {
+      const uint64_t stream = (uint64_t(3) << 32) | 9;
+      std::vector<std::array<uint32_t, 4>> run(size_t(n) + 1, {1, 2, 3, 4});
+      philox_run(key, first, stream, n, run.data());
+      for (int64_t i = 0; i < n; ++i)
+        REQUIRE(run[size_t(i)] == philox_at(key, first + uint64_t(i), stream));
+      CHECK(run[size_t(n)] == std::array<uint32_t, 4>{1, 2, 3, 4});  // nothing written past n
+    }
 }
 
 TEST_CASE("a slice drawn alone equals the same slice of the whole tensor", "[core][rng]") {

@@ -2,7 +2,8 @@
 # The engine's losses equal the single process's (its (1,1,1) layout, run without MPI) within
 # 1e-5 relative, step by step: GPT under (dp, pp, tp) = (1,1,1), (2,1,1), (1,2,1), (1,1,2),
 # (2,2,2), then BERT at (2,2,2), each under every schedule with recomputation on and off (one mpirun per layout); and GPT with
-# dropout at (2,2,2): recomputation and tp shards re-derive the same masks.
+# dropout (residual branches and attention probabilities) at (2,2,2): recomputation and tp
+# shards (a rank's heads) re-derive the same masks.
 set -u
 bin="$1"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"

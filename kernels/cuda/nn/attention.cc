@@ -26,6 +26,16 @@ AttnShape attn_shape(const Tensor& q, const Tensor& k, const Tensor& v, const At
   const double s = a.f("scale");
   // With D = 0 every score is an empty sum, 0 whatever the scale (as the CPU's GEMM gives).
   p.scale = p.D == 0 ? 0.f : float(s > 0 ? s : 1.0 / std::sqrt(double(p.D)));
+  const double drop = a.f("dropout");
+  if (drop > 0) {  // the thresholds of dropout's kernel (kernels/cuda/elementwise/dropout.cc)
+    p.dropout = true;
+    p.threshold = uint32_t(std::ceil(drop * 16777216.0));
+    p.keep_scale = float(1.0 / (1.0 - drop));
+    p.key = uint64_t(a.i("key"));
+    p.stream = uint64_t(a.i("stream"));
+    p.head_start = a.i("head_start");
+    p.heads = a.i("heads") > 0 ? a.i("heads") : p.H;
+  }
   MERAK_CHECK(p.D <= kAttnMaxHeadDim && p.Dv <= kAttnMaxHeadDim, op, ": head dims of q ",
               q.str(), " and v ", v.str(), " exceed the CUDA kernel's limit of ",
               kAttnMaxHeadDim);

@@ -4,9 +4,9 @@
 // Forward: a block owns T query rows of one head and walks the key tiles, keeping the running
 // max m and sum l of every row (online softmax) and the unnormalised output in registers; at
 // the end out = O / l and lse = m + log l.
-// Backward, with P = exp(scale q k^T - lse) recomputed per tile and
-// dS = P * (dO v^T - delta), delta = rowsum(dO * out):
-//   dV = P^T dO and dK = scale dS^T Q, by a block per key tile walking the query tiles;
+// Backward, with P = exp(scale q k^T - lse) recomputed per tile, M dropout's factors (1
+// without dropout) and dS = P * (M dO v^T - delta), delta = rowsum(dO * out):
+//   dV = (P M)^T dO and dK = scale dS^T Q, by a block per key tile walking the query tiles;
 //   dQ = scale dS K, by a block per query tile walking the key tiles.
 // Each gradient element is summed by one thread in a fixed order: no atomics, deterministic.
 //
@@ -18,6 +18,7 @@
 // Shared rows are padded to an odd length so that the column walks are free of bank conflicts.
 #include "kernels/cuda/nn/attention.h"
 
+#include "kernels/cuda/elementwise/philox.cuh"
 #include "kernels/cuda/nn/reduce.cuh"
 
 namespace merak::cuda_kernels::nn {
@@ -65,6 +66,17 @@ __device__ inline int64_t visible(const AttnShape& p, int64_t i) {
 // Whether query row i attends key j; keep is the head's [Tk] mask row, or null.
 __device__ inline bool attends(const AttnShape& p, const uint8_t* keep, int64_t i, int64_t j) {
   return j < visible(p, i) && (keep == nullptr || keep[j] != 0);
+}
+
+// Dropout's factor for probability (i, j) of head bh: keep_scale or 0 (AttnShape's draw; a
+// thread draws the block of each of its probabilities, though four rows share one).
+__device__ inline float keep_factor(const AttnShape& p, int64_t bh, int64_t i, int64_t j) {
+  const int64_t head = (bh / p.H) * p.heads + p.head_start + bh % p.H;
+  const uint64_t index = uint64_t((head * ((p.Tq + 3) / 4) + i / 4) * p.Tk + j);
+  const PhiloxBlock b = philox_at(p.key, index, p.stream);
+  const int w = int(i & 3);
+  const uint32_t bits = w == 0 ? b.v[0] : w == 1 ? b.v[1] : w == 2 ? b.v[2] : b.v[3];
+  return (bits >> 8) >= p.threshold ? p.keep_scale : 0.f;
 }
 
 // Rows [row0, row0 + rows) of a row-major [total_rows, width] matrix into dst [rows][ld] as f32,
@@ -142,10 +154,12 @@ __device__ void store_tile(S* dst, const float (&acc)[R][C], int64_t row0, int64
 }
 
 // The backward's tile of probabilities and score gradients, queries i0 + [0, T) against keys
-// j0 + [0, T): P = exp(scale q.k - lse) and dS = P * (dO.v - delta) where the query attends the
-// key (and its row attends any key), else 0. Writes dS, and P when sP is set.
+// j0 + [0, T): P = exp(scale q.k - lse) and dS = P * (M dO.v - delta) where the query attends
+// the key (and its row attends any key), else 0, M being dropout's factor (1 without). Writes
+// dS, and the dropped probabilities P M when sP is set.
 template <int T>
-__device__ void probs_and_grads(const AttnShape& p, const uint8_t* keep, int64_t i0, int64_t j0,
+__device__ void probs_and_grads(const AttnShape& p, int64_t bh, const uint8_t* keep, int64_t i0,
+                                int64_t j0,
                                 const float* sQ, const float* sK, const float* sdO,
                                 const float* sV, const float* sLse, const float* sDelta,
                                 float* sP, float* sdS) {
@@ -164,8 +178,10 @@ __device__ void probs_and_grads(const AttnShape& p, const uint8_t* keep, int64_t
       const int jl = tx + 16 * c;
       float pr = 0.f, ds = 0.f;
       if (lse != -INFINITY && attends(p, keep, i0 + il, j0 + jl)) {
+        const float m = p.dropout ? keep_factor(p, bh, i0 + il, j0 + jl) : 1.f;
         pr = expf(s[u][c] * p.scale - lse);
-        ds = pr * (dp[u][c] - sDelta[il]);
+        ds = pr * (dp[u][c] * m - sDelta[il]);
+        pr *= m;
       }
       if (sP) sP[il * lds + jl] = pr;
       sdS[il * lds + jl] = ds;
@@ -258,6 +274,17 @@ __global__ void __launch_bounds__(kAttnThreads)
       }
     }
     __syncthreads();
+
+    if (p.dropout) {  // the sums above are of every key; P V takes the dropped probabilities
+#pragma unroll
+      for (int u = 0; u < R; ++u)
+#pragma unroll
+        for (int c = 0; c < R; ++c) {
+          const int il = ty * R + u, jl = tx + 16 * c;
+          sS[il * lds + jl] *= keep_factor(p, bh, i0 + il, j0 + jl);
+        }
+      __syncthreads();
+    }
 
 #pragma unroll
     for (int u = 0; u < R; ++u) {
@@ -359,7 +386,7 @@ __global__ void __launch_bounds__(kAttnThreads)
   for (int64_t i0 = first; i0 < p.Tq; i0 += T) {
     load_query_tile<S, T>(p, qh, doh, lseh, deltah, i0, sQ, sdO, sLse, sDelta);
     __syncthreads();
-    probs_and_grads<T>(p, keep, i0, j0, sQ, sK, sdO, sV, sLse, sDelta, sP, sdS);
+    probs_and_grads<T>(p, bh, keep, i0, j0, sQ, sK, sdO, sV, sLse, sDelta, sP, sdS);
     __syncthreads();
     // Key rows j = ty * R + u: dV[j] += sum_i P[i][j] dO[i], dK[j] += sum_i dS[i][j] Q[i].
     mma_tile(dv_acc, sP, 1, lds, ty * R, sdO, ldv, tx, int(p.Dv), T);
@@ -409,7 +436,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     load_tile(sK, ldqk, kh, j0, T, p.Tk, p.D);
     load_tile(sV, ldv, vh, j0, T, p.Tk, p.Dv);
     __syncthreads();
-    probs_and_grads<T>(p, keep, i0, j0, sQ, sK, sdO, sV, sLse, sDelta, nullptr, sdS);
+    probs_and_grads<T>(p, bh, keep, i0, j0, sQ, sK, sdO, sV, sLse, sDelta, nullptr, sdS);
     __syncthreads();
     mma_tile(dq_acc, sdS, lds, 1, ty * R, sK, ldqk, tx, int(p.D), T);  // dQ[i] += sum_j dS[i][j] K[j]
     __syncthreads();

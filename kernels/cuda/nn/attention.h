@@ -14,6 +14,14 @@ struct AttnShape {
   int64_t B = 0, H = 0, Tq = 0, Tk = 0, D = 0, Dv = 0;
   bool causal = false;  // query i sees keys j <= i + Tk - Tq (bottom-right aligned)
   float scale = 0.f;    // scores are scale * q.k
+  // Dropout of the probabilities, drawn as the CPU draws it (merak/ops/defs/attention.cc):
+  // probability (b, h, i, j) is kept when (word i % 4 of Philox(key, ((b * heads + head_start +
+  // h) * ceil(Tq / 4) + i / 4) * Tk + j, stream)) >> 8 >= threshold, then scaled by keep_scale.
+  bool dropout = false;
+  uint32_t threshold = 0;
+  float keep_scale = 1.f;
+  uint64_t key = 0, stream = 0;
+  int64_t head_start = 0, heads = 0;  // this call's heads within the unsplit attention's
 };
 
 // The kernels keep a head's rows in registers for head dims up to this.

@@ -43,8 +43,35 @@ double attended_pairs(int64_t tq, int64_t tk, bool causal) {
   return n;
 }
 
+// Dropout of the probabilities (rate `dropout`) draws element (b, h, i, j) of the unsplit
+// [B, heads, Tq, Tk] from word i % 4 of Philox(key, counter ((b * heads + h) * ceil(Tq / 4) +
+// i / 4) * Tk + j, stream): one block serves four query rows, and a tensor-parallel rank
+// holding heads [head_start, head_start + H) of `heads` (0: all of them) draws the unsplit
+// run's masks. Kept probabilities are scaled by 1 / (1 - dropout).
 std::vector<AttrSpec> attention_attrs() {
-  return {{"causal", AttrKind::Bool, AttrValue(false)}, {"scale", AttrKind::Float, AttrValue(0.0)}};
+  return {{"causal", AttrKind::Bool, AttrValue(false)},
+          {"scale", AttrKind::Float, AttrValue(0.0)},
+          {"dropout", AttrKind::Float, AttrValue(0.0)},
+          {"key", AttrKind::Int, AttrValue(int64_t(0))},
+          {"stream", AttrKind::Int, AttrValue(int64_t(0))},
+          {"head_start", AttrKind::Int, AttrValue(int64_t(0))},
+          {"heads", AttrKind::Int, AttrValue(int64_t(0))}};
+}
+
+void check_dropout(const TensorMeta& q, const Attrs& a) {
+  const double p = a.f("dropout");
+  MERAK_CHECK(p >= 0 && p < 1, "dropout must be in [0, 1), got ", p);
+  const int64_t heads = a.i("heads"), start = a.i("head_start");
+  MERAK_CHECK(start >= 0 && (heads == 0 ? start == 0 : start + q.shape[1] <= heads),
+              "heads [", start, ", ", start + q.shape[1], ") do not lie within the ",
+              heads, " heads of the unsplit attention");
+}
+
+// Philox blocks drawn per (query, key) pair: one per four rows, in each pass over the pairs
+// (the backward's two, the GPU's dQ and dK/dV kernels), about 40 integer operations a block.
+double dropout_flops(const TensorMeta& q, const TensorMeta& k, bool causal, const Attrs& a) {
+  if (a.f("dropout") == 0) return 0;
+  return double(q.shape[0] * q.shape[1]) * attended_pairs(q.shape[2], k.shape[2], causal) * 10;
 }
 
 // Backward FLOPs of one call: recompute Q K^T, then dO V^T, dS K, dS^T Q, P^T dO (five products)
@@ -64,13 +91,14 @@ double attention_bwd_flops(const TensorMeta& q, const TensorMeta& k, const Tenso
 MERAK_REGISTER_OP(sdpa) {
   OpDef d;
   d.name = "sdpa";
-  d.doc = "softmax(scale * q k^T, masked) v per (batch, head), with the row log-sum-exp as aux";
+  d.doc = "dropout(softmax(scale * q k^T, masked)) v per (batch, head), with the row log-sum-exp";
   d.inputs = {"q", "k", "v", "key_padding_mask?"};
   d.outputs = {"out", "lse"};
   d.attrs = attention_attrs();
-  d.infer = [](const std::vector<TensorMeta>& in, const Attrs&) {
+  d.infer = [](const std::vector<TensorMeta>& in, const Attrs& a) {
     const TensorMeta* mask = in.size() > 3 ? &in[3] : nullptr;
     const Shape out = attention_out_shape(in[0], in[1], in[2], mask);
+    check_dropout(in[0], a);
     const Shape lse(in[0].shape.begin(), in[0].shape.end() - 1);
     return std::vector<TensorMeta>{{out, in[0].dtype}, {lse, stat_dtype(in[0].dtype)}};
   };
@@ -82,8 +110,9 @@ MERAK_REGISTER_OP(sdpa) {
     const double pairs = attended_pairs(q.shape[2], k.shape[2], causal);
     OpCost c;
     // Q K^T and P V, plus max / exp / sum / normalise over each score.
-    c.fwd_flops = heads * pairs * (2 * double(q.shape[3]) + 2 * double(v.shape[3]) + 5);
-    c.bwd_flops = attention_bwd_flops(q, k, v, causal);
+    c.fwd_flops = heads * pairs * (2 * double(q.shape[3]) + 2 * double(v.shape[3]) + 5) +
+                  dropout_flops(q, k, causal, at);
+    c.bwd_flops = attention_bwd_flops(q, k, v, causal) + 2 * dropout_flops(q, k, causal, at);
     for (const auto& m : in)
       if (m.defined) c.bytes += double(m.nbytes());
     for (const auto& m : out) c.bytes += double(m.nbytes());
@@ -115,14 +144,25 @@ MERAK_REGISTER_OP(sdpa) {
     return std::vector<SbpSignature>{{{h, h, h, Sbp::broadcast()}, {h, h}}};
   };
   d.sharding.heads = true;
+  // A rank's heads draw the dropout masks the unsplit run's same heads draw.
+  d.sharding.localize = [](const Attrs& a, const LocalDim& piece) {
+    MERAK_CHECK(piece.dim == 1, "sdpa splits only over heads (dim 1), not dim ", piece.dim);
+    return Attrs(a)
+        .set("head_start", a.i("head_start") + piece.start)
+        .set("heads", a.i("heads") > 0 ? a.i("heads") : piece.size);
+  };
+  d.random_rate = "dropout";
   return d;
 }
 
 Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask,
-            bool causal, double scale) {
+            bool causal, double scale, const AttentionDropout& dropout) {
   static const OpDef& op = def("sdpa");
-  return call(op, {q, k, v, key_padding_mask},
-              Attrs().set("causal", causal).set("scale", scale))[0];
+  Attrs a = Attrs().set("causal", causal).set("scale", scale);
+  if (dropout.p > 0)
+    a.set("dropout", dropout.p).set("key", int64_t(dropout.key)).set("stream",
+                                                                     int64_t(dropout.stream));
+  return call(op, {q, k, v, key_padding_mask}, a)[0];
 }
 
 // --- sdpa_grad ----------------------------------------------------------------------------
@@ -134,7 +174,7 @@ MERAK_REGISTER_OP(sdpa_grad) {
   d.inputs = {"dout", "q", "k", "v", "key_padding_mask?", "out", "lse"};
   d.outputs = {"dq", "dk", "dv"};
   d.attrs = attention_attrs();
-  d.infer = [](const std::vector<TensorMeta>& in, const Attrs&) {
+  d.infer = [](const std::vector<TensorMeta>& in, const Attrs& a) {
     const TensorMeta &dout = in[0], &q = in[1], &k = in[2], &v = in[3], &out = in[5], &lse = in[6];
     const Shape out_shape = attention_out_shape(q, k, v, &in[4]);
     MERAK_CHECK(dout.shape == out_shape && dout.dtype == q.dtype, "dout must be ",
@@ -148,12 +188,14 @@ MERAK_REGISTER_OP(sdpa_grad) {
     MERAK_CHECK(lse.shape == lse_shape && lse.dtype == lse_dtype, "lse must be ",
                 dtype_name(lse_dtype), shape_str(lse_shape), " (sdpa's for ", dtype_name(q.dtype),
                 " q), got ", dtype_name(lse.dtype), shape_str(lse.shape));
+    check_dropout(q, a);
     return std::vector<TensorMeta>{{q.shape, q.dtype}, {k.shape, k.dtype}, {v.shape, v.dtype}};
   };
   d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out,
               const Attrs& at) {
     OpCost c;
-    c.fwd_flops = attention_bwd_flops(in[1], in[2], in[3], at.b("causal"));
+    c.fwd_flops = attention_bwd_flops(in[1], in[2], in[3], at.b("causal")) +
+                  2 * dropout_flops(in[1], in[2], at.b("causal"), at);
     for (const auto& m : in)
       if (m.defined) c.bytes += double(m.nbytes());
     for (const auto& m : out) c.bytes += double(m.nbytes());

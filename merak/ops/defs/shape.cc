@@ -92,9 +92,9 @@ MERAK_REGISTER_OP(reshape) {
   d.cost = free_cost;
   // A rank's piece of y is its piece of x reshaped: the target shape names the local size.
   d.sharding.follows_elements = true;
-  d.sharding.localize = [](const Attrs& a, int64_t dim, int64_t local) {
+  d.sharding.localize = [](const Attrs& a, const LocalDim& piece) {
     std::vector<int64_t> target = a.ints("shape");
-    if (target[size_t(dim)] != -1) target[size_t(dim)] = local;  // -1 infers it anyway
+    if (target[size_t(piece.dim)] != -1) target[size_t(piece.dim)] = piece.local;  // -1 infers it
     return Attrs(a).set("shape", target);
   };
   d.view = [](const std::vector<Tensor>& in, const Attrs& a) -> std::vector<Tensor> {
