@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -115,6 +116,16 @@ Shape int_list(const JsonValue& n, const std::string& what) {
   Shape s;
   for (const JsonValue& v : n.array(what)) s.push_back(v.int64(what));
   return s;
+}
+
+// An object of the index whose keys are each given once (JSON allows a repeat, and readers
+// differ on which one counts; an index we wrote never has one).
+const JsonValue& unique_keys(const JsonValue& object, const std::string& what) {
+  std::set<std::string> seen;
+  for (const auto& member : object.members(what))
+    if (!seen.insert(member.first).second)
+      throw JsonError(what + ": key '" + member.first + "' is given twice");
+  return object;
 }
 
 std::string latest_path(const std::string& dir) { return dir + "/latest"; }
@@ -506,6 +517,7 @@ Index read_index(const std::string& step_dir) {
   index.dir = step_dir;
   try {
     const JsonValue root = parse_json(text);
+    unique_keys(root, "index");
     const JsonValue* format = root.find("format");
     if (!format || format->kind() != JsonValue::Kind::String ||
         format->string("format") != "merak-checkpoint")
@@ -516,17 +528,21 @@ Index read_index(const std::string& step_dir) {
     index.step = root.at("step", "index").int64("step");
     if (index.step < 0) fail("step " + std::to_string(index.step) + " is negative");
     index.config = root.at("config", "index").string("config");
-    for (const auto& [key, value] : root.at("state", "index").members("state")) {
+    for (const auto& [key, value] :
+         unique_keys(root.at("state", "index"), "state").members("state")) {
       index.state[key] = value.string("state '" + key + "'");
       if (!is_number(index.state[key]))
         fail("state '" + key + "': '" + index.state[key] + "' is not a number");
     }
-    for (const auto& [name, tensor] : root.at("tensors", "index").members("tensors")) {
+    for (const auto& [name, tensor] :
+         unique_keys(root.at("tensors", "index"), "tensors").members("tensors")) {
       const std::string what = "tensor '" + name + "'";
+      unique_keys(tensor, what);
       TensorEntry t;
       t.dtype = dtype_from_name(tensor.at("dtype", what).string(what + " dtype"));
       t.shape = int_list(tensor.at("shape", what), what + " shape");
       for (const JsonValue& p : tensor.at("pieces", what).array(what + " pieces")) {
+        unique_keys(p, what + " piece");
         PieceEntry e;
         e.tensor = name;
         e.dtype = t.dtype;

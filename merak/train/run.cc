@@ -9,6 +9,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -194,12 +195,16 @@ void start_metrics(comm::Grid& grid, const std::string& path, std::ofstream& met
     }
     if (problem.empty()) {
       metrics.close();
-      const std::string tmp = path + ".tmp";
+      // Through a symbolic link, the file it names is replaced, and the link stays.
+      std::error_code ec;
+      const std::filesystem::path resolved = std::filesystem::canonical(path, ec);
+      const std::string target = ec ? path : resolved.string();
+      const std::string tmp = target + ".tmp";
       errno = 0;
       std::ofstream out(tmp, std::ios::trunc);
       if (!(out << kept << std::flush) || (out.close(), !out) ||
-          std::rename(tmp.c_str(), path.c_str()) != 0) {
-        problem = "--metrics: cannot write '" + tmp + "' and rename it to '" + path + "'" +
+          std::rename(tmp.c_str(), target.c_str()) != 0) {
+        problem = "--metrics: cannot write '" + tmp + "' and rename it to '" + target + "'" +
                   (errno ? std::string(" (") + std::strerror(errno) + ")" : "");
         std::remove(tmp.c_str());
       } else {

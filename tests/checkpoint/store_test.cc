@@ -390,6 +390,22 @@ TEST_CASE("an index's bad step or checksum is refused, naming the file and the f
     with(state, 17, "\"adamw.step\": \"" + good_number + "\"");
     CHECK(read_index(step).state.at("adamw.step") == good_number);
   }
+  // A key given twice, at any level, is refused naming it (readers differ on which counts).
+  with(state, 17, "\"adamw.step\": \"1\", \"adamw.step\": \"9\"");
+  CHECK_THROWS_WITH(read_index(step), Catch::Contains(step + "/index.json: malformed index: "
+                                                      "state: key 'adamw.step' is given twice"));
+  with(good.find("\"step\": 1"), 9, "\"step\": 1, \"step\": 2");
+  CHECK_THROWS_WITH(read_index(step), Catch::Contains("index: key 'step' is given twice"));
+  with(good.find("\"dtype\": "), 0, "\"dtype\": \"F64\", ");
+  CHECK_THROWS_WITH(read_index(step),
+                    Catch::Contains("tensor 'w': key 'dtype' is given twice"));
+  with(sum - 13, 0, "\"checksum\": \"0\", ");
+  CHECK_THROWS_WITH(read_index(step),
+                    Catch::Contains("tensor 'w' piece: key 'checksum' is given twice"));
+  const size_t tensors = good.find("\"tensors\": {") + 13;
+  const size_t w_end = good.find("]}", good.find("\"pieces\"")) + 2;
+  with(tensors, 0, good.substr(tensors, w_end - tensors) + ", ");
+  CHECK_THROWS_WITH(read_index(step), Catch::Contains("tensors: key 'w' is given twice"));
   with(0, 0, "");
   CHECK(read_index(step).tensors.at("w").pieces.at(0).checksum != 0);
 }

@@ -2,7 +2,8 @@
 # What merak_train writes besides stdout (--metrics, --trace, --tensorboard): a path it cannot
 # write ends the run before training with exit 2 and one line, in one process and on every rank
 # of a job; the metrics are valid JSON when the loss diverges (with a warning, once), and a
-# resumed run keeps the steps it continues from; ranks that read different configs are refused.
+# resumed run keeps the steps it continues from (a symbolic link given as --metrics stays one);
+# ranks that read different configs are refused.
 # Also: repeated flags are refused, and "of peak" counts no more cores than the machine has.
 set -u
 train="$1"
@@ -82,6 +83,22 @@ cmp -s "$tmp/m.jsonl" "$tmp/before.jsonl" || fail "foreign line: the file was ch
   fail "fresh run: $(cat "$tmp/run.log")"
 [ "$(steps "$tmp/m.jsonl")" = "1 " ] || fail "fresh run kept old metrics: $(cat "$tmp/m.jsonl")"
 echo "resumed metrics keep steps 1-2 and continue; fresh ones start anew"
+
+# --metrics through a symbolic link writes the file it names, fresh and resumed; the link stays.
+mkdir -p "$tmp/real"
+ln -s "$tmp/real/m.jsonl" "$tmp/link.jsonl"
+ln -s "$tmp/real/m.jsonl" "$tmp/link2.jsonl"  # a second name for it, to read it by
+ck=(--set checkpoint.dir="$tmp/ck_link" --set checkpoint.every=2 --metrics "$tmp/link.jsonl"
+    --log-level warn)
+"$train" "${tiny[@]}" "${ck[@]}" --set train.steps=3 > "$tmp/run.log" 2>&1 ||
+  fail "run through a link: $(cat "$tmp/run.log")"
+[ -L "$tmp/link.jsonl" ] || fail "fresh run: --metrics replaced the symbolic link"
+"$train" "${tiny[@]}" "${ck[@]}" --set train.steps=4 --resume auto > "$tmp/run.log" 2>&1 ||
+  fail "resumed run through a link: $(cat "$tmp/run.log")"
+[ -L "$tmp/link.jsonl" ] || fail "resumed run: --metrics replaced the symbolic link"
+[ "$(steps "$tmp/link2.jsonl")" = "1 2 3 4 " ] ||
+  fail "metrics through a link: $(cat "$tmp/real/m.jsonl")"
+echo "--metrics through a symbolic link keeps the link and writes its file"
 
 # A flag with a value given twice is refused, as the other tools do; --set repeats.
 for flag in --config --metrics --trace --tensorboard --resume --log-level --hardware; do
