@@ -124,10 +124,11 @@ struct SbpSignature {
 using SbpFn = std::function<std::vector<SbpSignature>(
     const std::vector<TensorMeta>& inputs, const std::vector<TensorMeta>& outputs,
     const Attrs& attrs)>;
-// Where one rank's piece of a split output dim lies: `local` of the dim's `size` entries,
-// starting at `start` (the first of its boxes when the split interleaves, as fused QKV's does).
+// Where one rank's piece of a split output dim lies: `local` of the dim's `size` entries, in
+// `ranges` equal runs, the first starting at `start` (several when the split interleaves, as
+// fused QKV's does).
 struct LocalDim {
-  int64_t dim = 0, size = 0, local = 0, start = 0;
+  int64_t dim = 0, size = 0, local = 0, start = 0, ranges = 1;
 };
 // The op's attributes on one rank when its output holds only that rank's piece of a dim.
 using LocalizeFn = std::function<Attrs(const Attrs& attrs, const LocalDim& piece)>;

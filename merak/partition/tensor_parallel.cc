@@ -678,9 +678,10 @@ TpRank Pass::build(int64_t rank) const {
       graph::Node& r = *dst.add_nodes();
       r = orig;
       const Split& s = states_.at(nf.outputs[0]);
+      const auto ranges = split_ranges(s, tp_, rank);
       const ops::LocalDim piece{s.axis, s.outer * s.parts * s.inner, s.local(tp_),
-                                split_ranges(s, tp_, rank).front().first};
-      graph::set_attrs(r, nf.op->sharding.localize(graph::attrs_of(orig), piece));
+                                ranges.front().first, int64_t(ranges.size())};
+      graph::set_attrs(r, nf.op->sharding.localize(nf.attrs, piece));
     } else {
       *dst.add_nodes() = orig;
     }

@@ -10,6 +10,7 @@
 #include "merak/autograd/engine.h"
 #include "merak/autograd/grad_mode.h"
 #include "merak/core/philox.h"
+#include "merak/graph/convert.h"
 #include "merak/graph/tracer.h"
 #include "merak/ops/registry.h"
 #include "tests/graph/test_models.h"
@@ -114,6 +115,29 @@ TEST_CASE("executor: dropout masks follow the caller's rng stream", "[graph][exe
   const double b = ex.run(in)[0].item();
   CHECK(a == a_again);
   CHECK(a != b);
+}
+
+TEST_CASE("executor: evaluation drops nothing, attention probabilities included",
+          "[graph][executor]") {
+  models::ModelOptions o = test::small_gpt();
+  auto plain_model = models::make_model(o);
+  const graph::Model plain = graph::trace_model(*plain_model, 2, 12, 5);
+  o.dropout = 0.4;
+  auto drop_model = models::make_model(o);
+  const graph::Model drop = graph::trace_model(*drop_model, 2, 12, 5);
+  int dropping_attention = 0;
+  for (const graph::Node& n : drop.graph().nodes())
+    if (n.op() == "sdpa" && graph::attrs_of(n).f("dropout") == 0.4) ++dropping_attention;
+  REQUIRE(dropping_attention == o.layers);
+  autograd::NoGradGuard no_grad;
+  graph::Executor with(drop, 5), without(plain, 5);
+  const auto in = feed(test::gpt_batch(2, 12, o.vocab), plain);
+  set_rng_stream(3);
+  const double reference = without.run(in)[0].item();
+  with.set_training(false);
+  CHECK(with.run(in)[0].item() == reference);
+  with.set_training(true);
+  CHECK(with.run(in)[0].item() != reference);  // training does drop
 }
 
 TEST_CASE("executor: intermediate values are freed after their last use", "[graph][executor]") {

@@ -102,6 +102,10 @@ TEST_CASE("the pass splits attention by heads, the MLP by features, the vocabula
     CHECK(bias->outputs(0) == "blocks.0.attn.proj/linear_0:0");
     const ops::Attrs reshape = graph::attrs_of(*find(g, "blocks.0.attn/reshape_0"));
     CHECK(reshape.ints("shape") == std::vector<int64_t>{2, 8, 3, 2, 8});
+    // Attention's dropout draws the unsplit run's masks of the rank's heads 2r, 2r + 1 of 4.
+    const ops::Attrs attention = graph::attrs_of(*find(g, "blocks.0.attn/sdpa_0"));
+    CHECK(attention.i("head_start") == 2 * r);
+    CHECK(attention.i("heads") == 4);
     CHECK(find(g, "wte/embedding_0")->op() == "tp_embedding");
     CHECK(find(g, "cross_entropy_0")->op() == "tp_cross_entropy");
     CHECK(graph::attrs_of(*find(g, "cross_entropy_0")).i("start") == (r == 0 ? 0 : 49));
@@ -129,6 +133,34 @@ TEST_CASE("tensor-parallel ranks simulated in threads equal the unsplit graph", 
     const auto batch = test::gpt_batch(3, 8, 96);
     test::check_same_step(run_step(plan(m, 1, 4), batch, seed), test::unsplit_step(m, batch, seed));
   }
+  SECTION("dropout, attention probabilities included, at tp 2 and tp 4") {
+    models::ModelOptions o = test::tiny_gpt(2);
+    o.dropout = 0.3;
+    const graph::Model m = test::trace(o, 2, 16, seed);
+    const auto batch = test::gpt_batch(2, 16, 96);
+    set_rng_stream(0);  // run_step's rank threads draw from stream 0
+    for (int64_t tp : {2, 4})
+      test::check_same_step(run_step(plan(m, 1, tp), batch, seed),
+                            test::unsplit_step(m, batch, seed));
+  }
+}
+
+TEST_CASE("the pass completes an op's defaulted attributes before localising them",
+          "[partition]") {
+  // A graph written without sdpa's defaulted attributes (head_start, heads) runs unsplit, the
+  // executor completing them; the pass must complete them too.
+  graph::Model m = test::trace(test::tiny_gpt(1), 2, 16, 5);
+  int stripped = 0;
+  for (graph::Node& n : *m.mutable_graph()->mutable_nodes())
+    if (n.op() == "sdpa") {
+      n.mutable_attrs()->erase("head_start");
+      n.mutable_attrs()->erase("heads");
+      ++stripped;
+    }
+  REQUIRE(stripped == 1);
+  const TpPass pass = shard_tensor_parallel(m, 2);
+  CHECK(graph::attrs_of(*find(pass.ranks[1].model.graph(), "blocks.0.attn/sdpa_0"))
+            .i("head_start") == 2);
 }
 
 TEST_CASE("heads or features not divisible by tp are an error naming the sizes", "[partition]") {

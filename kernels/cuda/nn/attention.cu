@@ -68,12 +68,20 @@ __device__ inline bool attends(const AttnShape& p, const uint8_t* keep, int64_t 
   return j < visible(p, i) && (keep == nullptr || keep[j] != 0);
 }
 
-// Dropout's factor for probability (i, j) of head bh: keep_scale or 0 (AttnShape's draw; a
-// thread draws the block of each of its probabilities, though four rows share one).
-__device__ inline float keep_factor(const AttnShape& p, int64_t bh, int64_t i, int64_t j) {
+// Dropout's draws (AttnShape's): the block of query rows [4q, 4q + 4) and key j of head bh is
+// Philox(key, base(bh) + q * Tk + j, stream), its word i % 4 that of row i. A thread's R rows
+// (ty * R + u, R = 2 or 4, tiles starting at multiples of 32) lie in one such group of four, so a
+// thread draws one block per key column and reads a word per row.
+__device__ inline uint64_t dropout_base(const AttnShape& p, int64_t bh) {
   const int64_t head = (bh / p.H) * p.heads + p.head_start + bh % p.H;
-  const uint64_t index = uint64_t((head * ((p.Tq + 3) / 4) + i / 4) * p.Tk + j);
-  const PhiloxBlock b = philox_at(p.key, index, p.stream);
+  return uint64_t(head * ((p.Tq + 3) / 4) * p.Tk);
+}
+__device__ inline PhiloxBlock dropout_block(const AttnShape& p, uint64_t base, int64_t i,
+                                            int64_t j) {
+  return philox_at(p.key, base + uint64_t((i / 4) * p.Tk + j), p.stream);
+}
+// Row i's keep factor in block b: keep_scale or 0.
+__device__ inline float keep_factor(const AttnShape& p, const PhiloxBlock& b, int64_t i) {
   const int w = int(i & 3);
   const uint32_t bits = w == 0 ? b.v[0] : w == 1 ? b.v[1] : w == 2 ? b.v[2] : b.v[3];
   return (bits >> 8) >= p.threshold ? p.keep_scale : 0.f;
@@ -164,11 +172,18 @@ __device__ void probs_and_grads(const AttnShape& p, int64_t bh, const uint8_t* k
                                 const float* sV, const float* sLse, const float* sDelta,
                                 float* sP, float* sdS) {
   constexpr int R = T / 16;
+  static_assert(4 % R == 0, "a thread's rows must lie in one of dropout's groups of four");
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   const int ldqk = padded(p.D), ldv = padded(p.Dv), lds = T + 1;
   float s[R][R], dp[R][R];
   dot_tile(s, sQ, ldqk, ty * R, sK, ldqk, tx, int(p.D));
   dot_tile(dp, sdO, ldv, ty * R, sV, ldv, tx, int(p.Dv));
+  PhiloxBlock drawn[R];  // dropout's block of each of the thread's key columns
+  if (p.dropout) {
+    const uint64_t base = dropout_base(p, bh);
+#pragma unroll
+    for (int c = 0; c < R; ++c) drawn[c] = dropout_block(p, base, i0 + ty * R, j0 + tx + 16 * c);
+  }
 #pragma unroll
   for (int u = 0; u < R; ++u) {
     const int il = ty * R + u;
@@ -178,7 +193,7 @@ __device__ void probs_and_grads(const AttnShape& p, int64_t bh, const uint8_t* k
       const int jl = tx + 16 * c;
       float pr = 0.f, ds = 0.f;
       if (lse != -INFINITY && attends(p, keep, i0 + il, j0 + jl)) {
-        const float m = p.dropout ? keep_factor(p, bh, i0 + il, j0 + jl) : 1.f;
+        const float m = p.dropout ? keep_factor(p, drawn[c], i0 + il) : 1.f;
         pr = expf(s[u][c] * p.scale - lse);
         ds = pr * (dp[u][c] * m - sDelta[il]);
         pr *= m;
@@ -197,6 +212,7 @@ __global__ void __launch_bounds__(kAttnThreads)
                         S* out, float* lse) {
   constexpr int T = forward_tile<kMaxDim>();
   constexpr int R = T / 16, CD = kMaxDim / 16;
+  static_assert(4 % R == 0, "a thread's rows must lie in one of dropout's groups of four");
   constexpr int kRowThreads = kAttnThreads / T;  // threads sharing a row in the softmax step
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
   const int64_t q_tiles = (p.Tq + T - 1) / T;
@@ -276,13 +292,17 @@ __global__ void __launch_bounds__(kAttnThreads)
     __syncthreads();
 
     if (p.dropout) {  // the sums above are of every key; P V takes the dropped probabilities
+      const uint64_t base = dropout_base(p, bh);
 #pragma unroll
-      for (int u = 0; u < R; ++u)
+      for (int c = 0; c < R; ++c) {
+        const int jl = tx + 16 * c;
+        const PhiloxBlock drawn = dropout_block(p, base, i0 + ty * R, j0 + jl);
 #pragma unroll
-        for (int c = 0; c < R; ++c) {
-          const int il = ty * R + u, jl = tx + 16 * c;
-          sS[il * lds + jl] *= keep_factor(p, bh, i0 + il, j0 + jl);
+        for (int u = 0; u < R; ++u) {
+          const int il = ty * R + u;
+          sS[il * lds + jl] *= keep_factor(p, drawn, i0 + il);
         }
+      }
       __syncthreads();
     }
 

@@ -67,8 +67,9 @@ void check_dropout(const TensorMeta& q, const Attrs& a) {
               heads, " heads of the unsplit attention");
 }
 
-// Philox blocks drawn per (query, key) pair: one per four rows, in each pass over the pairs
-// (the backward's two, the GPU's dQ and dK/dV kernels), about 40 integer operations a block.
+// Philox blocks drawn per (query, key) pair: one per four rows, about 40 integer operations a
+// block, in each pass over the pairs: the forward's one, the backward's two on a GPU (its dQ
+// and dK/dV kernels; the CPU's backward draws once).
 double dropout_flops(const TensorMeta& q, const TensorMeta& k, bool causal, const Attrs& a) {
   if (a.f("dropout") == 0) return 0;
   return double(q.shape[0] * q.shape[1]) * attended_pairs(q.shape[2], k.shape[2], causal) * 10;
@@ -146,7 +147,8 @@ MERAK_REGISTER_OP(sdpa) {
   d.sharding.heads = true;
   // A rank's heads draw the dropout masks the unsplit run's same heads draw.
   d.sharding.localize = [](const Attrs& a, const LocalDim& piece) {
-    MERAK_CHECK(piece.dim == 1, "sdpa splits only over heads (dim 1), not dim ", piece.dim);
+    MERAK_CHECK(piece.dim == 1 && piece.ranges == 1, "sdpa splits over heads (dim 1) in one "
+                "run of heads a rank, not dim ", piece.dim, " in ", piece.ranges, " runs");
     return Attrs(a)
         .set("head_start", a.i("head_start") + piece.start)
         .set("heads", a.i("heads") > 0 ? a.i("heads") : piece.size);
