@@ -116,11 +116,11 @@ NodePlace node_place() {
   return place;
 }
 
-void abort_job(const std::string& msg) {
+void abort_job(const std::string& msg, int code) {
   std::fprintf(stderr, "merak: [rank %d] %s\n", world_rank(), msg.c_str());
   std::fflush(stderr);
-  if (mpi_running()) MPI_Abort(MPI_COMM_WORLD, 3);
-  std::_Exit(3);
+  if (mpi_running()) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
 }
 
 }  // namespace merak::comm

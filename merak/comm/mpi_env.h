@@ -65,8 +65,9 @@ struct NodePlace {
 };
 NodePlace node_place();  // collective over MPI_COMM_WORLD when MPI runs
 
-// Prints "merak: [rank R] <msg>" as one line on stderr, then MPI_Abort(MPI_COMM_WORLD, 3), so
-// mpirun ends every rank with a non-zero status. Without MPI running it exits the process.
-[[noreturn]] void abort_job(const std::string& msg);
+// Prints "merak: [rank R] <msg>" as one line on stderr, then MPI_Abort(MPI_COMM_WORLD, code),
+// so mpirun ends every rank with a non-zero status (3: a failure; 2: bad input). Without MPI
+// running it exits the process with that code.
+[[noreturn]] void abort_job(const std::string& msg, int code = 3);
 
 }  // namespace merak::comm

@@ -26,16 +26,16 @@ std::string detokenize_bytes(const std::vector<int64_t>& ids) {
 
 std::unique_ptr<TokenDataset> tokenize_text_files(const std::vector<std::string>& paths) {
   MERAK_CHECK(!paths.empty(), "tokenize_text_files: no files given");
-  std::vector<int64_t> tokens;
+  // One part a file, so that a token's place names its file (token i of a file is its byte i).
+  std::vector<std::unique_ptr<TokenDataset>> parts;
   for (const auto& path : paths) {
     std::ifstream in(path, std::ios::binary);
     MERAK_CHECK(in, path, ": cannot read: ", std::strerror(errno));
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     MERAK_CHECK(!in.bad(), path, ": read failed");
-    const std::vector<int64_t> ids = tokenize_bytes(text);
-    tokens.insert(tokens.end(), ids.begin(), ids.end());
+    parts.push_back(in_memory(tokenize_bytes(text), 256, path + " read as bytes"));
   }
-  return in_memory(std::move(tokens), 256, "the text files tokenized by byte");
+  return concat(std::move(parts));
 }
 
 }  // namespace merak::data

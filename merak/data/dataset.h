@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "merak/core/error.h"
 #include "merak/core/tensor.h"
 
 namespace merak::data {
@@ -22,7 +23,14 @@ class TokenDataset {
   virtual std::string place(int64_t i) const = 0;
 };
 
-// Ends with merak::Error at the first of ids[0, n), tokens [start, start + n) of `data`, outside
+// Token data the model cannot take, found while reading it: bad input, as a bad config is (a
+// tool ends with exit 2 naming the place), though it may show only after some steps.
+class DataError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Ends with DataError at the first of ids[0, n), tokens [start, start + n) of `data`, outside
 // [0, vocab): its place, the id and the vocabulary, followed by `whose` (which setting the
 // vocabulary comes from). The samplers run it on every window they read: files are not scanned
 // up front (hours at a trillion tokens), and a bad id is refused before a kernel sees it.

@@ -219,9 +219,10 @@ void check_ids(const TokenDataset& data, int64_t start, const int64_t* ids, int6
   for (int64_t i = 0; i < n; ++i) bad |= uint64_t(ids[i]) >= uint64_t(vocab);
   if (!bad) return;
   for (int64_t i = 0; i < n; ++i)
-    MERAK_CHECK(uint64_t(ids[i]) < uint64_t(vocab), data.place(start + i), ": token id ", ids[i],
-                ids[i] < 0 ? " is negative, not in" : " is not below", " the vocabulary of ",
-                vocab, " (", whose, ")");
+    if (uint64_t(ids[i]) >= uint64_t(vocab))
+      throw DataError(data.place(start + i) + ": token id " + std::to_string(ids[i]) +
+                      (ids[i] < 0 ? " is negative, not in" : " is not below") +
+                      " the vocabulary of " + std::to_string(vocab) + " (" + whose + ")");
 }
 
 }  // namespace merak::data

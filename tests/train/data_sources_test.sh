@@ -6,7 +6,8 @@
 #     config error naming data.files;
 #   - a truncated index ends the run with exit 2 naming the file and the byte offset; so do a
 #     token shard (ours or llm.c's) truncated or with the wrong magic, and a token id not below
-#     model.vocab (the file, the byte, the id, the vocabulary);
+#     model.vocab (the file, the byte, the id, the vocabulary), also when a later batch is the
+#     first to read it;
 #   - data.source: text with data.tokenizer: gpt2 tokenizes the files in merak_train itself and
 #     gives the first step the same loss as the Megatron file of the same text.
 set -u
@@ -97,4 +98,20 @@ refused id-over-vocab "book1\.merak: byte [0-9]+: token id [0-9]{4,5} is not bel
   --set data.source=tokens --set "data.files=[$tmp/book1.merak]" --set model.vocab=1000
 refused id-over-vocab-megatron "books\.bin: byte [0-9]+: token id [0-9]{4,5} is not below the vocabulary of 1000" \
   --set data.source=megatron --set "data.files=[$tmp/books]" --set model.vocab=1000
+
+# A bad id that only a later batch reads (files are not scanned up front) ends the run there,
+# with exit 2 and the file and byte as before training, the steps before it kept.
+{ for i in $(seq 4000); do echo "line $i of plain ascii text"; done; printf '\351'
+  for i in $(seq 4000); do echo "line $i of plain ascii text"; done; } > "$tmp/late.txt"
+at=$(grep -boa $'\351' "$tmp/late.txt" | cut -d: -f1)
+"$train" --config "$configs/gpt-tiny.yaml" --set data.source=text \
+  --set "data.files=[$tmp/book1.txt, $tmp/late.txt]" --set model.vocab=128 \
+  --set train.steps=400 --metrics "$tmp/late.jsonl" > "$tmp/late.log" 2>&1
+code=$?
+[ "$code" -eq 2 ] || fail "a late bad id: exit $code, want 2: $(tail -3 "$tmp/late.log")"
+steps=$(wc -l < "$tmp/late.jsonl")
+[ "$steps" -ge 1 ] || fail "a late bad id: the test wants it past step 1 (found at the first)"
+tail -1 "$tmp/late.log" | grep -qE "^merak_train: .*late\.txt read as bytes: token $at: token id 233 is not below the vocabulary of 128" ||
+  fail "a late bad id: want the file and byte $at: $(tail -1 "$tmp/late.log")"
+echo "a bad id at step $((steps + 1)): $(tail -1 "$tmp/late.log")"
 echo "PASS"

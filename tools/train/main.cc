@@ -30,6 +30,7 @@
 #include "merak/comm/mpi_communicator.h"
 #include "merak/comm/mpi_env.h"
 #include "merak/comm/self_communicator.h"
+#include "merak/data/dataset.h"
 #include "merak/log/log.h"
 #include "merak/train/layout_search.h"
 #include "merak/train/plan.h"
@@ -163,6 +164,8 @@ int job_main(int argc, char** argv, const merak::config::Config& cfg, const Args
     if (comm::world_rank() == 0) std::fprintf(stderr, "merak_train: %s\n", e.what());
     grid.reset();
     return 2;
+  } catch (const data::DataError& e) {  // found by one rank mid-run: its peers wait in a step
+    comm::abort_job(std::string("merak_train: ") + e.what(), 2);
   } catch (const std::exception& e) {
     comm::abort_job(std::string("merak_train: error: ") + e.what());
   }
@@ -184,6 +187,9 @@ int process_main(const merak::config::Config& cfg, const Args& args) {
     const std::unique_ptr<comm::Grid> grid = train::make_grid(resolved);
     return train::run(resolved, *grid, args.run);
   } catch (const train::SetupError& e) {
+    std::fprintf(stderr, "merak_train: %s\n", e.what());
+    return 2;
+  } catch (const data::DataError& e) {
     std::fprintf(stderr, "merak_train: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
