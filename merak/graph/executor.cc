@@ -227,13 +227,16 @@ void Executor::run_step(size_t index, std::vector<Tensor>& values) const {
   }
   std::vector<Tensor> outs;
   try {
-    if (!step.op->random_rate.empty()) {
+    const ops::OpDef::RandomDraws& random = step.op->random;
+    if (!random.rate.empty() && !training_ && random.identity_at_zero) {
+      outs = {args.at(0)};  // evaluation drops nothing: no copy either
+    } else if (!random.rate.empty()) {
       // The mask stream belongs to the micro-batch being run (set by the caller through
       // set_rng_stream, as for the eager model), not to the moment the graph was traced;
       // evaluation drops nothing.
       ops::Attrs attrs = step.attrs;
       attrs.set("stream", int64_t(rng_stream()));
-      if (!training_) attrs.set(step.op->random_rate, 0.0);
+      if (!training_) attrs.set(random.rate, 0.0);
       outs = ops::call(*step.op, args, attrs);
     } else {
       outs = ops::call(*step.op, args, step.attrs);

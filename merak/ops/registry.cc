@@ -1,5 +1,7 @@
 #include "merak/ops/registry.h"
 
+#include <algorithm>
+
 #include "merak/core/error.h"
 
 namespace merak::ops {
@@ -25,6 +27,16 @@ void Registry::add(OpDef def) {
   MERAK_CHECK(!ops_.count(def.name), "op '", def.name, "' registered twice");
   MERAK_CHECK(def.infer, "op '", def.name, "' has no shape inference");
   MERAK_CHECK(!def.outputs.empty(), "op '", def.name, "' declares no outputs");
+  if (!def.random.rate.empty()) {  // the attributes a graph's runner sets
+    auto declared = [&](const std::string& attr, AttrKind kind) {
+      return std::any_of(def.attrs.begin(), def.attrs.end(), [&](const AttrSpec& a) {
+        return a.name == attr && a.kind == kind;
+      });
+    };
+    MERAK_CHECK(declared(def.random.rate, AttrKind::Float) && declared("stream", AttrKind::Int),
+                "op '", def.name, "' draws random numbers but does not declare a float '",
+                def.random.rate, "' and an int 'stream'");
+  }
   ops_.emplace(def.name, std::move(def));
 }
 

@@ -172,10 +172,14 @@ struct OpDef {
   // gradients first and the parameters' later, at no extra cost.
   bool separable_grads = false;
   ShardingRule sharding;                 // how it splits over a tensor-parallel group
-  // Set on ops that draw random numbers (dropout): the name of the attribute holding their rate.
-  // Whoever runs a traced graph sets their attribute `stream` to the micro-batch's random stream
-  // (rng_stream()) and, in evaluation, their rate to 0.
-  std::string random_rate;
+  // Set on ops that draw random numbers (dropout, attention's dropout): whoever runs a traced
+  // graph sets their attribute `stream` to the micro-batch's random stream (rng_stream()) and,
+  // in evaluation, their rate to 0, or skips them where that makes them the identity.
+  struct RandomDraws {
+    std::string rate;               // the attribute holding the rate; empty: draws nothing
+    bool identity_at_zero = false;  // at rate 0 the op's output is its first input
+  };
+  RandomDraws random;
 
   int min_inputs() const;
   bool input_optional(size_t i) const;

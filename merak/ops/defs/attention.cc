@@ -153,7 +153,7 @@ MERAK_REGISTER_OP(sdpa) {
         .set("head_start", a.i("head_start") + piece.start)
         .set("heads", a.i("heads") > 0 ? a.i("heads") : piece.size);
   };
-  d.random_rate = "dropout";
+  d.random = {"dropout", /*identity_at_zero=*/false};
   return d;
 }
 

@@ -404,7 +404,7 @@ MERAK_REGISTER_OP(dropout) {
   // Masks are drawn by local element index, so a split run's masks differ from an unsplit one's
   // (still a valid dropout).
   d.sharding = elementwise_sharding();
-  d.random_rate = "p";
+  d.random = {"p", /*identity_at_zero=*/true};
   d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
     const Tensor& dy = c.grad_outputs[0];
     if (!dy.defined() || !c.needs_input_grad[0]) return {Tensor()};
