@@ -275,11 +275,17 @@ void check_writable(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail("cannot create checkpoint directory '" + dir + "': " + ec.message());
+  // What interrupted saves left goes first: after a full disk it holds the room the probe (and
+  // the run) needs.
+  discard_unfinished(dir);
   const std::string probe = dir + "/.write_probe";
-  {
+  try {
     OutFile out(probe);
     out.write("ok\n", 3);
     out.sync_and_close();
+  } catch (...) {
+    fs::remove(probe, ec);
+    throw;
   }
   fs::remove(probe, ec);
 }

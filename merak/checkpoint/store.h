@@ -70,8 +70,10 @@ struct Index {
 
 std::string step_name(int64_t step);  // "step_000001000"
 
-// Creates checkpoint directory `dir` if missing and writes (and removes) a probe file in it: a
-// directory that cannot take a checkpoint is found before training, not at the first save.
+// Creates checkpoint directory `dir` if missing, clears what interrupted saves left (as
+// begin_step does), and writes (and removes) a probe file in it: a directory that cannot take a
+// checkpoint is found before training, not at the first save. Called by one rank, with no save
+// in flight.
 void check_writable(const std::string& dir);
 
 // Starts writing step `step` in checkpoint directory `dir` (created if missing; what interrupted

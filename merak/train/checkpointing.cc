@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include "merak/checkpoint/store.h"
@@ -235,6 +236,19 @@ bool Trainer::checkpoint_written() {
   return true;
 }
 
+// agree() on a save's problem; when there is one, rank 0 first removes the unfinished step (all
+// ranks are done with it: they are in this collective), which after a full disk holds the room
+// the next run needs.
+void Trainer::agree_or_discard(const PendingCheckpoint& p, const std::string& problem) {
+  try {
+    agree(grid_.host(), problem);
+  } catch (const SetupError&) {
+    std::error_code ec;
+    if (grid_.rank() == 0) std::filesystem::remove_all(p.tmp, ec);
+    throw;
+  }
+}
+
 CheckpointSaved Trainer::finish_checkpoint() {
   MERAK_CHECK(pending_, "no checkpoint save in flight");
   std::unique_ptr<PendingCheckpoint> p = std::move(pending_);
@@ -243,7 +257,7 @@ CheckpointSaved Trainer::finish_checkpoint() {
   if (p->writer.joinable()) p->writer.join();
   p->blocked += std::chrono::duration<double>(Clock::now() - waited).count();
   // A write that failed anywhere: every rank stops, and `latest` stays where it was.
-  agree(host, p->problem);
+  agree_or_discard(*p, p->problem);
   int64_t bytes = 0;
   for (const checkpoint::PieceEntry& e : p->entries) bytes += e.byte_end - e.byte_begin;
   const auto collect = Clock::now();
@@ -262,7 +276,7 @@ CheckpointSaved Trainer::finish_checkpoint() {
   } catch (const std::exception& e) {
     problem = e.what();
   }
-  agree(host, problem);
+  agree_or_discard(*p, problem);
   p->blocked += std::chrono::duration<double>(Clock::now() - collect).count();
   const double seconds = std::chrono::duration<double>(Clock::now() - p->start).count();
   const std::vector<double> totals =

@@ -146,6 +146,7 @@ class Trainer {
   std::thread staging_touched_;  // faulting staging_'s pages in while training starts
   void prepare_staging();        // checkpointing.cc
   void start(const std::string& dir, int64_t keep, bool background);  // checkpointing.cc
+  void agree_or_discard(const PendingCheckpoint& p, const std::string& problem);
   // model.init_from: the whole model's weights from a safetensors file (Merak's names or
   // GPT-2's), cut to this rank's shards; problems are SetupErrors naming the key and file.
   void load_initial_weights(const std::string& path);

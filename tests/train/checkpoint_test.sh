@@ -159,8 +159,19 @@ for mode in false true; do
     <<< "$out" || fail "full disk (async $mode): message: $out"
   [ "$(cat "$tmp/ck-full/latest")" = "step_000000002" ] ||
     fail "full disk (async $mode): latest is $(cat "$tmp/ck-full/latest")"
+  # The unfinished step is gone: on a full disk it would hold the room the next run needs.
+  [ ! -e "$tmp/ck-full/.step_000000004.tmp" ] ||
+    fail "full disk (async $mode): the failed save left $(ls -a "$tmp/ck-full")"
   echo "refused: full disk (async $mode): $(grep 'cannot write' <<< "$out"); latest: step_000000002"
 done
+# What a killed save left is cleared when a run starts, before its probe write (a full disk's
+# leftovers would otherwise refuse every later start), not only at the next save.
+mkdir "$tmp/ck-full/.step_000000003.tmp"
+head -c 100000 /dev/zero > "$tmp/ck-full/.step_000000003.tmp/rank_00000.safetensors"
+run full-after 1,1,1 gpt-tiny.yaml --set train.steps=2 --set checkpoint.dir="$tmp/ck-full" \
+  --resume auto
+[ ! -e "$tmp/ck-full/.step_000000003.tmp" ] && [ ! -e "$tmp/ck-full/.write_probe" ] ||
+  fail "a start left what a killed save left: $(ls -a "$tmp/ck-full")"
 
 # --resume auto: nothing saved yet is a fresh start.
 run auto-fresh 1,1,1 gpt-tiny.yaml --set train.steps=2 --set checkpoint.dir="$tmp/ck-auto" \
