@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "merak/checkpoint/safetensors.h"
 #include "merak/core/tensor.h"
@@ -20,6 +21,10 @@ class WeightsFile {
   // to [out, in]), read from the file now; nullopt when the file has none: the caller, which
   // knows the shape it needs, reports it.
   std::optional<Tensor> read(const std::string& name) const;
+  // The file's tensors that none of `names` (Merak's parameter names) reads, under the file's
+  // own names; GPT-2's attention mask buffers (attn.bias, attn.masked_bias), which are not
+  // weights, are not counted.
+  std::vector<std::string> unused(const std::vector<std::string>& names) const;
 
  private:
   checkpoint::SafetensorsReader file_;

@@ -291,16 +291,32 @@ CheckpointSaved Trainer::finish_checkpoint() {
   return saved;
 }
 
-void Trainer::load_initial_weights(const std::string& path) {
+void Trainer::load_initial_weights(const std::string& path,
+                                   const std::vector<std::string>& parameters) {
   std::string problem;
+  std::vector<std::string> unused;
   try {
     const models::WeightsFile file(path);
     // The engine asks for its tensors one at a time and names what is missing.
     engine_->load_weights([&](const std::string& name) { return file.read(name); });
+    if (grid_.rank() == 0) unused = file.unused(parameters);
   } catch (const std::exception& e) {
     problem = config_.path + ": key 'model.init_from': " + path + ": " + e.what();
   }
   agree(grid_.host(), problem);
+  if (grid_.rank() != 0) return;
+  // Tensors this model has no use for: most often a file of a larger model (more layers), which
+  // a run should not start from unremarked.
+  if (!unused.empty()) {
+    std::string names;
+    for (size_t i = 0; i < std::min<size_t>(3, unused.size()); ++i)
+      names += (i ? ", " : "") + unused[i];
+    log::warn("model.init_from: " + path + " holds " + std::to_string(unused.size()) +
+              " tensor" + (unused.size() == 1 ? "" : "s") + " this model does not have, left " +
+              "unused (" + names + (unused.size() > 3 ? ", ..." : "") + ")");
+  }
+  log::info("initialised from " + path + " (" + std::to_string(parameters.size()) +
+            " parameters)");
 }
 
 void Trainer::resume_from(const std::string& step_dir) {

@@ -229,7 +229,11 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
   const auto model = models::make_model(c.model);
   flops_per_token_ = model->flops_per_token(c.train.seq_len);
   parameters_ = model->num_parameters();
-  if (!c.model.init_from.empty()) load_initial_weights(c.model.init_from);
+  if (!c.model.init_from.empty()) {
+    std::vector<std::string> names;
+    for (const auto& [name, value] : model->named_parameters()) names.push_back(name);
+    load_initial_weights(c.model.init_from, names);
+  }
   if (c.checkpoint.async && !c.checkpoint.dir.empty()) prepare_staging();
 }
 

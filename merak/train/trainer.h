@@ -148,8 +148,9 @@ class Trainer {
   void start(const std::string& dir, int64_t keep, bool background);  // checkpointing.cc
   void agree_or_discard(const PendingCheckpoint& p, const std::string& problem);
   // model.init_from: the whole model's weights from a safetensors file (Merak's names or
-  // GPT-2's), cut to this rank's shards; problems are SetupErrors naming the key and file.
-  void load_initial_weights(const std::string& path);
+  // GPT-2's), cut to this rank's shards; problems are SetupErrors naming the key and file. Rank 0
+  // warns about tensors of the file that none of `parameters` (the model's) reads.
+  void load_initial_weights(const std::string& path, const std::vector<std::string>& parameters);
   runtime::MicroBatchFn batches_;
   std::unique_ptr<BatchSource> valid_;  // eval.every > 0: the validation data
   runtime::MicroBatchFn valid_batches_;

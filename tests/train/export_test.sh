@@ -62,6 +62,19 @@ awk -v a="$t" -v c="$c" 'BEGIN {d = (a - c) / a; if (d < 0) d = -d; exit !(d <= 
   fail "init_from PyTorch's weights: (1,1,1) loss $t, (2,1,2) $c"
 echo "init_from: first loss $a from the export under both namings; $t from PyTorch's weights," \
   "$c at dp 2 x tp 2 (fresh: $f)"
+# Each run says where it started from, and a file whose every tensor it used draws no warning
+# (GPT-2's attention mask buffers in PyTorch's file are not weights).
+for name in init-merak init-hf-gpt2 init-torch; do
+  grep -q "initialised from $tmp/.*\.safetensors (52 parameters)" "$tmp/$name.log" ||
+    fail "init_from ($name): no line saying so: $(cat "$tmp/$name.log")"
+  ! grep -q "left unused" "$tmp/$name.log" || fail "init_from ($name): $(cat "$tmp/$name.log")"
+done
+# Weights of a larger model (4 layers into 2): the run starts, warning about the 24 tensors of
+# layers 2 and 3 it leaves unused.
+out=$("$train" --config "$configs/gpt-tiny.yaml" --set model.layers=2 --set train.steps=1 \
+      --set model.init_from="$tmp/merak.safetensors" 2>&1); rc=$?
+[ "$rc" -eq 0 ] && grep -q "^warning: model.init_from: $tmp/merak.safetensors holds 24 tensors this model does not have, left unused (blocks.2.attn.proj.bias, " \
+  <<< "$out" || fail "init_from of a larger model: exit $rc: $out"
 out=$("$train" --config "$configs/gpt-tiny.yaml" --set model.hidden=64 --set model.heads=2 \
       --set model.init_from="$tmp/merak.safetensors" 2>&1); rc=$?
 [ "$rc" -eq 2 ] && grep -q "key 'model.init_from': .*has shape \[256, 128\] there, \[256, 64\] here" \
