@@ -465,9 +465,10 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   // as the metrics file starts anew.
   if (out.board) out.board->session_start(trainer.steps_done() + 1);
 
-  // The bar redraws a line in place: one process on a terminal only (mpirun hands its ranks a
-  // terminal of its own and forwards their output line by line).
-  const bool tty = world == 1 && isatty(fileno(stdout));
+  // The bar redraws a line in place: one process started without mpirun, on a terminal only
+  // (mpirun hands its ranks a terminal of its own, whatever its own output goes to, and forwards
+  // their output line by line).
+  const bool tty = world == 1 && !comm::mpi_running() && isatty(fileno(stdout));
   const int64_t first_step = trainer.steps_done() + 1;  // this process's (after a checkpoint's)
   double first_loss = 0, last_loss = 0, tokens = 0, seconds = 0, flops = 0;
   int64_t peak_mem = 0;

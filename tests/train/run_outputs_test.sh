@@ -46,6 +46,14 @@ out=$("${mpi[@]}" -np 1 "$train" "${tiny[@]}" --set parallel.dp=2 --set train.st
 ! grep -q '^step ' <<< "$out" || fail "different configs: trained before refusing: $out"
 echo "ranks with different configs refused before training"
 
+# One rank under mpirun writes plain lines to a redirected output: mpirun gives its ranks a
+# terminal of their own, which is not where the output goes, so no progress bar is drawn.
+"${mpi[@]}" -np 1 "$train" "${tiny[@]}" --set train.steps=3 > "$tmp/np1.out" 2>&1 ||
+  fail "mpirun -np 1: $(tail -3 "$tmp/np1.out")"
+! grep -q $'\r' "$tmp/np1.out" || fail "mpirun -np 1: a progress bar in the redirected output"
+grep -q '^done: 3 steps' "$tmp/np1.out" || fail "mpirun -np 1: $(tail -3 "$tmp/np1.out")"
+echo "mpirun -np 1: no progress bar in redirected output"
+
 # A diverging loss: JSON null in the metrics (valid JSON), and one warning naming the step.
 out=$("$train" "${tiny[@]}" --set train.steps=4 --set optimizer.lr=1e30 \
       --set optimizer.grad_clip=0 --metrics "$tmp/nan.jsonl" 2>&1); rc=$?
