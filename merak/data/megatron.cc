@@ -73,6 +73,16 @@ std::unique_ptr<MegatronDataset> MegatronDataset::open(const std::string& prefix
   m->prefix = prefix;
   m->idx_path = prefix + ".idx";
   m->bin_path = prefix + ".bin";
+  // A file's name given for the prefix (Megatron's --data-path takes prefixes too).
+  const size_t n_prefix = prefix.size();
+  const bool file_named = n_prefix > 4 && (prefix.compare(n_prefix - 4, 4, ".bin") == 0 ||
+                                           prefix.compare(n_prefix - 4, 4, ".idx") == 0);
+  struct stat st;
+  if (file_named && ::stat(m->idx_path.c_str(), &st) != 0) {
+    const std::string stem = prefix.substr(0, n_prefix - 4);
+    MERAK_FAIL(prefix, ": a Megatron dataset is named by its prefix, '", stem, "' for ", stem,
+               ".bin and ", stem, ".idx, not by one of its files");
+  }
   m->idx = std::make_unique<MappedFile>(m->idx_path);
   const std::string& ip = m->idx_path;
   const unsigned char* b = m->idx->bytes();

@@ -71,7 +71,8 @@ void bind_inputs(onnx::GraphProto& g, const ImportOptions& options, const std::s
       continue;
     }
     if (!in.type().tensor_type().has_shape())
-      fail(file, what + " has no shape in the file: give one (input_shapes)");
+      fail(file, what + " has no shape in the file: give one (the tools' --input " +
+                     in.name() + "=AxB, ImportOptions::input_shapes)");
     for (int i = 0; i < shape->dim_size(); ++i) {
       auto* dim = shape->mutable_dim(i);
       if (dim->has_dim_value()) continue;
@@ -81,7 +82,10 @@ void bind_inputs(onnx::GraphProto& g, const ImportOptions& options, const std::s
         continue;
       }
       fail(file, what + " dim " + std::to_string(i) + " ('" + dim->dim_param() +
-                     "') is dynamic: give its size (input_shapes or dim_params)");
+                     "') is dynamic: give its size (the tools' --dim " +
+                     (dim->dim_param().empty() ? std::string("SYMBOL") : dim->dim_param()) +
+                     "=N or --input " + in.name() + "=AxB; ImportOptions::dim_params or "
+                     "input_shapes)");
     }
   }
   for (const auto& [name, shape] : options.input_shapes)

@@ -234,6 +234,16 @@ TEST_CASE("a corrupt Megatron index names the file and the byte at fault") {
              Catch::Contains("nothing.idx: cannot open"));
 }
 
+TEST_CASE("a Megatron dataset named by one of its files says to give the prefix") {
+  const std::string prefix = temp_path("megatron_named");
+  write_documents(prefix, 1000, {{1, 2, 3}});
+  for (const char* ext : {".bin", ".idx"})
+    CHECK_THAT(open_error(prefix + ext),
+               Catch::Contains(prefix + ext + ": a Megatron dataset is named by its prefix, '" +
+                               prefix + "' for " + prefix + ".bin and " + prefix + ".idx"));
+  CHECK(open_error(prefix).empty());
+}
+
 TEST_CASE("Megatron blends: concatenation, and interleaving in proportion to weights") {
   // Source k's tokens are k * 20000 + its document number; documents of different lengths.
   const std::vector<int> lengths = {10, 37, 5}, counts = {100, 50, 20};

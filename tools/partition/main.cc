@@ -4,7 +4,7 @@
 // train.precision, --recompute: parallel.recompute=full, ...), defaulting to the config's.
 //
 //   merak_partition --config FILE.yaml [--pp N --tp N --dp N --hardware NAME]
-//                   [--micro-batches M] [--schedule 1f1b|gpipe|zb] [--zero1] [--recompute]
+//                   [--micro-batches M] [--schedule 1f1b|gpipe|shifted|zb] [--zero1] [--recompute]
 //                   [--precision f32|bf16|f16] [--memory-gib G] [--set key=value ...]
 //                   [--explain] [--json] [-o plan.pb]
 //   merak_partition --onnx FILE.onnx --hardware NAME [--dim batch=2 --dim seq=64]
@@ -40,7 +40,7 @@ using namespace merak;
 
 const char* kUsage =
     "usage: merak_partition (--config FILE.yaml | --onnx FILE.onnx) [--pp N --tp N --dp N]\n"
-    "                       [--hardware NAME] [--micro-batches M] [--schedule 1f1b|gpipe|zb]\n"
+    "                       [--hardware NAME] [--micro-batches M] [--schedule 1f1b|gpipe|shifted|zb]\n"
     "                       [--zero1] [--recompute] [--precision f32|tf32|bf16|f16]\n"
     "                       [--memory-gib G] [--set key=value ...] (config: flags stand for\n"
     "                       its keys and default to its values; tf32: onnx only)\n"

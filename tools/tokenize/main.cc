@@ -223,9 +223,10 @@ int run_tokenize(int argc, char** argv) {
   }
   progress.update(done, documents, true);
   const double secs = progress.seconds();
-  std::printf("merak_tokenize: %lld documents, %lld tokens from %.2f MB in %.2f s (%.2f MB/s, "
+  std::printf("merak_tokenize: %lld document%s, %lld tokens from %.2f MB in %.2f s (%.2f MB/s, "
               "%d threads) -> %s%s (%s)\n",
-              static_cast<long long>(documents), static_cast<long long>(writer->tokens()),
+              static_cast<long long>(documents), documents == 1 ? "" : "s",
+              static_cast<long long>(writer->tokens()),
               double(total) / 1e6, secs, secs > 0 ? double(total) / 1e6 / secs : 0.0,
               options.threads, out.c_str(), format == "megatron" ? ".bin/.idx" : "",
               format.c_str());
