@@ -474,6 +474,7 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   int64_t peak_mem = 0;
   std::vector<double> step_seconds;  // after the first (one-time warm-up)
   bool finite = true;  // the loss so far; the first step that is not is reported (once)
+  int stopped = 0;     // the signal a rank was asked to stop by, agreed by all after a step
   for (int64_t i = 0; trainer.steps_done() < t.steps; ++i) {
     const StepStats s = trainer.step();
     if (i == 0) first_loss = s.loss;
@@ -529,16 +530,22 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
                   saved.step_dir.c_str(), human_bytes(double(saved.bytes)).c_str(),
                   saved.seconds, saved.blocked);
     };
-    const bool due =
-        !ck.dir.empty() && ((ck.every > 0 && s.step % ck.every == 0) || s.step == t.steps);
+    // A stop asked of any rank (Ctrl-C, a scheduler's SIGTERM before it kills the job) ends
+    // every rank after this step, saving first where checkpoints are configured.
+    if (options.stop_signal)
+      for (double asked : runtime::all_gather_doubles(grid.host(), {double(options.stop_signal())}))
+        if (asked > 0 && stopped == 0) stopped = int(asked);
+    const bool due = !ck.dir.empty() &&
+                     ((ck.every > 0 && s.step % ck.every == 0) || s.step == t.steps || stopped);
     // A background save is published once its files are written everywhere, or before the
     // next one starts.
     if (trainer.checkpoint_pending() && (due || trainer.checkpoint_written()))
       report_save(trainer.finish_checkpoint());
     if (due) {
-      if (ck.async && s.step < t.steps) trainer.start_checkpoint(ck.dir, ck.keep);
+      if (ck.async && s.step < t.steps && !stopped) trainer.start_checkpoint(ck.dir, ck.keep);
       else report_save(trainer.save_checkpoint(ck.dir, ck.keep));
     }
+    if (stopped) break;
     if (root && tty) draw_progress(stdout, s.step, t.steps, s.loss);
     if (root) std::fflush(stdout);
   }
@@ -561,8 +568,13 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
       std::printf("no rate (the first step warms up and is not counted; run 2 or more)");
     }
     std::printf(" | peak mem %s\n", human_bytes(double(peak_mem)).c_str());
+    if (stopped)
+      say(log::Level::Warn, "stopped by signal %d (%s) after step %lld of %lld: %s", stopped,
+          strsignal(stopped), (long long)trainer.steps_done(), (long long)t.steps,
+          ck.dir.empty() ? "nothing saved (no checkpoint.dir)"
+                         : "saved; --resume auto continues from it");
   }
-  return 0;
+  return stopped ? 128 + stopped : 0;
 }
 
 std::string dry_run(const config::Config& c, const DryRunOptions& o) {

@@ -4,6 +4,7 @@
 // that stops at the plan.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "merak/comm/grid.h"
@@ -21,6 +22,10 @@ struct RunOptions {
   std::string resume;
   // A TensorBoard event file goes in this directory (rank 0 writes it); empty: none.
   std::string tensorboard;
+  // Asked after every step: the signal that asks this rank to stop (SIGINT, SIGTERM), or 0.
+  // When any rank is asked, every rank ends after that step, saving a checkpoint first where
+  // checkpoint.dir is set, and run returns 128 + the signal. Unset: never asked.
+  std::function<int()> stop_signal;
 };
 
 // Trains as the config says on `grid` (its shape is the config's layout; one process is

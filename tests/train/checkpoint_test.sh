@@ -173,6 +173,43 @@ run full-after 1,1,1 gpt-tiny.yaml --set train.steps=2 --set checkpoint.dir="$tm
 [ ! -e "$tmp/ck-full/.step_000000003.tmp" ] && [ ! -e "$tmp/ck-full/.write_probe" ] ||
   fail "a start left what a killed save left: $(ls -a "$tmp/ck-full")"
 
+# A stop asked by a signal (Ctrl-C's SIGINT; a scheduler's SIGTERM, here to one rank of two)
+# ends every rank after its step with a checkpoint of that step and exit 128 + the signal;
+# --resume auto continues from it.
+lines() { [ -f "$1" ] && wc -l < "$1" || echo 0; }
+stop_run() {  # name signal ranks
+  local name="$1" sig="$2" n="$3" launch=() pid target waited=0
+  [ "$n" -gt 1 ] && launch=(timeout $((300 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np "$n")
+  "${launch[@]}" "$train" --config "$configs/gpt-tiny.yaml" "${small[@]}" --set parallel.dp="$n" \
+    --set train.steps=100000 --set checkpoint.dir="$tmp/ck-$name" \
+    --metrics "$tmp/$name.jsonl" > "$tmp/$name.log" 2>&1 &
+  pid=$!
+  while [ "$(lines "$tmp/$name.jsonl")" -lt 3 ] && [ "$waited" -lt 240 ]; do
+    sleep 0.5; waited=$((waited + 1))
+  done
+  target=$pid  # one process; under timeout, mpirun's last rank
+  [ "$n" -gt 1 ] && target=$(pgrep -P "$(pgrep -P "$pid" -x mpirun)" | tail -1)
+  [ -n "$target" ] || fail "$name: no rank to signal"
+  kill -"$sig" "$target"
+  wait "$pid"
+  local rc=$? want=$((128 + $(kill -l "$sig")))
+  [ "$rc" -eq "$want" ] || fail "$name: exit $rc, want $want: $(tail -3 "$tmp/$name.log")"
+  local done_steps
+  done_steps=$(lines "$tmp/$name.jsonl")
+  [ "$(cat "$tmp/ck-$name/latest")" = "$(printf 'step_%09d' "$done_steps")" ] ||
+    fail "$name: latest $(cat "$tmp/ck-$name/latest") after $done_steps steps"
+  grep -q "stopped by signal $(kill -l "$sig") .* after step $done_steps of 100000: saved" \
+    "$tmp/$name.log" || fail "$name: $(tail -3 "$tmp/$name.log")"
+  "$train" --config "$configs/gpt-tiny.yaml" "${small[@]}" --set train.steps=$((done_steps + 1)) \
+    --set checkpoint.dir="$tmp/ck-$name" --resume auto > "$tmp/$name-resume.log" 2>&1 ||
+    fail "$name: resume: $(tail -3 "$tmp/$name-resume.log")"
+  grep -q "resumed from $tmp/ck-$name/step_.*: step $done_steps done" "$tmp/$name-resume.log" ||
+    fail "$name: resume: $(head -5 "$tmp/$name-resume.log")"
+  echo "stopped by $sig after step $done_steps (exit $rc), saved, resumed"
+}
+stop_run sigint INT 1
+stop_run sigterm-one-rank TERM 2
+
 # --resume auto: nothing saved yet is a fresh start.
 run auto-fresh 1,1,1 gpt-tiny.yaml --set train.steps=2 --set checkpoint.dir="$tmp/ck-auto" \
   --resume auto

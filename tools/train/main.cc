@@ -198,6 +198,21 @@ int process_main(const merak::config::Config& cfg, const Args& args) {
   }
 }
 
+// The first SIGINT or SIGTERM asks the run to stop after its step (saving a checkpoint where
+// one is configured); the handler then resets, so a second one ends the process at once.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+void ask_to_stop(int signal) { g_stop_signal = signal; }
+
+void watch_stop_signals() {
+  struct sigaction action = {};
+  action.sa_handler = ask_to_stop;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND | SA_RESTART;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
 // Exit code 2 for a job refused before MPI starts, where only rank 0 says why: the other ranks
 // leave a moment later, since a launcher stops the whole job at the first rank that fails and
 // could cut rank 0 off before its message is out.
@@ -245,6 +260,9 @@ int main(int argc, char** argv) {
                    ranks == 1 ? "no launcher, " : "", (long long)ranks, (long long)ranks);
     return refused(speaker);
   }
+  watch_stop_signals();
+  Args run_args = args;
+  run_args.run.stop_signal = [] { return int(g_stop_signal); };
   // `mpirun -np 1` is a job of one rank: its groups are real communicators (NCCL ones on a GPU).
-  return launch.launched ? job_main(argc, argv, cfg, args) : process_main(cfg, args);
+  return launch.launched ? job_main(argc, argv, cfg, run_args) : process_main(cfg, run_args);
 }
