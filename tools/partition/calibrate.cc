@@ -346,7 +346,8 @@ int calibrate(int argc, char** argv, const std::string& out) {
   // The profile describes the whole machine as one node whose cores its ranks share.
   partition::Hardware hw;
   hw.name = "cpu-local";
-  hw.device = "this machine's CPU: " + std::to_string(threads) + " threads of " +
+  // Named as calibrated: the profile may be read on another machine (the committed one is).
+  hw.device = "the CPU calibrated on: " + std::to_string(threads) + " threads of " +
               std::to_string(cores) + " (" + bench::fma_peak_isa() + ")";
   hw.source = "merak_partition calibrate; p2p: " + p2p.method;
   hw.memory_bytes = int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGE_SIZE));
