@@ -36,6 +36,12 @@ std::unique_ptr<data::TokenDataset> tokenize_text(const config::Config& c,
       throw config::ConfigError(c.path + ": keys 'data.vocab' / 'data.merges': " + e.what());
     }
   }();
+  // Every id the tokenizer gives must be one of the model's: said before tokenizing.
+  if (c.model.vocab < tokenizer.vocab_size())
+    throw config::ConfigError(c.path + ": key 'model.vocab': " + std::to_string(c.model.vocab) +
+                              " is smaller than the " + std::to_string(tokenizer.vocab_size()) +
+                              " ids of GPT-2's tokenizer (data.tokenizer gpt2; GPT-2 pads its "
+                              "vocabulary to 50304)");
   std::vector<int64_t> ids;
   for (const std::string& f : files) {
     std::ifstream in(f, std::ios::binary);

@@ -96,6 +96,9 @@ refused wrong-magic "magic\.merak: not a token shard: unknown magic \(first byte
 # GPT-2's BPE gives most English words ids in the thousands: a vocabulary of 1000 is too small.
 refused id-over-vocab "book1\.merak: byte [0-9]+: token id [0-9]{4,5} is not below the vocabulary of 1000 \(model\.vocab in .*gpt-tiny\.yaml\)" \
   --set data.source=tokens --set "data.files=[$tmp/book1.merak]" --set model.vocab=1000
+refused gpt2-text-small-vocab "key 'model\.vocab': 1000 is smaller than the 50257 ids of GPT-2's tokenizer" \
+  --set data.source=text --set data.tokenizer=gpt2 --set "data.files=[$tmp/book1.txt]" \
+  --set model.vocab=1000
 refused id-over-vocab-megatron "books\.bin: byte [0-9]+: token id [0-9]{4,5} is not below the vocabulary of 1000" \
   --set data.source=megatron --set "data.files=[$tmp/books]" --set model.vocab=1000
 
