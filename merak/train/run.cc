@@ -532,9 +532,12 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
     };
     // A stop asked of any rank (Ctrl-C, a scheduler's SIGTERM before it kills the job) ends
     // every rank after this step, saving first where checkpoints are configured.
-    if (options.stop_signal)
-      for (double asked : runtime::all_gather_doubles(grid.host(), {double(options.stop_signal())}))
-        if (asked > 0 && stopped == 0) stopped = int(asked);
+    // A signal during the last step changes nothing: the run is complete.
+    if (options.stop_signal) {
+      const double mine = double(options.stop_signal());
+      for (double asked : runtime::all_gather_doubles(grid.host(), {mine}))
+        if (asked > 0 && stopped == 0 && s.step < t.steps) stopped = int(asked);
+    }
     const bool due = !ck.dir.empty() &&
                      ((ck.every > 0 && s.step % ck.every == 0) || s.step == t.steps || stopped);
     // A background save is published once its files are written everywhere, or before the

@@ -40,7 +40,8 @@ using namespace merak;
 
 const char* kUsage =
     "usage: merak_partition (--config FILE.yaml | --onnx FILE.onnx) [--pp N --tp N --dp N]\n"
-    "                       [--hardware NAME] [--micro-batches M] [--schedule 1f1b|gpipe|shifted|zb]\n"
+    "                       [--hardware NAME] [--micro-batches M]\n"
+    "                       [--schedule 1f1b|gpipe|shifted|zb]\n"
     "                       [--zero1] [--recompute] [--precision f32|tf32|bf16|f16]\n"
     "                       [--memory-gib G] [--set key=value ...] (config: flags stand for\n"
     "                       its keys and default to its values; tf32: onnx only)\n"
