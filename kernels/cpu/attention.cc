@@ -66,23 +66,21 @@ void mask_row(T* s, int64_t n, int64_t kn, const bool* mask) {
 // Dropout of the probabilities as the sdpa def draws it (merak/ops/defs/attention.cc): element
 // (b, h, i, j) of the unsplit [B, heads, Tq, Tk] is word i % 4 of one Philox block per four
 // query rows and key.
+template <typename T>
 struct ProbDropout {
   double p = 0;  // 0: none
   uint64_t key = 0, stream = 0;
   int64_t head_start = 0, heads = 0;  // this call's heads within the unsplit attention's
+  uint32_t threshold = 0;             // keep_threshold(p)
+  T scale = 1;                        // 1 / (1 - p)
 
   // Keep factors of query rows [i, i + 4) (i a multiple of 4; rows at or past Tq ignored) of
-  // head bh, keys [0, n): keep[w * n + j] = 1 / (1 - p) or 0 for row i + w. draws: scratch of
-  // n blocks.
-  template <typename T>
+  // head bh, keys [0, n): keep[w * n + j] = scale or 0 for row i + w. draws: scratch of n
+  // blocks.
   void draw(int64_t bh, int64_t H, int64_t Tq, int64_t Tk, int64_t i, int64_t n, T* keep,
             std::array<uint32_t, 4>* draws) const {
-    const T scale = T(1.0 / (1.0 - p));
     const int64_t head = (bh / H) * heads + head_start + bh % H;
     philox_run(key, uint64_t((head * ((Tq + 3) / 4) + i / 4) * Tk), stream, n, draws);
-    // uniform01(bits) >= p, as dropout's kernel compares in double, exactly when
-    // bits >> 8 >= ceil(p * 2^24) (the scaling is exact).
-    const uint32_t threshold = uint32_t(std::ceil(p * 16777216.0));
     for (int w = 0; w < 4; ++w)
       for (int64_t j = 0; j < n; ++j)
         keep[w * n + j] = (draws[j][size_t(w)] >> 8) >= threshold ? scale : T(0);
@@ -97,7 +95,7 @@ struct Problem {
   T scale = 0;
   const T *q = nullptr, *k = nullptr, *v = nullptr;
   const bool* mask = nullptr;  // [B, Tk], null when absent
-  ProbDropout dropout;
+  ProbDropout<T> dropout;
 
   Problem(const Tensor& tq, const Tensor& tk, const Tensor& tv, const Tensor& tmask,
           const Attrs& a) {
@@ -119,6 +117,8 @@ struct Problem {
     dropout.stream = uint64_t(a.i("stream"));
     dropout.head_start = a.i("head_start");
     dropout.heads = a.i("heads") > 0 ? a.i("heads") : H;
+    dropout.threshold = keep_threshold(dropout.p);
+    dropout.scale = T(1.0 / (1.0 - dropout.p));
   }
   // Keys query row i may attend before masking: [0, visible(i)).
   int64_t visible(int64_t i) const {

@@ -336,9 +336,7 @@ void dropout_forward(const T* x, T* y, int64_t n, double p, uint64_t key, uint64
     return;
   }
   const T scale = T(1.0 / (1.0 - p));
-  // Word 0 of element i's block: double(uniform01(bits)) >= p (p itself, not its f32 rounding,
-  // is the threshold) exactly when bits >> 8 >= ceil(p * 2^24), the scaling being exact.
-  const uint32_t threshold = uint32_t(std::ceil(p * 16777216.0));
+  const uint32_t threshold = keep_threshold(p);  // word 0 of element i's block
   parallel_for(0, n, 4096, [&](int64_t lo, int64_t hi) {
     constexpr int64_t kRun = 256;
     std::array<uint32_t, 4> bits[kRun];

@@ -263,6 +263,15 @@ void discard_unfinished(const std::string& dir) {
   for (const auto& [path, step] : stale) fs::remove_all(path, ec);
 }
 
+// Creates checkpoint directory `dir` if missing and clears what interrupted saves left: after a
+// full disk, that holds the room the next write needs.
+void prepare_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("cannot create checkpoint directory '" + dir + "': " + ec.message());
+  discard_unfinished(dir);
+}
+
 }  // namespace
 
 std::string step_name(int64_t step) {
@@ -272,12 +281,8 @@ std::string step_name(int64_t step) {
 }
 
 void check_writable(const std::string& dir) {
+  prepare_dir(dir);
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) fail("cannot create checkpoint directory '" + dir + "': " + ec.message());
-  // What interrupted saves left goes first: after a full disk it holds the room the probe (and
-  // the run) needs.
-  discard_unfinished(dir);
   const std::string probe = dir + "/.write_probe";
   try {
     OutFile out(probe);
@@ -291,10 +296,8 @@ void check_writable(const std::string& dir) {
 }
 
 std::string begin_step(const std::string& dir, int64_t step) {
+  prepare_dir(dir);
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) fail("cannot create checkpoint directory '" + dir + "': " + ec.message());
-  discard_unfinished(dir);
   const std::string tmp = dir + "/." + step_name(step) + ".tmp";
   if (!fs::create_directory(tmp, ec) || ec)
     fail("cannot create '" + tmp + "': " + (ec ? ec.message() : std::string("exists")));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string_view>
 
@@ -31,6 +32,10 @@ void philox_run(uint64_t key, uint64_t first, uint64_t stream, int64_t n,
 
 // Uniform in [0, 1) from 24 random bits (exact in f32).
 inline float uniform01(uint32_t bits) { return float(bits >> 8) * (1.0f / 16777216.0f); }
+// Dropout keeps a draw when double(uniform01(bits)) >= p (p itself, not its f32 rounding, is the
+// threshold): exactly when bits >> 8 >= keep_threshold(p), the scaling by 2^24 being exact. A
+// kernel compares integers with it (at most 2^24 for p < 1).
+inline uint32_t keep_threshold(double p) { return uint32_t(std::ceil(p * 16777216.0)); }
 float philox_uniform(uint64_t key, uint64_t index, uint64_t stream = 0);
 float philox_normal(uint64_t key, uint64_t index, uint64_t stream = 0);  // Box-Muller
 

@@ -7,8 +7,8 @@
 // PATH: a step directory, or a checkpoint directory (its latest). The model and the tokenizer
 // are the checkpoint's config's (data.tokenizer byte, or gpt2 with data.vocab / data.merges
 // relative to the current directory, or the files --vocab / --merges name). stdout gets the
-// prompt and then the sampled text; stderr one line of statistics. Exit codes: 0 done, 2 bad command line, checkpoint or tokenizer file
-// (one line naming it), 1 any other failure.
+// prompt and then the sampled text; stderr one line of statistics. Exit codes: 0 done, 2 bad
+// command line, checkpoint or tokenizer file (one line naming it), 1 any other failure.
 #include <chrono>
 #include <cmath>
 #include <cstdio>

@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/elementwise/dropout.h"
+#include "merak/core/philox.h"
 #include "merak/ops/op_util.h"
 
 namespace merak::cuda_kernels {
@@ -22,10 +23,7 @@ MERAK_REGISTER_KERNEL(dropout, CUDA, [](const std::vector<Tensor>& in,
                        "dropout: cudaMemcpyAsync");
     return;
   }
-  // The CPU keeps element i when double(uniform01(bits)) >= p, uniform01 = (bits >> 8) / 2^24:
-  // exactly when (bits >> 8) >= ceil(p * 2^24) (scaling by 2^24 is exact). p < 1, so the
-  // threshold is at most 2^24.
-  const uint32_t threshold = uint32_t(std::ceil(p * 16777216.0));
+  const uint32_t threshold = keep_threshold(p);  // the CPU's comparison, in integers
   const float scale = float(1.0 / (1.0 - p));  // the CPU's T(1.0 / (1.0 - p))
   launch_dropout(int(e), x.device_data(), y.device_data(), x.numel(), uint64_t(a.i("key")),
                  uint64_t(a.i("stream")), threshold, scale, stream_of(y));

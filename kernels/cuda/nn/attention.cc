@@ -5,6 +5,7 @@
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/nn/attention.h"
 #include "kernels/cuda/nn/util.h"
+#include "merak/core/philox.h"
 #include "merak/ops/op_util.h"
 
 namespace merak::cuda_kernels::nn {
@@ -27,9 +28,9 @@ AttnShape attn_shape(const Tensor& q, const Tensor& k, const Tensor& v, const At
   // With D = 0 every score is an empty sum, 0 whatever the scale (as the CPU's GEMM gives).
   p.scale = p.D == 0 ? 0.f : float(s > 0 ? s : 1.0 / std::sqrt(double(p.D)));
   const double drop = a.f("dropout");
-  if (drop > 0) {  // the thresholds of dropout's kernel (kernels/cuda/elementwise/dropout.cc)
+  if (drop > 0) {  // the CPU's comparison and scale (kernels/cpu/attention.cc)
     p.dropout = true;
-    p.threshold = uint32_t(std::ceil(drop * 16777216.0));
+    p.threshold = keep_threshold(drop);
     p.keep_scale = float(1.0 / (1.0 - drop));
     p.key = uint64_t(a.i("key"));
     p.stream = uint64_t(a.i("stream"));
