@@ -58,8 +58,17 @@ Tensor Bert::nsp_logits(const Tensor& hidden) const {
 
 Tensor Bert::loss(const Batch& batch) const {
   const Tensor h = encode(batch);
-  return ops::add(ops::cross_entropy(mlm_logits(h), batch.mlm_targets),
-                  ops::cross_entropy(nsp_logits(h), batch.nsp_labels));
+  return loss_from_outputs({mlm_logits(h), nsp_logits(h)}, batch);
+}
+
+Tensor Bert::loss_from_outputs(const std::vector<Tensor>& outputs, const Batch& batch) const {
+  MERAK_CHECK(outputs.size() == 2, "bert's loss takes 2 outputs, got ", outputs.size());
+  return ops::add(ops::cross_entropy(outputs[0], batch.mlm_targets),
+                  ops::cross_entropy(outputs[1], batch.nsp_labels));
+}
+
+std::vector<std::string> Bert::output_names() const {
+  return {"mlm logits [batch, seq, vocab]", "nsp logits [batch, 2]"};
 }
 
 double Bert::flops_per_token(int64_t seq) const {

@@ -17,6 +17,8 @@ class Bert : public Model {
   Tensor mlm_logits(const Tensor& hidden) const;
   Tensor nsp_logits(const Tensor& hidden) const;
   Tensor loss(const Batch& batch) const override;
+  Tensor loss_from_outputs(const std::vector<Tensor>& outputs, const Batch& batch) const override;
+  std::vector<std::string> output_names() const override;
   // 6 N + 12 L T C: bidirectional attention computes every score.
   double flops_per_token(int64_t seq) const override;
   const ModelOptions& options() const override { return options_; }

@@ -47,8 +47,15 @@ Tensor Gpt::logits(const Tensor& tokens) const {
 }
 
 Tensor Gpt::loss(const Batch& batch) const {
-  return ops::cross_entropy(logits(batch.tokens), batch.targets);
+  return loss_from_outputs({logits(batch.tokens)}, batch);
 }
+
+Tensor Gpt::loss_from_outputs(const std::vector<Tensor>& outputs, const Batch& batch) const {
+  MERAK_CHECK(outputs.size() == 1, "gpt's loss takes 1 output, got ", outputs.size());
+  return ops::cross_entropy(outputs[0], batch.targets);
+}
+
+std::vector<std::string> Gpt::output_names() const { return {"logits [batch, seq, vocab]"}; }
 
 double Gpt::flops_per_token(int64_t seq) const {
   return 6.0 * double(num_parameters()) +

@@ -17,6 +17,8 @@ class Gpt : public Model {
   explicit Gpt(const ModelOptions& o);
   Tensor logits(const Tensor& tokens) const;  // [B, T] -> [B, T, vocab]
   Tensor loss(const Batch& batch) const override;
+  Tensor loss_from_outputs(const std::vector<Tensor>& outputs, const Batch& batch) const override;
+  std::vector<std::string> output_names() const override;
   // 6 N + 6 L T C: every parameter in a matmul (forward 2, backward 4 FLOPs), plus causal
   // attention's QK^T and PV (half the T x T scores are masked, so 6, not 12).
   double flops_per_token(int64_t seq) const override;

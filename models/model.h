@@ -30,6 +30,12 @@ struct Batch {
 class Model : public nn::Module {
  public:
   virtual Tensor loss(const Batch& batch) const = 0;
+  // The loss from the network's outputs (what loss() computes after the forward), so that a
+  // network imported from ONNX trains with the family's loss: `outputs` are what output_names()
+  // describes, in that order; the labels come from `batch`.
+  virtual Tensor loss_from_outputs(const std::vector<Tensor>& outputs,
+                                   const Batch& batch) const = 0;
+  virtual std::vector<std::string> output_names() const = 0;  // "logits [batch, seq, vocab]"
   // Training FLOPs (forward + backward) per token at sequence length `seq`.
   virtual double flops_per_token(int64_t seq) const = 0;
   virtual const ModelOptions& options() const = 0;

@@ -33,6 +33,13 @@ struct ModelConfig {
   // Start from these weights instead of the initialiser: a safetensors file of the whole model
   // under Merak's names or Hugging Face GPT-2's (merak_export writes both), in any layout.
   std::string init_from;
+  // Train this network instead of building the family's: an ONNX file (a PyTorch export, say)
+  // whose inputs are named after the family's batch fields (gpt: tokens; bert: tokens,
+  // segment_ids, attention_mask) and whose outputs are what the family's loss takes (gpt: the
+  // logits; bert: MLM and NSP logits). Its initializers are the starting weights; the keys that
+  // shape a built model (layers, hidden, heads, ...) do not apply, and model.vocab must be its
+  // logits' width.
+  std::string onnx;
 
   int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
 };

@@ -24,6 +24,7 @@ std::vector<Field> fields_of(Config& c) {
       {"model", "ln_eps", &m.ln_eps},
       {"model", "init_std", &m.init_std},
       {"model", "init_from", &m.init_from},
+      {"model", "onnx", &m.onnx},
 
       {"data", "source", &d.source},
       {"data", "files", &d.files},

@@ -137,6 +137,25 @@ std::optional<Problem> first_problem(const Config& c) {
   k.in_half_open(m.dropout, 0, 1, "model.dropout");
   k.positive(m.ln_eps, "model.ln_eps");
   k.positive(m.init_std, "model.init_std");
+  if (!m.onnx.empty()) {
+    // An imported network has its own shape and weights: a key that would shape or initialise a
+    // built one is reported, not ignored.
+    const ModelConfig d;
+    const std::pair<bool, const char*> built_only[] = {
+        {m.layers != d.layers, "model.layers"},
+        {m.hidden != d.hidden, "model.hidden"},
+        {m.heads != d.heads, "model.heads"},
+        {m.ffn_hidden != d.ffn_hidden, "model.ffn_hidden"},
+        {m.max_seq != d.max_seq, "model.max_seq"},
+        {m.type_vocab != d.type_vocab, "model.type_vocab"},
+        {m.dropout != d.dropout, "model.dropout"},
+        {m.ln_eps != d.ln_eps, "model.ln_eps"},
+        {m.init_std != d.init_std, "model.init_std"}};
+    for (const auto& [changed, key] : built_only)
+      k.require(!changed, key,
+                "shapes a model Merak builds, but model.onnx names a network (" + m.onnx +
+                    ") that has its own");
+  }
 
   const DataConfig& d = c.data;
   k.one_of(d.source, {"generated", "text", "tokens", "megatron"}, "data.source");
@@ -185,7 +204,7 @@ std::optional<Problem> first_problem(const Config& c) {
                   str(t.batch));
   }
   k.at_least(t.seq_len, 1, "train.seq_len");
-  k.require(t.seq_len <= m.max_seq, "train.seq_len",
+  k.require(t.seq_len <= m.max_seq || !m.onnx.empty(), "train.seq_len",
             "train.seq_len " + str(t.seq_len) + " exceeds model.max_seq " + str(m.max_seq));
   k.at_least(t.log_interval, 1, "train.log_interval");
   k.at_least(t.threads, 0, "train.threads");
@@ -256,7 +275,9 @@ std::optional<Problem> first_problem(const Config& c) {
   k.require(!p.tp_subpipeline || p.tp > 1, "parallel.tp_subpipeline",
             "overlaps tensor-parallel all-reduces: it needs parallel.tp > 1");
   // Tensor parallelism splits attention by heads (vocabulary splits may be uneven).
-  if (p.tp >= 1 && m.heads >= 1)
+  // (An imported network's heads are found in its graph: the partitioner says when they do not
+  // divide.)
+  if (p.tp >= 1 && m.heads >= 1 && m.onnx.empty())
     k.require(m.heads % p.tp == 0, "parallel.tp",
               "model.heads " + str(m.heads) + " is not divisible by parallel.tp " + str(p.tp));
   // The global batch is the same for every layout: each replica takes batch / dp sequences in

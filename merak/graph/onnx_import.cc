@@ -53,9 +53,12 @@ void bind_inputs(onnx::GraphProto& g, const ImportOptions& options, const std::s
     for (const auto& dim : shape->dim())
       if (dim.has_dim_param()) symbols.insert(dim.dim_param());
     auto given = options.input_shapes.find(in.name());
-    if (given != options.input_shapes.end()) {
-      bound.insert(in.name());
-      const Shape& s = given->second;
+    std::optional<Shape> asked;
+    if (given == options.input_shapes.end() && options.shape_for)
+      asked = options.shape_for(in.name());
+    if (given != options.input_shapes.end() || asked) {
+      if (given != options.input_shapes.end()) bound.insert(in.name());
+      const Shape& s = asked ? *asked : given->second;
       if (in.type().tensor_type().has_shape() && shape->dim_size() != int(s.size()))
         fail(file, what + " has rank " + std::to_string(shape->dim_size()) + ", the given shape " +
                        shape_str(s) + " has rank " + std::to_string(s.size()));

@@ -5,7 +5,9 @@
 // data. Anything unsupported or inconsistent is an ImportError naming the file, node and op.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -26,6 +28,10 @@ struct ImportOptions {
   // Sizes for symbolic dims by their name in the file (e.g. batch -> 2, seq -> 64), for the
   // inputs input_shapes does not list.
   std::map<std::string, int64_t> dim_params;
+  // Or a shape for an input neither of them lists, asked by the input's name (nothing: none
+  // given), e.g. by a trainer that feeds inputs by name from its batches. It may throw
+  // ImportError to refuse an input.
+  std::function<std::optional<Shape>(const std::string& input)> shape_for;
   // Bytes of all the constants the import holds at once (integer and bool initializers,
   // Constant nodes, what folding computes), each buffer counted once: a small file must not be
   // able to make the importer allocate without bound. One constant is at most 256 MiB.

@@ -199,21 +199,113 @@ Model trace(nn::Module& module, uint64_t seed, const std::vector<TraceInput>& in
   return model;
 }
 
+std::vector<TraceInput> batch_inputs(const std::string& family, int64_t batch, int64_t seq) {
+  if (family == "gpt")
+    return {{"tokens", {batch, seq}, DType::I64}, {"targets", {batch, seq}, DType::I64}};
+  if (family == "bert")
+    return {{"tokens", {batch, seq}, DType::I64},
+            {"segment_ids", {batch, seq}, DType::I64},
+            {"attention_mask", {batch, seq}, DType::Bool},
+            {"mlm_targets", {batch, seq}, DType::I64},
+            {"nsp_labels", {batch}, DType::I64}};
+  MERAK_FAIL("trace: no batch layout known for model family '", family, "' (gpt, bert)");
+}
+
+// A network that does not fit its family is the user's to fix: a message, no source location.
+template <typename... Args>
+void require(bool ok, const Args&... what) {
+  if (!ok) throw Error(detail::concat(what...));
+}
+
+Model append_family_loss(const Model& net, const models::Model& family, int64_t batch,
+                         int64_t seq) {
+  const std::string& name = family.options().family;
+  const std::vector<std::string> wanted = family.output_names();
+  const Graph& g = net.graph();
+  std::string described;
+  for (const std::string& w : wanted) described += (described.empty() ? "" : ", ") + w;
+  require(g.outputs_size() == int(wanted.size()), "the network has ", g.outputs_size(),
+          " output", g.outputs_size() == 1 ? "" : "s", "; ", name, "'s loss takes ",
+          wanted.size(), ": ", described);
+  // Every name the graph holds, so that the loss's own never collide with one.
+  std::set<std::string> taken;
+  for (const ValueInfo& v : g.inputs()) taken.insert(v.name());
+  for (const Initializer& i : g.initializers()) taken.insert(i.name());
+  for (const Node& n : g.nodes()) {
+    taken.insert(n.name());
+    for (const std::string& o : n.outputs()) taken.insert(o);
+  }
+  // The loss is traced on the outputs as inputs, and the labels: the family's batch fields the
+  // network does not read.
+  std::vector<TraceInput> inputs;
+  for (const ValueInfo& v : g.outputs()) {
+    std::vector<int64_t> dims;
+    for (const Dim& d : v.type().dims()) {
+      require(d.size() > 0, "output '", v.name(), "' has a dim of unknown size");
+      dims.push_back(d.size());
+    }
+    inputs.push_back({v.name(), Shape(dims.begin(), dims.end()), from_proto(v.type().dtype())});
+  }
+  const size_t outputs = inputs.size();
+  std::set<std::string> read;
+  for (const ValueInfo& v : g.inputs()) read.insert(v.name());
+  for (const TraceInput& field : batch_inputs(name, batch, seq)) {
+    require(!(taken.count(field.name) && !read.count(field.name)), "the network names a ",
+            "value '", field.name, "', the name of ", name, "'s batch field");
+    if (!read.count(field.name)) inputs.push_back(field);
+  }
+  const TraceFn fn = [&](const std::vector<Tensor>& args) {
+    models::Batch b;
+    for (size_t i = outputs; i < inputs.size(); ++i) batch_field(b, inputs[i].name) = args[i];
+    const std::vector<Tensor> heads(args.begin(), args.begin() + long(outputs));
+    ops::ScopeGuard scope("loss");
+    return std::vector<Tensor>{family.loss_from_outputs(heads, b)};
+  };
+  nn::Module none;  // the loss has no parameters
+  Model loss;
+  try {
+    loss = trace(none, 0, inputs, fn, {"loss"});
+  } catch (const Error& e) {
+    throw Error(std::string("the network's outputs are not what ") + name + "'s loss takes (" +
+                described + "): " + e.what());
+  }
+
+  Model out = net;
+  Graph& og = *out.mutable_graph();
+  og.clear_outputs();
+  for (size_t i = 0; i < outputs; ++i) *og.add_values() = g.outputs(int(i));  // now inner values
+  std::set<std::string> used;
+  for (const Node& n : loss.graph().nodes())
+    for (const std::string& v : n.inputs()) used.insert(v);
+  for (size_t i = outputs; i < inputs.size(); ++i)
+    if (used.count(inputs[i].name)) *og.add_inputs() = loss.graph().inputs(int(i));
+  auto fresh = [&](const std::string& v) {
+    require(taken.insert(v).second, "the network already names a value '", v,
+            "', which its loss would add");
+  };
+  for (const Initializer& i : loss.graph().initializers()) {
+    fresh(i.name());
+    *og.add_initializers() = i;
+  }
+  for (const Node& n : loss.graph().nodes()) {
+    fresh(n.name());
+    for (const std::string& o : n.outputs()) fresh(o);
+    *og.add_nodes() = n;
+  }
+  for (const ValueInfo& v : loss.graph().values()) *og.add_values() = v;
+  *og.add_outputs() = loss.graph().outputs(0);
+  auto& meta = *out.mutable_metadata();
+  meta["family"] = name;
+  meta["batch"] = std::to_string(batch);
+  meta["seq"] = std::to_string(seq);
+  meta["tokens"] = std::to_string(batch * seq);
+  return out;
+}
+
 Model trace_model(models::Model& model, int64_t batch, int64_t seq, uint64_t seed) {
   MERAK_CHECK(batch > 0 && seq > 0, "trace: batch ", batch, " and seq ", seq, " must be positive");
   const models::ModelOptions& o = model.options();
-  std::vector<TraceInput> inputs;
-  if (o.family == "gpt") {
-    inputs = {{"tokens", {batch, seq}, DType::I64}, {"targets", {batch, seq}, DType::I64}};
-  } else if (o.family == "bert") {
-    inputs = {{"tokens", {batch, seq}, DType::I64},
-              {"segment_ids", {batch, seq}, DType::I64},
-              {"attention_mask", {batch, seq}, DType::Bool},
-              {"mlm_targets", {batch, seq}, DType::I64},
-              {"nsp_labels", {batch}, DType::I64}};
-  } else {
-    MERAK_FAIL("trace: no batch layout known for model family '", o.family, "' (gpt, bert)");
-  }
+  const std::vector<TraceInput> inputs = batch_inputs(o.family, batch, seq);
   const TraceFn fn = [&](const std::vector<Tensor>& args) {
     models::Batch b;
     for (size_t i = 0; i < inputs.size(); ++i) batch_field(b, inputs[i].name) = args[i];

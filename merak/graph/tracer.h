@@ -33,4 +33,16 @@ Model trace(nn::Module& module, uint64_t seed, const std::vector<TraceInput>& in
 // [batch, seq]; the single output is "loss".
 Model trace_model(models::Model& model, int64_t batch, int64_t seq, uint64_t seed);
 
+// The fields of models::Batch a family reads, as graph inputs at [batch, seq] (those trace_model
+// gives its graph); throws naming the family when it has no batch layout.
+std::vector<TraceInput> batch_inputs(const std::string& family, int64_t batch, int64_t seq);
+
+// A network made elsewhere (an imported ONNX graph) trained as `family`'s model: its graph
+// outputs, in order, are the arguments of the family's loss (models::Model::loss_from_outputs),
+// traced onto the end of the graph under the scope "loss"; the labels that loss reads become
+// graph inputs. The single output is "loss", as trace_model's. Throws naming the output when the
+// outputs are not what the family's loss takes.
+Model append_family_loss(const Model& net, const models::Model& family, int64_t batch,
+                         int64_t seq);
+
 }  // namespace merak::graph

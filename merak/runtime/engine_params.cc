@@ -65,12 +65,13 @@ graph::Model stage_model(const partition::RankProgram& program, uint64_t seed) {
     MERAK_CHECK(it != shards.end(), "rank ", program.rank(), ": ", what,
                 " is in the stage graph but not among the rank's shards");
     const partition::ParamShard& shard = *it->second;
-    Tensor full;
-    if (!init.data().empty())
-      full = graph::tensor_from_bytes(init.data(), to_shape(shard.full_shape()),
-                                      graph::from_proto(shard.dtype()), what);
-    const Tensor local = materialize_shard(shard, seed, full);
     const Shape want = graph::fixed_shape(init.type(), what);
+    // Values in the plan (an imported network's) are the rank's piece already: the
+    // tensor-parallel pass slices them. Without values, the piece is drawn from the init spec.
+    const Tensor local =
+        init.data().empty()
+            ? materialize_shard(shard, seed, Tensor())
+            : graph::tensor_from_bytes(init.data(), want, graph::from_proto(shard.dtype()), what);
     MERAK_CHECK(local.shape() == want, "rank ", program.rank(), ": ", what, ": its boxes make ",
                 shape_str(local.shape()), " but the stage graph holds it as ", shape_str(want));
     init.set_data(graph::tensor_bytes(local));

@@ -12,13 +12,12 @@
 #include <thread>
 
 #include "merak/config/validate.h"
-#include "merak/graph/tracer.h"
 #include "merak/partition/cost.h"
 #include "merak/partition/hardware.h"
 #include "merak/runtime/engine_comm.h"
 #include "merak/runtime/schedule.h"
 #include "merak/runtime/simulator.h"
-#include "models/model.h"
+#include "merak/train/model_graph.h"
 
 namespace merak::train {
 namespace {
@@ -60,21 +59,6 @@ bool is_auto(const config::Config& c, const std::string& key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
-// What the search knows of the model without partitioning it.
-struct ModelFacts {
-  double parameters = 0;
-  double flops_per_step = 0;  // forward + backward of the global batch, no recomputation
-};
-
-ModelFacts model_facts(const config::Config& c) {
-  auto model = models::make_model(c.model);  // on Meta: no memory
-  ModelFacts f;
-  f.parameters = double(model->num_parameters());
-  f.flops_per_step = model->flops_per_token(c.train.seq_len) * double(c.train.batch) *
-                     double(c.train.seq_len);
-  return f;
-}
-
 // Every valid layout of `world` ranks for the config's auto keys (the others as given).
 std::vector<Layout> enumerate(const config::Config& c, int64_t world, int64_t per_node) {
   const config::ParallelConfig& p = c.parallel;
@@ -82,7 +66,9 @@ std::vector<Layout> enumerate(const config::Config& c, int64_t world, int64_t pe
   if (is_auto(c, "parallel.tp")) {
     tps.clear();
     for (int64_t t : divisors_up_to(world, per_node))
-      if (c.model.heads % t == 0) tps.push_back(t);
+      // (An imported network's heads are in its graph: a tp that cannot split them is dropped
+      // when its graph is prepared.)
+      if (c.model.heads % t == 0 || !c.model.onnx.empty()) tps.push_back(t);
   }
   std::vector<Layout> out;
   for (int64_t tp : tps)
@@ -90,7 +76,9 @@ std::vector<Layout> enumerate(const config::Config& c, int64_t world, int64_t pe
                                                  : std::vector<int64_t>{p.pp}) {
       // An auto pp stops at a stage a layer; a fixed one is the partitioner's to split (it cuts
       // inside blocks, as the run does).
-      if (world % (tp * pp) != 0 || (is_auto(c, "parallel.pp") && pp > c.model.layers)) continue;
+      if (world % (tp * pp) != 0 ||
+          (is_auto(c, "parallel.pp") && c.model.onnx.empty() && pp > c.model.layers))
+        continue;
       const int64_t dp = world / (tp * pp);
       if ((!is_auto(c, "parallel.dp") && dp != p.dp) || c.train.batch % dp != 0) continue;
       const int64_t per_replica = c.train.batch / dp;
@@ -215,7 +203,9 @@ Prediction predict(const config::Config& c, const Layout& l, const partition::Re
                  cost.optimizer_seconds(params, params * update_share) / shared_rate);
   p.step_seconds = sim.step_time + std::max(0.0, p.exposed_dp_seconds) + p.optimizer_seconds;
   p.tokens_per_s = double(c.train.batch * c.train.seq_len) / p.step_seconds;
-  p.tflops_per_device = facts.flops_per_step / p.step_seconds / double(world) / 1e12;
+  const double flops_per_step =
+      facts.flops_per_token * double(c.train.batch) * double(c.train.seq_len);
+  p.tflops_per_device = flops_per_step / p.step_seconds / double(world) / 1e12;
   // A rank's own peak: a CPU node's ranks split its cores.
   const double peak = cost.hardware().peak(req.memory.precision) * shared_rate;
   p.mfu = peak > 0 ? p.tflops_per_device * 1e12 / peak : 0;
@@ -289,6 +279,9 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
   // and exposes its gradient exchange: either may win); each variant that fits is costed and
   // the group's fastest is ranked.
   const ModelFacts facts = model_facts(c);
+  // Forward + backward of the global batch, no recomputation.
+  const double flops_per_step =
+      facts.flops_per_token * double(c.train.batch) * double(c.train.seq_len);
   const partition::Precision precision = partition::parse_precision(c.train.precision);
   // No rank computes faster than its peak at the best efficiency any of its kernels reaches.
   partition::Hardware node_hw = hw;
@@ -318,8 +311,8 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
     mem.shared_update = replicas_share_update(lc, node_hw);
     mem.dp_window = replicas_sum_in_shared_memory(lc, node_hw);
     const partition::PerParameter per = partition::bytes_per_parameter(mem);
-    const double static_bytes =
-        facts.parameters / double(l.tp * l.pp) * (per.weight + per.grad + per.optimizer + per.shared);
+    const double static_bytes = double(facts.parameters) / double(l.tp * l.pp) *
+                                (per.weight + per.grad + per.optimizer + per.shared);
     if (static_bytes > limit) {
       note_need(static_bytes, l);
       continue;
@@ -329,7 +322,7 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
     auto [it, fresh] = group_of.emplace(base.str(), groups.size());
     if (fresh) {
       // Recomputation only adds to this (the refined bound below counts it where it must be).
-      const double compute = facts.flops_per_step / (double(world) * sustained);
+      const double compute = flops_per_step / (double(world) * sustained);
       const int64_t m = config::model_micro_batches_per_replica(lc);
       groups.push_back({{}, compute * fill_factor(l, m)});
     }
@@ -359,9 +352,7 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
       if (prepared.count(key) || unshardable.count(key)) continue;
       auto trace = traces.find(key.first);
       if (trace == traces.end()) {
-        auto model = models::make_model(c.model);
-        trace = traces.emplace(key.first, graph::trace_model(*model, key.first, c.train.seq_len,
-                                                             c.train.seed)).first;
+        trace = traces.emplace(key.first, model_graph(c, key.first)).first;
       }
       try {
         const auto at = prepared.emplace(key, partition::prepare_graph(trace->second, l.tp)).first;

@@ -2,12 +2,11 @@
 
 #include <cstdio>
 
-#include "merak/graph/tracer.h"
 #include "merak/partition/cost.h"
 #include "merak/partition/hardware.h"
 #include "merak/partition/plan_builder.h"
 #include "merak/runtime/engine_comm.h"
-#include "models/model.h"
+#include "merak/train/model_graph.h"
 
 namespace merak::train {
 
@@ -76,9 +75,7 @@ PartitionInput partition_input(const config::Config& c, const graph::Model* trac
     in.model = *traced;
     return in;
   }
-  auto model = models::make_model(c.model);
-  in.model =
-      graph::trace_model(*model, config::model_micro_batch_size(c), c.train.seq_len, c.train.seed);
+  in.model = model_graph(c, config::model_micro_batch_size(c));
   return in;
 }
 

@@ -258,12 +258,18 @@ void print_header(Trainer& trainer, const Peak& peak) {
   const auto& t = c.train;
   runtime::Engine& engine = trainer.engine();
   const int world = trainer.grid().world().size();
+  char model[512];
+  if (c.model.onnx.empty())
+    std::snprintf(model, sizeof model, "%s, %lld layers, hidden %lld, %lld heads",
+                  c.model.family.c_str(), (long long)c.model.layers, (long long)c.model.hidden,
+                  (long long)c.model.heads);
+  else
+    std::snprintf(model, sizeof model, "%s imported, %s's loss", c.model.onnx.c_str(),
+                  c.model.family.c_str());
   say(log::Level::Info,
-      "merak_train: %s | %s, %lld layers, hidden %lld, %lld heads | %.2fM parameters | "
-      "dp %lld, pp %lld, tp %lld on %d rank%s",
-      c.path.c_str(), c.model.family.c_str(), (long long)c.model.layers,
-      (long long)c.model.hidden, (long long)c.model.heads, double(trainer.parameters()) / 1e6,
-      (long long)p.dp, (long long)p.pp, (long long)p.tp, world, world == 1 ? "" : "s");
+      "merak_train: %s | %s | %.2fM parameters | dp %lld, pp %lld, tp %lld on %d rank%s",
+      c.path.c_str(), model, double(trainer.parameters()) / 1e6, (long long)p.dp,
+      (long long)p.pp, (long long)p.tp, world, world == 1 ? "" : "s");
   const int threads = num_threads();
   say(log::Level::Info,
       "  batch %lld x seq %lld in %lld micro-batch%s of %lld per replica, schedule %s, "

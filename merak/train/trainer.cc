@@ -19,7 +19,7 @@
 #include "merak/runtime/engine_comm.h"
 #include "merak/runtime/schedule_recompute.h"
 #include "merak/train/checkpointing.h"
-#include "models/model.h"
+#include "merak/train/model_graph.h"
 
 namespace merak::train {
 namespace {
@@ -226,14 +226,10 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
     problem = e.what();
   }
   agree(grid_.host(), problem);
-  const auto model = models::make_model(c.model);
-  flops_per_token_ = model->flops_per_token(c.train.seq_len);
-  parameters_ = model->num_parameters();
-  if (!c.model.init_from.empty()) {
-    std::vector<std::string> names;
-    for (const auto& [name, value] : model->named_parameters()) names.push_back(name);
-    load_initial_weights(c.model.init_from, names);
-  }
+  const ModelFacts facts = model_facts(c);
+  flops_per_token_ = facts.flops_per_token;
+  parameters_ = facts.parameters;
+  if (!c.model.init_from.empty()) load_initial_weights(c.model.init_from, facts.parameter_names);
   if (c.checkpoint.async && !c.checkpoint.dir.empty()) prepare_staging();
 }
 

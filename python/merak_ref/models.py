@@ -123,14 +123,30 @@ class Bert(nn.Module):
             x = layer(x, attention_mask)
         return x
 
-    def loss(self, tokens, segment_ids, attention_mask, mlm_targets, nsp_labels):
+    def heads(self, tokens, segment_ids, attention_mask):
+        """The MLM logits [B, T, vocab] and the NSP logits [B, 2]."""
         h = self.encode(tokens, segment_ids, attention_mask)
         m = self.mlm_ln(F.gelu(self.mlm_dense(h)))
         mlm_logits = m @ self.word.weight.t() + self.mlm_bias  # decoder tied to the embedding
+        return mlm_logits, self.nsp(torch.tanh(self.pooler(h[:, 0])))
+
+    def loss(self, tokens, segment_ids, attention_mask, mlm_targets, nsp_labels):
+        mlm_logits, nsp_logits = self.heads(tokens, segment_ids, attention_mask)
         mlm = F.cross_entropy(mlm_logits.reshape(-1, mlm_logits.shape[-1]),
                               mlm_targets.reshape(-1), ignore_index=-100)
-        nsp_logits = self.nsp(torch.tanh(self.pooler(h[:, 0])))
         return mlm + F.cross_entropy(nsp_logits, nsp_labels)
+
+
+# The networks as an ONNX export sees them: the outputs the loss takes, not the loss (a trainer
+# importing them appends its own).
+class GptLogits(Gpt):
+    def forward(self, tokens):
+        return self.logits(tokens)
+
+
+class BertHeads(Bert):
+    def forward(self, tokens, segment_ids, attention_mask):
+        return self.heads(tokens, segment_ids, attention_mask)
 
 
 def init_gpt2(model, std=0.02, layers=None):

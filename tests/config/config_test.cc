@@ -62,6 +62,8 @@ void check_same(const Config& a, const Config& b) {
   CHECK(a.model.dropout == b.model.dropout);
   CHECK(a.model.ln_eps == b.model.ln_eps);
   CHECK(a.model.init_std == b.model.init_std);
+  CHECK(a.model.init_from == b.model.init_from);
+  CHECK(a.model.onnx == b.model.onnx);
   CHECK(a.data.source == b.data.source);
   CHECK(a.data.files == b.data.files);
   CHECK(a.data.generated_tokens == b.data.generated_tokens);
@@ -511,7 +513,7 @@ TEST_CASE("to_yaml writes every key and reads back to the same config", "[config
   const std::map<std::string, std::set<std::string>> keys = {
       {"model",
        {"family", "layers", "hidden", "heads", "ffn_hidden", "max_seq", "vocab", "type_vocab",
-        "dropout", "ln_eps", "init_std", "init_from"}},
+        "dropout", "ln_eps", "init_std", "init_from", "onnx"}},
       {"data",
        {"source", "files", "valid", "valid_split", "tokenizer", "vocab", "merges",
         "generated_tokens", "mlm_probability", "seed"}},
@@ -692,6 +694,31 @@ TEST_CASE("train.loss_scale errors name the key", "[config][precision]") {
   CHECK(error_of("", {"train.loss_scale.intial=2"}) ==
         "x.yaml: --set train.loss_scale.intial: unknown key (did you mean "
         "'train.loss_scale.initial'?)");
+}
+
+TEST_CASE("model.onnx: the keys of a built network are refused, its own rules not applied",
+          "[config]") {
+  const std::string onnx = "model:\n  onnx: net.onnx\n";
+  const Config c = parse(onnx + "  vocab: 50257\ntrain:\n  seq_len: 1024\nparallel:\n  tp: 8\n",
+                         "x.yaml");
+  // The graph, not model.max_seq or model.heads, decides the longest sequence and the tp.
+  CHECK(c.model.onnx == "net.onnx");
+  CHECK(c.train.seq_len == 1024);
+  CHECK(c.parallel.tp == 8);
+  CHECK(error_of("train:\n  seq_len: 1024\nparallel:\n  tp: 8\n") ==
+        "x.yaml: key 'train.seq_len': train.seq_len 1024 exceeds model.max_seq 64");
+  for (const std::string key : {"layers: 2", "hidden: 64", "heads: 2", "ffn_hidden: 64",
+                                "max_seq: 128", "type_vocab: 3", "dropout: 0.1",
+                                "ln_eps: 1e-6", "init_std: 0.01"}) {
+    INFO(key);
+    CHECK(error_of(onnx + "  " + key + "\n") ==
+          "x.yaml: key 'model." + key.substr(0, key.find(':')) +
+              "': shapes a model Merak builds, but model.onnx names a network (net.onnx) that "
+              "has its own");
+  }
+  CHECK(error_of(onnx, {"model.layers=2"}) ==
+        "x.yaml: --set model.layers: shapes a model Merak builds, but model.onnx names a "
+        "network (net.onnx) that has its own");
 }
 
 TEST_CASE("auto leaves layout keys to the search; a value given later fixes one", "[config]") {

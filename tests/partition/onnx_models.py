@@ -9,24 +9,11 @@ import os
 import sys
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-from merak_ref.models import Bert, Gpt  # noqa: E402
+from merak_ref.models import BertHeads, GptLogits  # noqa: E402
 
 SIZE = dict(layers=2, hidden=64, heads=4, max_seq=32)
-
-
-class GptLogits(Gpt):
-    def forward(self, tokens):
-        return self.logits(tokens)
-
-
-class BertHeads(Bert):
-    def forward(self, tokens, segment_ids, attention_mask):
-        h = self.encode(tokens, segment_ids, attention_mask)
-        mlm = self.mlm_ln(F.gelu(self.mlm_dense(h))) @ self.word.weight.t() + self.mlm_bias
-        return mlm, self.nsp(torch.tanh(self.pooler(h[:, 0])))
 
 
 def randomise(model, gen):

@@ -110,6 +110,11 @@ int main(int argc, char** argv) {
     if (names == "hf-gpt2" && cfg.model.family != "gpt")
       cli::fail(kTool, 2, "--names hf-gpt2 is for GPT models; " + step_dir + " holds a " +
                               cfg.model.family);
+    // GPT-2's names are mapped from the network Merak builds; an imported one has its own.
+    if (names == "hf-gpt2" && !cfg.model.onnx.empty())
+      cli::fail(kTool, 2, "--names hf-gpt2 is for the GPT Merak builds; " + step_dir +
+                              " holds the network imported from " + cfg.model.onnx +
+                              " (--names merak writes its parameters under its own names)");
     // The header first, from the index; then the parameters in batches of about kBatchBytes
     // (read together, so the reader can plan their files' reads), each written and freed
     // before the next batch is read: a 20B model's 80 GB of f32 need never be in memory.

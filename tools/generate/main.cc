@@ -160,6 +160,10 @@ int main(int argc, char** argv) {
     cfg.data.merges = args.one("--merges", cfg.data.merges);
     if (cfg.model.family != "gpt")
       cli::fail(kTool, 2, step_dir + " holds a " + cfg.model.family + " model; only gpt samples");
+    // The decoder is the GPT Merak builds, with its key/value cache.
+    if (!cfg.model.onnx.empty())
+      cli::fail(kTool, 2, step_dir + " holds the network imported from " + cfg.model.onnx +
+                              "; merak_generate samples the GPT Merak builds (model.family: gpt)");
     Tokenizer tokenizer = make_tokenizer(cfg.data, step_dir);
 
     // The model's parameters, whole, from whatever layout wrote the pieces.

@@ -103,6 +103,10 @@ int cmd_trace(const Args& a) {
   } catch (const config::ConfigError& e) {
     fail(2, e.what());
   }
+  // trace builds model.family's network; an imported one is `import`'s.
+  if (!cfg.model.onnx.empty())
+    fail(2, config_path + ": key 'model.onnx': the network is imported, not built: merak_graph "
+                          "import " + cfg.model.onnx + " makes its graph");
   const int64_t batch = positive(a.one("--batch", "1"), "--batch");
   if (batch > config::kMaxWidth)  // the bound config::load puts on train.batch
     fail(2, "--batch " + std::to_string(batch) + " exceeds " + std::to_string(config::kMaxWidth) +

@@ -121,6 +121,23 @@ TEST_CASE("a stage model carries its shards' values and checks their shapes", "[
   }
 }
 
+TEST_CASE("a stage model keeps the values the plan gives its piece", "[engine]") {
+  // An imported network's weights travel in the plan, already sliced to the rank's piece by the
+  // tensor-parallel pass: they are the piece, not the whole tensor to cut it from.
+  partition::RankProgram prog;
+  prog.set_rank(1);
+  graph::Initializer& init = *prog.mutable_graph()->add_initializers();
+  init.set_name("wte.weight");
+  *init.mutable_type() = graph::tensor_type({4, 6}, DType::F32);
+  init.set_trainable(true);
+  const Tensor piece = whole("other", {4, 6}, 7);
+  init.set_data(graph::tensor_bytes(piece));
+  *prog.add_params() = shard("wte.weight", {8, 6}, 0, {{{4, 0}, {4, 6}}});
+  const graph::Model m = runtime::stage_model(prog, 3);
+  check_equal(graph::tensor_from_bytes(m.graph().initializers(0).data(), {4, 6}, DType::F32, "w"),
+              piece);
+}
+
 TEST_CASE("the step breakdown takes the slowest rank and mean shares", "[engine]") {
   // total, compute, recompute, p2p wait, collectives
   const std::vector<runtime::StepTimes> ranks = {{1.0, 0.6, 0.1, 0.3, 0.1},

@@ -1,0 +1,44 @@
+"""Writes one network of python/merak_ref (the GPT or BERT Merak builds) two ways for the ONNX
+training test: its weights as safetensors under Merak's names, and the network exported by PyTorch
+to ONNX (opset 17, no constant folding, so the initializers keep those names) with its inputs
+named after Merak's batch fields and dynamic batch and sequence axes.
+
+Usage: /usr/bin/python3 onnx_export.py gpt|bert OUT_DIR LAYERS HIDDEN HEADS MAX_SEQ VOCAB
+  (writes OUT_DIR/FAMILY.onnx and OUT_DIR/FAMILY.safetensors)
+"""
+import os
+import sys
+
+import torch
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "..", "python"))
+from merak_ref import st_io  # noqa: E402
+from merak_ref.models import BertHeads, GptLogits  # noqa: E402
+
+
+def main():
+    family, out = sys.argv[1], sys.argv[2]
+    layers, hidden, heads, max_seq, vocab = (int(a) for a in sys.argv[3:8])
+    torch.manual_seed(5)
+    size = dict(layers=layers, hidden=hidden, heads=heads, max_seq=max_seq, vocab=vocab)
+    if family == "gpt":
+        model, inputs, outputs = GptLogits(**size), ["tokens"], ["logits"]
+    else:
+        model = BertHeads(**size)
+        inputs, outputs = ["tokens", "segment_ids", "attention_mask"], ["mlm_logits", "nsp_logits"]
+    with torch.no_grad():  # biases and norms random too, so a misplaced one shows
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape) * (0.1 if p.dim() >= 2 else 0.2))
+    os.makedirs(out, exist_ok=True)
+    st_io.save(os.path.join(out, family + ".safetensors"),
+               {name: p.detach().numpy() for name, p in model.named_parameters()})
+    args = tuple(torch.ones((2, 8), dtype=torch.bool) if n == "attention_mask"
+                 else torch.zeros((2, 8), dtype=torch.long) for n in inputs)
+    torch.onnx.export(model.eval(), args, os.path.join(out, family + ".onnx"), opset_version=17,
+                      do_constant_folding=False, input_names=inputs, output_names=outputs,
+                      dynamic_axes={n: {0: "batch", 1: "seq"} for n in inputs})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# merak_train on an imported ONNX network (model.onnx): PyTorch exports the GPT and the BERT that
+# Merak builds (python/merak_ref, random weights), and writes the same weights as safetensors.
+#   - the imported network trains as the built one started from those weights (model.init_from):
+#     every step's loss and gradient norm within 1e-5 relative, GPT and BERT;
+#   - in 3D layouts (tensor parallelism found in the imported graph, its weights sliced per
+#     rank) the steps equal one process's within 1e-5;
+#   - a checkpoint written at (1,2,2) resumes in one process and continues the uninterrupted run;
+#   - bad input is exit 2 and one line naming the key or file: a model.vocab that is not the
+#     logits' width, a family whose batch or loss does not fit the network, a key that shapes a
+#     built model, a missing file; merak_export --names hf-gpt2 and merak_generate refuse an
+#     imported network's checkpoint.
+set -u
+train="$1"
+export_tool="$2"
+generate="$3"
+exporter="$4"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+fail() { echo "FAIL: $*"; exit 1; }
+export OMPI_MCA_btl=self,vader
+export OMPI_MCA_mpi_yield_when_idle=1
+export MERAK_NUM_THREADS=1
+
+/usr/bin/python3 "$exporter" gpt "$tmp" 2 64 4 32 256 > "$tmp/export.log" 2>&1 ||
+  fail "PyTorch export (gpt): $(tail -3 "$tmp/export.log")"
+/usr/bin/python3 "$exporter" bert "$tmp" 2 64 4 32 264 > "$tmp/export.log" 2>&1 ||
+  fail "PyTorch export (bert): $(tail -3 "$tmp/export.log")"
+
+common="train: {steps: 12, batch: 8, micro_batch: 2, seq_len: 16, log_interval: 100}
+optimizer: {lr: 3e-3}"
+cat > "$tmp/gpt-onnx.yaml" <<YAML
+model: {family: gpt, onnx: $tmp/gpt.onnx, vocab: 256}
+$common
+YAML
+cat > "$tmp/gpt-built.yaml" <<YAML
+model: {family: gpt, layers: 2, hidden: 64, heads: 4, max_seq: 32, vocab: 256,
+        init_from: $tmp/gpt.safetensors}
+$common
+YAML
+cat > "$tmp/gpt-fresh.yaml" <<YAML
+model: {family: gpt, layers: 2, hidden: 64, heads: 4, max_seq: 32, vocab: 256}
+$common
+YAML
+cat > "$tmp/bert-onnx.yaml" <<YAML
+model: {family: bert, onnx: $tmp/bert.onnx, vocab: 264}
+$common
+YAML
+cat > "$tmp/bert-built.yaml" <<YAML
+model: {family: bert, layers: 2, hidden: 64, heads: 4, max_seq: 32, vocab: 264,
+        init_from: $tmp/bert.safetensors}
+$common
+YAML
+
+# run NAME LAYOUT CONFIG ARGS...: merak_train on dp*pp*tp ranks ("d,p,t"), metrics in NAME.jsonl.
+run() {
+  local name="$1" layout="$2" cfg="$3"; shift 3
+  local d p t
+  IFS=, read -r d p t <<< "$layout"
+  local n=$((d * p * t)) launch=()
+  [ "$n" -gt 1 ] && launch=(timeout $((300 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np "$n")
+  "${launch[@]}" "$train" --config "$tmp/$cfg" --set parallel.dp="$d" --set parallel.pp="$p" \
+    --set parallel.tp="$t" --metrics "$tmp/$name.jsonl" "$@" > "$tmp/$name.log" 2>&1 ||
+    fail "$name: exit $?: $(tail -3 "$tmp/$name.log")"
+}
+# Steps' "step loss grad_norm" from a metrics file, from step $2 on.
+numbers() {
+  sed -n 's/.*"step": \([0-9]*\), "loss": \([^,]*\),.*"grad_norm": \([^,]*\),.*/\1 \2 \3/p' "$1" |
+    awk -v from="$2" '$1 >= from'
+}
+# close WHAT A B FROM: A's steps from FROM on match B's within 1e-5 relative (loss and norm).
+close() {
+  local what="$1" a="$2" b="$3" from="$4"
+  local out
+  out=$(join <(numbers "$tmp/$a.jsonl" "$from") <(numbers "$tmp/$b.jsonl" "$from") | awk '
+    function rel(x, y) { d = x - y; if (d < 0) d = -d; s = y < 0 ? -y : y; return d / (s > 1e-30 ? s : 1) }
+    { n++; r = rel($2, $4); if (rel($3, $5) > r) r = rel($3, $5); if (r > worst) worst = r }
+    END { printf "%d %.2e", n, worst; exit !(n > 0 && worst <= 1e-5) }') ||
+    fail "$what: $a vs $b: steps and worst relative difference: $out"
+  echo "$what: $out (steps compared, worst relative difference), last: $(numbers "$tmp/$a.jsonl" 12)"
+}
+
+run gpt-built 1,1,1 gpt-built.yaml
+run gpt-onnx 1,1,1 gpt-onnx.yaml
+grep -q "gpt-onnx.yaml | $tmp/gpt.onnx imported, gpt's loss | 0.12M parameters" "$tmp/gpt-onnx.log" ||
+  fail "the header: $(head -2 "$tmp/gpt-onnx.log")"
+close "imported GPT = built GPT from the same weights" gpt-onnx gpt-built 1
+# The weights are the file's: a built GPT from its own initialisation starts elsewhere.
+run gpt-fresh 1,1,1 gpt-fresh.yaml
+first() { numbers "$tmp/$1.jsonl" 1 | head -1 | cut -d' ' -f2; }
+[ "$(first gpt-fresh)" != "$(first gpt-onnx)" ] || fail "the imported run starts where a fresh one does"
+run bert-built 1,1,1 bert-built.yaml
+run bert-onnx 1,1,1 bert-onnx.yaml
+close "imported BERT = built BERT from the same weights" bert-onnx bert-built 1
+
+run gpt-122 1,2,2 gpt-onnx.yaml --set checkpoint.dir="$tmp/ck" --set checkpoint.every=6
+close "imported GPT at (1,2,2) = one process" gpt-122 gpt-onnx 1
+run gpt-221 2,2,1 gpt-onnx.yaml --set parallel.schedule=interleaved --set parallel.virtual_stages=2
+close "imported GPT at (2,2,1) interleaved = one process" gpt-221 gpt-onnx 1
+run bert-212 2,1,2 bert-onnx.yaml
+close "imported BERT at (2,1,2) = one process" bert-212 bert-onnx 1
+run gpt-resumed 1,1,1 gpt-onnx.yaml --resume "$tmp/ck/step_000000006"
+grep -q "resumed from .*step_000000006: step 6 done" "$tmp/gpt-resumed.log" ||
+  fail "no resume line: $(head -5 "$tmp/gpt-resumed.log")"
+close "imported GPT saved at (1,2,2) step 6, resumed at (1,1,1)" gpt-resumed gpt-onnx 7
+
+# bad CONFIG PATTERN ARGS...: exit 2 and a line matching PATTERN.
+bad() {
+  local cfg="$1" want="$2"; shift 2
+  local out code
+  out=$("$train" --config "$tmp/$cfg" "$@" 2>&1)
+  code=$?
+  [ "$code" -eq 2 ] || fail "$cfg $*: exit $code, want 2: $out"
+  grep -q -- "$want" <<< "$out" || fail "$cfg $*: want '$want', got: $out"
+  echo "refused ($*): $(grep -- "$want" <<< "$out" | head -1)"
+}
+bad gpt-onnx.yaml "key 'model.vocab': 300, but the output 'logits' of $tmp/gpt.onnx has 256 classes (set model.vocab: 256)" \
+  --set model.vocab=300
+bad gpt-onnx.yaml "key 'model.onnx': $tmp/gpt.onnx: the network has 1 output; bert's loss takes 2" \
+  --set model.family=bert --set model.vocab=256
+bad bert-onnx.yaml "key 'model.onnx': $tmp/bert.onnx: .*input 'segment_ids' is not a field of gpt's batch (tokens, targets)" \
+  --set model.family=gpt
+bad gpt-onnx.yaml "model.layers: shapes a model Merak builds, but model.onnx names a network" \
+  --set model.layers=6
+bad gpt-onnx.yaml "key 'model.onnx': $tmp/none.onnx: " --set model.onnx="$tmp/none.onnx"
+out=$("$export_tool" --checkpoint "$tmp/ck" -o "$tmp/x.safetensors" --names hf-gpt2 2>&1)
+[ $? -eq 2 ] && grep -q "holds the network imported from $tmp/gpt.onnx" <<< "$out" ||
+  fail "merak_export --names hf-gpt2: $out"
+"$export_tool" --checkpoint "$tmp/ck" -o "$tmp/merak.safetensors" > "$tmp/export.out" 2>&1 ||
+  fail "merak_export --names merak: $(cat "$tmp/export.out")"
+out=$("$generate" --checkpoint "$tmp/ck" --prompt hi 2>&1)
+[ $? -eq 2 ] && grep -q "holds the network imported from $tmp/gpt.onnx" <<< "$out" ||
+  fail "merak_generate: $out"
+echo "ok"
