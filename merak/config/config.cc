@@ -407,7 +407,7 @@ std::vector<KeyChange> model_changes(const Config& before, const Config& after) 
   for (size_t i = 0; i < fa.size(); ++i) {
     const std::string& name = fa[i].name;
     if (fa[i].section != "model" || name == "init_from" || name == "init_std" ||
-        name == "dropout")
+        name == "dropout" || name == "onnx")
       continue;
     const std::string x = text(fa[i]), y = text(fb[i]);
     if (x != y) changes.push_back({fa[i].key(), x, y});

@@ -213,8 +213,10 @@ struct KeyChange {
 };
 // The model keys whose change makes `after` another model than `before`, so that a checkpoint of
 // one cannot continue as the other: every model key but the initialisation (init_from,
-// init_std) and dropout, which a resumed run may change. Two different ffn_hidden compare as the
-// widths they give (0 and 4 * hidden are the same model).
+// init_std) and dropout, which a resumed run may change, and the path of an imported network
+// (model.onnx: the same file may move; its tensors' names and shapes are checked as they load).
+// Two different ffn_hidden compare as the widths they give (0 and 4 * hidden are the same
+// model).
 std::vector<KeyChange> model_changes(const Config& before, const Config& after);
 
 }  // namespace merak::config

@@ -235,8 +235,8 @@ Model append_family_loss(const Model& net, const models::Model& family, int64_t 
     taken.insert(n.name());
     for (const std::string& o : n.outputs()) taken.insert(o);
   }
-  // The loss is traced on the outputs as inputs, and the labels: the family's batch fields the
-  // network does not read.
+  // The loss is traced on the outputs as inputs, and the family's batch fields (the labels; a
+  // field the network reads too is the same graph input).
   std::vector<TraceInput> inputs;
   for (const ValueInfo& v : g.outputs()) {
     std::vector<int64_t> dims;
@@ -252,7 +252,7 @@ Model append_family_loss(const Model& net, const models::Model& family, int64_t 
   for (const TraceInput& field : batch_inputs(name, batch, seq)) {
     require(!(taken.count(field.name) && !read.count(field.name)), "the network names a ",
             "value '", field.name, "', the name of ", name, "'s batch field");
-    if (!read.count(field.name)) inputs.push_back(field);
+    inputs.push_back(field);
   }
   const TraceFn fn = [&](const std::vector<Tensor>& args) {
     models::Batch b;
@@ -278,7 +278,8 @@ Model append_family_loss(const Model& net, const models::Model& family, int64_t 
   for (const Node& n : loss.graph().nodes())
     for (const std::string& v : n.inputs()) used.insert(v);
   for (size_t i = outputs; i < inputs.size(); ++i)
-    if (used.count(inputs[i].name)) *og.add_inputs() = loss.graph().inputs(int(i));
+    if (used.count(inputs[i].name) && !read.count(inputs[i].name))
+      *og.add_inputs() = loss.graph().inputs(int(i));
   auto fresh = [&](const std::string& v) {
     require(taken.insert(v).second, "the network already names a value '", v,
             "', which its loss would add");

@@ -326,7 +326,11 @@ std::string plan_bytes(const Plan& plan) {
     google::protobuf::io::StringOutputStream stream(&out);
     google::protobuf::io::CodedOutputStream coded(&stream);
     coded.SetSerializationDeterministic(true);
-    plan.SerializeToCodedStream(&coded);
+    // Protobuf writes no message of 2 GB or more (an empty string then, which would parse as
+    // an empty plan).
+    MERAK_CHECK(plan.SerializeToCodedStream(&coded), "the plan (",
+                double(plan.ByteSizeLong()) / double(1 << 30),
+                " GiB) cannot be written: protobuf's limit is 2 GiB");
   }
   return out;
 }

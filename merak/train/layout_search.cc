@@ -5,6 +5,7 @@
 #include <cmath>
 #include <exception>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -59,6 +60,12 @@ bool is_auto(const config::Config& c, const std::string& key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
+// The most model stages the search tries: a built network's layers. An imported network's are
+// in its graph, which the partitioner cuts wherever a layout asks.
+int64_t stage_cap(const config::Config& c) {
+  return c.model.onnx.empty() ? c.model.layers : std::numeric_limits<int64_t>::max();
+}
+
 // Every valid layout of `world` ranks for the config's auto keys (the others as given).
 std::vector<Layout> enumerate(const config::Config& c, int64_t world, int64_t per_node) {
   const config::ParallelConfig& p = c.parallel;
@@ -77,7 +84,7 @@ std::vector<Layout> enumerate(const config::Config& c, int64_t world, int64_t pe
       // An auto pp stops at a stage a layer; a fixed one is the partitioner's to split (it cuts
       // inside blocks, as the run does).
       if (world % (tp * pp) != 0 ||
-          (is_auto(c, "parallel.pp") && c.model.onnx.empty() && pp > c.model.layers))
+          (is_auto(c, "parallel.pp") && pp > stage_cap(c)))
         continue;
       const int64_t dp = world / (tp * pp);
       if ((!is_auto(c, "parallel.dp") && dp != p.dp) || c.train.batch % dp != 0) continue;
@@ -117,7 +124,7 @@ std::vector<Layout> enumerate(const config::Config& c, int64_t world, int64_t pe
               l.virtual_stages = p.virtual_stages;
             // More stages than layers: not searched for, but a fixed pp (and a fixed v, or one
             // a non-interleaved schedule ignores) is the user's to choose.
-            if (l.pp * l.virtual_stages > c.model.layers &&
+            if (l.pp * l.virtual_stages > stage_cap(c) &&
                 (is_auto(c, "parallel.pp") ||
                  (sc == "interleaved" && is_auto(c, "parallel.virtual_stages"))))
               continue;
@@ -272,7 +279,8 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
                      (world == 1 ? "" : "s") + " suits the fixed keys (dp x pp x tp must be " +
                      std::to_string(world) + ", train.batch " + std::to_string(c.train.batch) +
                      " divisible by dp into at most " + std::to_string(kMaxMicroBatches) +
-                     " micro-batches a replica, tp dividing the " + std::to_string(c.model.heads) +
+                     " micro-batches a replica, tp dividing the " +
+                     (c.model.onnx.empty() ? std::to_string(c.model.heads) : "network's") +
                      " heads within a node of " + std::to_string(s.devices_per_node) + ")");
 
   // Layouts that differ only in ZeRO-1 form one group (ZeRO-1 saves memory and optimizer time

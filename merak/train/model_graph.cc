@@ -17,10 +17,11 @@ std::string field_list(const std::vector<graph::TraceInput>& fields) {
 }
 
 // model.onnx imported at [micro_batch, seq], its inputs bound by name to the family's batch
-// fields, with the family's loss appended.
+// fields, with the family's loss appended; its parameters hold the file's values.
 graph::Model imported_graph(const config::Config& c, int64_t micro_batch) {
   const std::string& file = c.model.onnx;
-  const std::string where = c.path + ": key 'model.onnx': " + file + ": ";
+  const std::string key = c.path + ": key 'model.onnx': ";
+  const std::string where = key + file + ": ";
   const std::string& family = c.model.family;
   const std::vector<graph::TraceInput> fields =
       graph::batch_inputs(family, micro_batch, c.train.seq_len);
@@ -28,15 +29,18 @@ graph::Model imported_graph(const config::Config& c, int64_t micro_batch) {
   options.shape_for = [&](const std::string& input) -> std::optional<Shape> {
     for (const graph::TraceInput& f : fields)
       if (f.name == input) return f.shape;
-    throw graph::ImportError("input '" + input + "' is not a field of " + family +
+    throw graph::ImportError(file + ": input '" + input + "' is not a field of " + family +
                              "'s batch (" + field_list(fields) +
                              "): export the network with its inputs named after them");
   };
   graph::Model net;
   try {
     net = graph::import_onnx(file, options);
-  } catch (const graph::ImportError& e) {
-    throw SetupError(where + e.what());
+  } catch (const graph::ImportError& e) {  // it names the file
+    // A sequence past the network's position table shows as an index out of range somewhere.
+    throw SetupError(key + e.what() + " (its inputs bound to micro-batch " +
+                     std::to_string(micro_batch) + " x train.seq_len " +
+                     std::to_string(c.train.seq_len) + ")");
   }
   for (const graph::ValueInfo& in : net.graph().inputs())
     for (const graph::TraceInput& f : fields)
@@ -44,32 +48,60 @@ graph::Model imported_graph(const config::Config& c, int64_t micro_batch) {
         throw SetupError(where + "input '" + in.name() + "' is " +
                          dtype_name(graph::from_proto(in.type().dtype())) + "; " + family +
                          "'s batch feeds it as " + dtype_name(f.dtype));
-  // Both families' first output is the logits over the vocabulary: its last dim is the width
-  // the data's token ids must stay below.
-  if (net.graph().outputs_size() > 0) {
-    const graph::ValueInfo& logits = net.graph().outputs(0);
-    const int dims = logits.type().dims_size();
-    const int64_t width = dims > 0 ? logits.type().dims(dims - 1).size() : 0;
-    if (width != c.model.vocab)
-      throw SetupError(c.path + ": key 'model.vocab': " + std::to_string(c.model.vocab) +
-                       ", but the output '" + logits.name() + "' of " + file + " has " +
-                       std::to_string(width) + " classes (set model.vocab: " +
-                       std::to_string(width) + ")");
-  }
+  // The optimizer keeps f32 parameters (16-bit compute is train.precision's).
+  for (const graph::Initializer& i : net.graph().initializers())
+    if (i.trainable() && graph::from_proto(i.type().dtype()) != DType::F32)
+      throw SetupError(where + "parameter '" + i.name() + "' is " +
+                       dtype_name(graph::from_proto(i.type().dtype())) +
+                       ": Merak trains f32 parameters (export the network in float32)");
+  for (const graph::ValueInfo& out : net.graph().outputs())
+    if (out.name() == "loss")
+      throw SetupError(where + "its output 'loss' has the name of the loss the trainer appends "
+                               "to the outputs: export them under other names (logits)");
+  graph::Model trained;
   const auto model = models::make_model(c.model);  // on Meta: its loss only
   try {
-    return graph::append_family_loss(net, *model, micro_batch, c.train.seq_len);
+    trained = graph::append_family_loss(net, *model, micro_batch, c.train.seq_len);
   } catch (const Error& e) {
     throw SetupError(where + e.what());
+  }
+  // Both families' first output is the logits over the vocabulary: its last dim is the width
+  // the data's token ids must stay below. (The loss has checked the outputs' shapes.)
+  const graph::ValueInfo& logits = net.graph().outputs(0);
+  const int64_t width = logits.type().dims(logits.type().dims_size() - 1).size();
+  if (width != c.model.vocab)
+    throw SetupError(c.path + ": key 'model.vocab': " + std::to_string(c.model.vocab) +
+                     ", but the output '" + logits.name() + "' of " + file + " has " +
+                     std::to_string(width) + " classes (set model.vocab: " +
+                     std::to_string(width) + ")");
+  return trained;
+}
+
+// Moves the parameters' values out of `m` (into `weights` when given): each is then drawn as
+// zeros until the engine loads its piece.
+void take_weights(graph::Model& m, std::map<std::string, Tensor>* weights) {
+  for (graph::Initializer& i : *m.mutable_graph()->mutable_initializers()) {
+    if (!i.trainable() || i.data().empty()) continue;
+    if (weights) {
+      const std::string what = "parameter '" + i.name() + "'";
+      (*weights)[i.name()] = graph::tensor_from_bytes(
+          i.data(), graph::fixed_shape(i.type(), what), graph::from_proto(i.type().dtype()), what);
+    }
+    i.clear_data();
+    i.mutable_init()->set_kind(graph::InitSpec::ZEROS);
   }
 }
 
 }  // namespace
 
 graph::Model model_graph(const config::Config& c, int64_t micro_batch) {
-  if (!c.model.onnx.empty()) return imported_graph(c, micro_batch);
-  auto model = models::make_model(c.model);
-  return graph::trace_model(*model, micro_batch, c.train.seq_len, c.train.seed);
+  if (c.model.onnx.empty()) {
+    auto model = models::make_model(c.model);
+    return graph::trace_model(*model, micro_batch, c.train.seq_len, c.train.seed);
+  }
+  graph::Model m = imported_graph(c, micro_batch);
+  take_weights(m, nullptr);
+  return m;
 }
 
 ModelFacts model_facts(const config::Config& c) {
@@ -81,9 +113,10 @@ ModelFacts model_facts(const config::Config& c) {
     f.flops_per_token = model->flops_per_token(c.train.seq_len);
     return f;
   }
-  const graph::Model m = imported_graph(c, 1);
+  graph::Model m = imported_graph(c, config::model_micro_batch_size(c));
   for (const graph::Initializer& i : m.graph().initializers())
     if (i.trainable()) f.parameter_names.push_back(i.name());
+  take_weights(m, &f.weights);
   const graph::Summary s = graph::summarize(m);
   f.parameters = s.parameters;
   f.flops_per_token = s.flops_per_token();

@@ -1,21 +1,25 @@
-// The network a config trains, as a graph, and what the loop reports of it. model.family's
-// network is built and traced on Meta tensors; with model.onnx set, that file is imported instead
-// and the family's loss appended. One place for both, so the plan, the layout search and the
-// trainer see the same graph.
+// The network a config trains, as a graph, and what the loop needs of it besides the plan.
+// model.family's network is built and traced on Meta tensors; with model.onnx set, that file is
+// imported instead and the family's loss appended. One place for both, so the plan, the layout
+// search and the trainer see the same graph.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "merak/config/config.h"
+#include "merak/core/tensor.h"
 #include "merak/graph/graph.pb.h"
 
 namespace merak::train {
 
 // The training graph at `micro_batch` sequences of train.seq_len: the family's batch fields in,
-// "loss" out. An ONNX file that cannot be read, or whose inputs, outputs or logits' width do not
-// fit the family and model.vocab, throws SetupError naming the file and key 'model.onnx'.
+// "loss" out. Its parameters carry no values: an imported network's weights would travel in the
+// plan once for every rank (past protobuf's 2 GiB for a GPT-2-sized network at dp 4); they are
+// ModelFacts::weights instead. A file that cannot be read, or whose inputs, outputs, parameters
+// or logits' width do not fit the family and model.vocab, throws SetupError naming the key.
 graph::Model model_graph(const config::Config& config, int64_t micro_batch);
 
 struct ModelFacts {
@@ -25,7 +29,11 @@ struct ModelFacts {
   // built network (what MFU is quoted against), the op registry's count of the graph for an
   // imported one.
   double flops_per_token = 0;
+  // An imported network's starting weights, whole, by parameter name; empty for a built network
+  // (its parameters are drawn from train.seed).
+  std::map<std::string, Tensor> weights;
 };
+// The facts at the config's micro-batch size (an export with fixed shapes is imported at them).
 ModelFacts model_facts(const config::Config& config);
 
 }  // namespace merak::train

@@ -226,9 +226,18 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
     problem = e.what();
   }
   agree(grid_.host(), problem);
-  const ModelFacts facts = model_facts(c);
+  ModelFacts facts = model_facts(c);
   flops_per_token_ = facts.flops_per_token;
   parameters_ = facts.parameters;
+  // An imported network starts from its file's weights: each rank takes its pieces of them.
+  if (!facts.weights.empty()) {
+    engine_->load_weights([&](const std::string& name) -> std::optional<Tensor> {
+      auto it = facts.weights.find(name);
+      if (it == facts.weights.end()) return std::nullopt;
+      return it->second;
+    });
+    facts.weights.clear();
+  }
   if (!c.model.init_from.empty()) load_initial_weights(c.model.init_from, facts.parameter_names);
   if (c.checkpoint.async && !c.checkpoint.dir.empty()) prepare_staging();
 }

@@ -4,7 +4,11 @@ to ONNX (opset 17, no constant folding, so the initializers keep those names) wi
 named after Merak's batch fields and dynamic batch and sequence axes.
 
 Usage: /usr/bin/python3 onnx_export.py gpt|bert OUT_DIR LAYERS HIDDEN HEADS MAX_SEQ VOCAB
-  (writes OUT_DIR/FAMILY.onnx and OUT_DIR/FAMILY.safetensors)
+           [--name NAME] [--fixed BATCH SEQ] [--reads-targets]
+  writes OUT_DIR/NAME.onnx and OUT_DIR/NAME.safetensors (NAME: the family);
+  --fixed: inputs of that fixed shape, no dynamic axes;
+  --reads-targets (gpt): the network takes `targets` too (adding 0 times their mean), as a
+  network that reads a label does.
 """
 import os
 import sys
@@ -17,13 +21,31 @@ from merak_ref import st_io  # noqa: E402
 from merak_ref.models import BertHeads, GptLogits  # noqa: E402
 
 
+class GptReadsTargets(GptLogits):
+    def forward(self, tokens, targets):
+        return self.logits(tokens) + 0.0 * targets.float().mean()
+
+
 def main():
     family, out = sys.argv[1], sys.argv[2]
     layers, hidden, heads, max_seq, vocab = (int(a) for a in sys.argv[3:8])
+    rest = sys.argv[8:]
+    name, shape, reads_targets = family, None, False
+    while rest:
+        if rest[0] == "--name":
+            name, rest = rest[1], rest[2:]
+        elif rest[0] == "--fixed":
+            shape, rest = (int(rest[1]), int(rest[2])), rest[3:]
+        elif rest[0] == "--reads-targets":
+            reads_targets, rest = True, rest[1:]
+        else:
+            sys.exit(f"unknown option {rest[0]}")
     torch.manual_seed(5)
     size = dict(layers=layers, hidden=hidden, heads=heads, max_seq=max_seq, vocab=vocab)
     if family == "gpt":
-        model, inputs, outputs = GptLogits(**size), ["tokens"], ["logits"]
+        model = GptReadsTargets(**size) if reads_targets else GptLogits(**size)
+        inputs = ["tokens", "targets"] if reads_targets else ["tokens"]
+        outputs = ["logits"]
     else:
         model = BertHeads(**size)
         inputs, outputs = ["tokens", "segment_ids", "attention_mask"], ["mlm_logits", "nsp_logits"]
@@ -31,13 +53,14 @@ def main():
         for p in model.parameters():
             p.copy_(torch.randn(p.shape) * (0.1 if p.dim() >= 2 else 0.2))
     os.makedirs(out, exist_ok=True)
-    st_io.save(os.path.join(out, family + ".safetensors"),
-               {name: p.detach().numpy() for name, p in model.named_parameters()})
-    args = tuple(torch.ones((2, 8), dtype=torch.bool) if n == "attention_mask"
-                 else torch.zeros((2, 8), dtype=torch.long) for n in inputs)
-    torch.onnx.export(model.eval(), args, os.path.join(out, family + ".onnx"), opset_version=17,
+    st_io.save(os.path.join(out, name + ".safetensors"),
+               {n: p.detach().numpy() for n, p in model.named_parameters()})
+    args = tuple(torch.ones(shape or (2, 8), dtype=torch.bool) if n == "attention_mask"
+                 else torch.zeros(shape or (2, 8), dtype=torch.long) for n in inputs)
+    axes = {} if shape else {n: {0: "batch", 1: "seq"} for n in inputs}
+    torch.onnx.export(model.eval(), args, os.path.join(out, name + ".onnx"), opset_version=17,
                       do_constant_folding=False, input_names=inputs, output_names=outputs,
-                      dynamic_axes={n: {0: "batch", 1: "seq"} for n in inputs})
+                      dynamic_axes=axes)
 
 
 if __name__ == "__main__":

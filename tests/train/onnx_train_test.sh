@@ -5,7 +5,11 @@
 #     every step's loss and gradient norm within 1e-5 relative, GPT and BERT;
 #   - in 3D layouts (tensor parallelism found in the imported graph, its weights sliced per
 #     rank) the steps equal one process's within 1e-5;
+#   - so does an export with fixed input shapes (the micro-batch and train.seq_len), and one whose
+#     network reads a label too (the loss reads the same input);
 #   - a checkpoint written at (1,2,2) resumes in one process and continues the uninterrupted run;
+#   - the plan carries no weights (they would travel once a rank: a dp 4 plan is smaller than
+#     the file), each rank loads its pieces from the file;
 #   - bad input is exit 2 and one line naming the key or file: a model.vocab that is not the
 #     logits' width, a family whose batch or loss does not fit the network, a key that shapes a
 #     built model, a missing file; merak_export --names hf-gpt2 and merak_generate refuse an
@@ -15,6 +19,7 @@ train="$1"
 export_tool="$2"
 generate="$3"
 exporter="$4"
+partition="$5"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 fail() { echo "FAIL: $*"; exit 1; }
 export OMPI_MCA_btl=self,vader
@@ -25,6 +30,10 @@ export MERAK_NUM_THREADS=1
   fail "PyTorch export (gpt): $(tail -3 "$tmp/export.log")"
 /usr/bin/python3 "$exporter" bert "$tmp" 2 64 4 32 264 > "$tmp/export.log" 2>&1 ||
   fail "PyTorch export (bert): $(tail -3 "$tmp/export.log")"
+/usr/bin/python3 "$exporter" gpt "$tmp" 2 64 4 32 256 --name gpt-fixed --fixed 2 16 \
+  > "$tmp/export.log" 2>&1 || fail "PyTorch export (gpt, fixed): $(tail -3 "$tmp/export.log")"
+/usr/bin/python3 "$exporter" gpt "$tmp" 2 64 4 32 256 --name gpt-targets --reads-targets \
+  > "$tmp/export.log" 2>&1 || fail "PyTorch export (gpt, targets): $(tail -3 "$tmp/export.log")"
 
 common="train: {steps: 12, batch: 8, micro_batch: 2, seq_len: 16, log_interval: 100}
 optimizer: {lr: 3e-3}"
@@ -88,6 +97,10 @@ close "imported GPT = built GPT from the same weights" gpt-onnx gpt-built 1
 run gpt-fresh 1,1,1 gpt-fresh.yaml
 first() { numbers "$tmp/$1.jsonl" 1 | head -1 | cut -d' ' -f2; }
 [ "$(first gpt-fresh)" != "$(first gpt-onnx)" ] || fail "the imported run starts where a fresh one does"
+run gpt-fixed 1,1,1 gpt-onnx.yaml --set model.onnx="$tmp/gpt-fixed.onnx"
+close "imported GPT of fixed shapes = the dynamic export" gpt-fixed gpt-onnx 1
+run gpt-targets 1,1,1 gpt-onnx.yaml --set model.onnx="$tmp/gpt-targets.onnx"
+close "imported GPT reading the targets = the built GPT" gpt-targets gpt-built 1
 run bert-built 1,1,1 bert-built.yaml
 run bert-onnx 1,1,1 bert-onnx.yaml
 close "imported BERT = built BERT from the same weights" bert-onnx bert-built 1
@@ -98,6 +111,13 @@ run gpt-221 2,2,1 gpt-onnx.yaml --set parallel.schedule=interleaved --set parall
 close "imported GPT at (2,2,1) interleaved = one process" gpt-221 gpt-onnx 1
 run bert-212 2,1,2 bert-onnx.yaml
 close "imported BERT at (2,1,2) = one process" bert-212 bert-onnx 1
+out=$("$partition" --config "$tmp/gpt-onnx.yaml" --dp 4 -o "$tmp/plan.pb" 2>&1) ||
+  fail "merak_partition --dp 4: $out"
+plan_bytes=$(stat -c %s "$tmp/plan.pb")
+file_bytes=$(stat -c %s "$tmp/gpt.onnx")
+[ "$plan_bytes" -gt 0 ] && [ "$plan_bytes" -lt "$file_bytes" ] ||
+  fail "the dp 4 plan holds $plan_bytes bytes, the network's file $file_bytes"
+echo "the dp 4 plan: $plan_bytes bytes; the network's file: $file_bytes bytes"
 run gpt-resumed 1,1,1 gpt-onnx.yaml --resume "$tmp/ck/step_000000006"
 grep -q "resumed from .*step_000000006: step 6 done" "$tmp/gpt-resumed.log" ||
   fail "no resume line: $(head -5 "$tmp/gpt-resumed.log")"
@@ -122,6 +142,10 @@ bad bert-onnx.yaml "key 'model.onnx': $tmp/bert.onnx: .*input 'segment_ids' is n
 bad gpt-onnx.yaml "model.layers: shapes a model Merak builds, but model.onnx names a network" \
   --set model.layers=6
 bad gpt-onnx.yaml "key 'model.onnx': $tmp/none.onnx: " --set model.onnx="$tmp/none.onnx"
+bad gpt-onnx.yaml "key 'model.onnx': $tmp/gpt.onnx: .*out of range.*(its inputs bound to micro-batch 2 x train.seq_len 33)" \
+  --set train.seq_len=33
+bad gpt-onnx.yaml "key 'model.onnx': $tmp/gpt-fixed.onnx: input 'tokens' has a fixed dim 0 of 2, the given shape \[4, 16\] differs" \
+  --set model.onnx="$tmp/gpt-fixed.onnx" --set train.micro_batch=4
 out=$("$export_tool" --checkpoint "$tmp/ck" -o "$tmp/x.safetensors" --names hf-gpt2 2>&1)
 [ $? -eq 2 ] && grep -q "holds the network imported from $tmp/gpt.onnx" <<< "$out" ||
   fail "merak_export --names hf-gpt2: $out"
