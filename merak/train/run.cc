@@ -504,10 +504,16 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
         // Rank 0's alone: thrown, it ends the job with this message (a full disk loses no line
         // unnoticed).
         if (!(out.metrics << json_line(rep) << "\n" << std::flush))
-          throw std::runtime_error("--metrics: cannot write '" + options.metrics + "'" +
-                                   (errno ? std::string(" (") + std::strerror(errno) + ")" : ""));
+          throw OutputError("--metrics: cannot write '" + options.metrics + "'" +
+                            (errno ? std::string(" (") + std::strerror(errno) + ")" : ""));
       }
-      if (out.board) write_scalars(*out.board, rep);
+      if (out.board) {
+        try {
+          write_scalars(*out.board, rep);
+        } catch (const std::exception& e) {
+          throw OutputError("--tensorboard: " + std::string(e.what()));
+        }
+      }
       if (s.step == 1 || s.step % t.log_interval == 0 || s.step == t.steps || eval) {
         if (tty) std::printf("\r\033[K");
         std::printf("%s%s\n", log_line(rep, t.steps).c_str(),

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 #include "merak/comm/grid.h"
@@ -32,6 +33,14 @@ struct RunOptions {
 // Grid::single_process()). Rank 0 reports. Returns the exit code; throws SetupError for what the
 // user can fix (every rank alike), an output path it cannot write included, before training.
 int run(const config::Config& config, comm::Grid& grid, const RunOptions& options);
+
+// A file rank 0 writes during the run (--metrics, --tensorboard) that cannot take a step's line,
+// a full disk say: the job ends with exit 2 and this one line, as a failed checkpoint write
+// does (rank 0 alone finds it: the launcher ends its peers).
+class OutputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // What a dry run plans for: a job of `world` ranks (0: the config's dp x pp x tp), nodes of
 // `devices_per_node` devices (0: the hardware profile's).

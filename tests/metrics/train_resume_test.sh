@@ -4,7 +4,7 @@
 # steps from the older file; a fresh run's START is at step 1, dropping an earlier attempt's), and
 # the closing summary counts and names the steps this process ran, not train.steps. A resume with
 # nothing to run leaves the metrics and trace files as they were; a fresh run over checkpoints
-# and a metrics line that cannot be written are said.
+# is said; a metrics line or event record that cannot be written ends the run with exit 2.
 set -u
 train="$1"
 configs="$2"
@@ -57,8 +57,14 @@ grep -q "^warning: checkpoint.dir $tmp/ck holds an earlier run's checkpoint" <<<
 
 # A metrics line that cannot be written ends the run naming the file (a file size limit stands
 # in for a full disk: merak_train ignores SIGXFSZ, so the write fails with EFBIG).
+# Exit 2 and one line, as a checkpoint's failed write (not an internal error's exit 1).
 out=$(ulimit -f 1; "$train" --config "$configs/gpt-tiny.yaml" --set model.layers=1 \
       --set train.steps=20 --metrics "$tmp/full.jsonl" 2>&1); rc=$?
-[ "$rc" -ne 0 ] && grep -q -- "--metrics: cannot write '$tmp/full.jsonl' (File too large)" <<< "$out" ||
+[ "$rc" -eq 2 ] && grep -q -- "^merak_train: --metrics: cannot write '$tmp/full.jsonl' (File too large)" <<< "$out" ||
   fail "metrics write failure: exit $rc: $(tail -3 <<< "$out")"
+# So does an event file that cannot take a step's scalars (64 records fill its first KiB).
+out=$(ulimit -f 1; "$train" --config "$configs/gpt-tiny.yaml" --set model.layers=1 \
+      --set train.steps=20 --tensorboard "$tmp/tb-full" 2>&1); rc=$?
+[ "$rc" -eq 2 ] && grep -q -- "^merak_train: --tensorboard: .*$tmp/tb-full/events.out.tfevents" <<< "$out" ||
+  fail "event file write failure: exit $rc: $(tail -3 <<< "$out")"
 echo "train_resume_test: all checks passed"

@@ -166,6 +166,8 @@ int job_main(int argc, char** argv, const merak::config::Config& cfg, const Args
     return 2;
   } catch (const data::DataError& e) {  // found by one rank mid-run: its peers wait in a step
     comm::abort_job(std::string("merak_train: ") + e.what(), 2);
+  } catch (const train::OutputError& e) {  // rank 0's alone, as the data's
+    comm::abort_job(std::string("merak_train: ") + e.what(), 2);
   } catch (const std::exception& e) {
     comm::abort_job(std::string("merak_train: error: ") + e.what());
   }
@@ -190,6 +192,9 @@ int process_main(const merak::config::Config& cfg, const Args& args) {
     std::fprintf(stderr, "merak_train: %s\n", e.what());
     return 2;
   } catch (const data::DataError& e) {
+    std::fprintf(stderr, "merak_train: %s\n", e.what());
+    return 2;
+  } catch (const train::OutputError& e) {
     std::fprintf(stderr, "merak_train: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
