@@ -90,16 +90,24 @@ std::unique_ptr<data::TokenDataset> open_megatron(const config::Config& c,
   return data::blend(std::move(sources), weights, prefixes);
 }
 
-std::unique_ptr<data::TokenDataset> open_files(const config::Config& c,
+// The files of `key` (data.files or data.valid); a file that cannot be opened or read is named
+// with the config and the key that lists it.
+std::unique_ptr<data::TokenDataset> open_files(const config::Config& c, const std::string& key,
                                                const std::vector<std::string>& files, Part part) {
   const auto& d = c.data;
-  if (d.source == "megatron") return open_megatron(c, files, part);
-  return part_of(c, d.source == "text" ? tokenize_text(c, files) : data::open_shards(files), part);
+  try {
+    if (d.source == "megatron") return open_megatron(c, files, part);
+    return part_of(c, d.source == "text" ? tokenize_text(c, files) : data::open_shards(files),
+                   part);
+  } catch (const Error& e) {  // the data's own (it names the file and where)
+    throw config::ConfigError(c.path + ": key '" + key + "': " + e.what());
+  }
 }
 
 std::unique_ptr<data::TokenDataset> open_data(const config::Config& c, Split split) {
   const auto& d = c.data;
-  if (split == Split::Valid && !d.valid.empty()) return open_files(c, d.valid, Part::Whole);
+  if (split == Split::Valid && !d.valid.empty())
+    return open_files(c, "data.valid", d.valid, Part::Whole);
   if (split == Split::Valid && d.valid_split == 0)
     throw config::ConfigError(c.path + ": key 'eval.every': no validation data (data.valid or "
                               "data.valid_split)");
@@ -108,7 +116,7 @@ std::unique_ptr<data::TokenDataset> open_data(const config::Config& c, Split spl
                                             : Part::Train;
   if (d.source == "generated")
     return part_of(c, data::generated_corpus(d.generated_tokens, d.seed), part);
-  return open_files(c, d.files, part);
+  return open_files(c, "data.files", d.files, part);
 }
 
 // The keys that size a split's data, for messages: "'train.batch' / ... ".

@@ -91,6 +91,12 @@ for format in merak llmc; do
     --set data.source=tokens --set "data.files=[$tmp/cut.$format]"
 done
 { printf 'MERAKTOX'; tail -c +9 "$tmp/book1.merak"; } > "$tmp/magic.merak"
+# A file that is not there is named with the key that lists it.
+refused missing-shard "gpt-tiny\.yaml: key 'data\.files': .*nope\.merak: cannot open" \
+  --set data.source=tokens --set "data.files=[$tmp/nope.merak]"
+refused missing-valid "gpt-tiny\.yaml: key 'data\.valid': .*nope\.txt: cannot" \
+  --set data.source=text --set "data.files=[$tmp/book1.txt]" --set "data.valid=[$tmp/nope.txt]" \
+  --set eval.every=5
 refused wrong-magic "magic\.merak: not a token shard: unknown magic \(first bytes 4d4552414b544f58" \
   --set data.source=tokens --set "data.files=[$tmp/magic.merak]"
 # GPT-2's BPE gives most English words ids in the thousands: a vocabulary of 1000 is too small.
