@@ -89,7 +89,7 @@ TensorBoardWriter::TensorBoardWriter(const std::string& dir, TensorBoardOptions 
 
 TensorBoardWriter::~TensorBoardWriter() {
   try {
-    flush();
+    if (!failed_) flush();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "merak: TensorBoard writer: %s\n", e.what());
   }
@@ -148,7 +148,9 @@ void TensorBoardWriter::flush() {
       if (errno == EINTR) continue;
       const int err = errno;
       buffer_.erase(0, done);  // what reached the file is not written twice
-      MERAK_FAIL(path_, ": cannot write the TensorBoard event file (", std::strerror(err), ")");
+      failed_ = true;
+      throw Error(path_ + ": cannot write the TensorBoard event file (" + std::strerror(err) +
+                  ")");
     }
     done += size_t(n);
   }

@@ -32,7 +32,9 @@ class TensorBoardWriter {
   // exist already), whose first record, written through at once, says the file's version.
   // Throws merak::Error naming the path when the directory or the file cannot be made.
   explicit TensorBoardWriter(const std::string& dir, TensorBoardOptions options = {});
-  ~TensorBoardWriter();  // flushes (reporting, not throwing, a failure to stderr) and closes
+  // Flushes (reporting, not throwing, a failure to stderr; nothing more after a flush() that
+  // threw: its caller has the error) and closes.
+  ~TensorBoardWriter();
 
   TensorBoardWriter(const TensorBoardWriter&) = delete;
   TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;
@@ -74,6 +76,7 @@ class TensorBoardWriter {
   std::string buffer_;     // framed records not yet written
   size_t pending_ = 0;     // records in buffer_
   size_t records_ = 0;
+  bool failed_ = false;    // a write failed and was thrown
   std::chrono::steady_clock::time_point last_write_;
 };
 

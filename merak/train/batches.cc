@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <ios>
 #include <iterator>
 
 #include "merak/data/gpt2_tokenizer.h"
@@ -45,7 +47,7 @@ std::unique_ptr<data::TokenDataset> tokenize_text(const config::Config& c,
   std::vector<int64_t> ids;
   for (const std::string& f : files) {
     std::ifstream in(f, std::ios::binary);
-    if (!in) throw config::ConfigError(c.path + ": key 'data.files': cannot read '" + f + "'");
+    if (!in) throw Error(f + ": cannot read");  // open_files names the key
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const std::vector<int64_t> doc = tokenizer.encode(text, false);  // as plain text
     ids.insert(ids.end(), doc.begin(), doc.end());
@@ -59,6 +61,7 @@ std::unique_ptr<data::TokenDataset> tokenize_text(const config::Config& c,
 // held-out tail of the blend would hold documents training reads too: each prefix is split on
 // its own and the parts are blended.
 std::unique_ptr<data::TokenDataset> open_megatron(const config::Config& c,
+                                                  const std::string& key,
                                                   const std::vector<std::string>& files,
                                                   Part part) {
   auto number = [](const std::string& s, double* v) {
@@ -72,7 +75,7 @@ std::unique_ptr<data::TokenDataset> open_megatron(const config::Config& c,
   std::vector<double> weights;
   for (size_t i = 0; i < files.size(); i += 2) {
     if (i + 1 >= files.size() || !number(files[i], &w) || w <= 0)
-      throw config::ConfigError(c.path + ": key 'data.files': weighted Megatron data is "
+      throw config::ConfigError(c.path + ": key '" + key + "': weighted Megatron data is "
                                 "[weight, prefix, weight, prefix, ...] with weights > 0; entry " +
                                 std::to_string(i) + " is '" + files[i] + "'");
     weights.push_back(w);
@@ -95,12 +98,21 @@ std::unique_ptr<data::TokenDataset> open_megatron(const config::Config& c,
 std::unique_ptr<data::TokenDataset> open_files(const config::Config& c, const std::string& key,
                                                const std::vector<std::string>& files, Part part) {
   const auto& d = c.data;
+  const std::string where = c.path + ": key '" + key + "': ";
+  if (d.source != "megatron")  // (Megatron's are prefixes of files)
+    for (const std::string& f : files) {
+      std::error_code ec;
+      if (std::filesystem::is_directory(f, ec))
+        throw config::ConfigError(where + f + " is a directory, not a file");
+    }
   try {
-    if (d.source == "megatron") return open_megatron(c, files, part);
+    if (d.source == "megatron") return open_megatron(c, key, files, part);
     return part_of(c, d.source == "text" ? tokenize_text(c, files) : data::open_shards(files),
                    part);
   } catch (const Error& e) {  // the data's own (it names the file and where)
-    throw config::ConfigError(c.path + ": key '" + key + "': " + e.what());
+    throw config::ConfigError(where + e.what());
+  } catch (const std::ios_base::failure& e) {  // a read the stream library failed
+    throw config::ConfigError(where + "cannot read the files: " + e.what());
   }
 }
 

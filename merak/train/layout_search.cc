@@ -66,6 +66,24 @@ int64_t stage_cap(const config::Config& c) {
   return c.model.onnx.empty() ? c.model.layers : std::numeric_limits<int64_t>::max();
 }
 
+// The model's facts for the search (no weights): an imported network is read at the first of
+// the layouts' micro-batch sizes its file takes (an export of fixed shapes takes one).
+ModelFacts searched_facts(const config::Config& c, const std::vector<Layout>& layouts) {
+  std::set<int64_t> sizes;
+  for (const Layout& l : layouts) sizes.insert(config::model_micro_batch_size(with_layout(c, l)));
+  std::optional<SetupError> first;
+  for (int64_t size : sizes) {
+    try {
+      return model_facts(c, size, /*weights=*/false);
+    } catch (const SetupError& e) {
+      if (c.model.onnx.empty()) throw;
+      if (!first) first = e;
+    }
+  }
+  if (!first) return model_facts(c, 0, false);
+  throw *first;
+}
+
 // Every valid layout of `world` ranks for the config's auto keys (the others as given).
 std::vector<Layout> enumerate(const config::Config& c, int64_t world, int64_t per_node) {
   const config::ParallelConfig& p = c.parallel;
@@ -286,7 +304,7 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
   // Layouts that differ only in ZeRO-1 form one group (ZeRO-1 saves memory and optimizer time
   // and exposes its gradient exchange: either may win); each variant that fits is costed and
   // the group's fastest is ranked.
-  const ModelFacts facts = model_facts(c);
+  const ModelFacts facts = searched_facts(c, layouts);
   // Forward + backward of the global batch, no recomputation.
   const double flops_per_step =
       facts.flops_per_token * double(c.train.batch) * double(c.train.seq_len);
@@ -360,7 +378,14 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
       if (prepared.count(key) || unshardable.count(key)) continue;
       auto trace = traces.find(key.first);
       if (trace == traces.end()) {
-        trace = traces.emplace(key.first, model_graph(c, key.first)).first;
+        try {
+          trace = traces.emplace(key.first, model_graph(c, key.first)).first;
+        } catch (const SetupError& e) {
+          // An imported export of fixed shapes takes one micro-batch size.
+          if (c.model.onnx.empty()) throw;
+          unshardable.emplace(key, e.what());
+          continue;
+        }
       }
       try {
         const auto at = prepared.emplace(key, partition::prepare_graph(trace->second, l.tp)).first;

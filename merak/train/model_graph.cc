@@ -104,7 +104,7 @@ graph::Model model_graph(const config::Config& c, int64_t micro_batch) {
   return m;
 }
 
-ModelFacts model_facts(const config::Config& c) {
+ModelFacts model_facts(const config::Config& c, int64_t micro_batch, bool weights) {
   ModelFacts f;
   if (c.model.onnx.empty()) {
     const auto model = models::make_model(c.model);  // on Meta: no memory
@@ -113,10 +113,11 @@ ModelFacts model_facts(const config::Config& c) {
     f.flops_per_token = model->flops_per_token(c.train.seq_len);
     return f;
   }
-  graph::Model m = imported_graph(c, config::model_micro_batch_size(c));
+  graph::Model m =
+      imported_graph(c, micro_batch > 0 ? micro_batch : config::model_micro_batch_size(c));
   for (const graph::Initializer& i : m.graph().initializers())
     if (i.trainable()) f.parameter_names.push_back(i.name());
-  take_weights(m, &f.weights);
+  take_weights(m, weights ? &f.weights : nullptr);
   const graph::Summary s = graph::summarize(m);
   f.parameters = s.parameters;
   f.flops_per_token = s.flops_per_token();

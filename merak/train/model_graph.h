@@ -33,7 +33,9 @@ struct ModelFacts {
   // (its parameters are drawn from train.seed).
   std::map<std::string, Tensor> weights;
 };
-// The facts at the config's micro-batch size (an export with fixed shapes is imported at them).
-ModelFacts model_facts(const config::Config& config);
+// The facts, the network imported at `micro_batch` sequences (0: the config's micro-batch size;
+// an export of fixed shapes takes only its own). Its weights are read only with `weights`.
+ModelFacts model_facts(const config::Config& config, int64_t micro_batch = 0,
+                       bool weights = true);
 
 }  // namespace merak::train

@@ -177,7 +177,12 @@ Outputs open_outputs(const config::Config& c, comm::Grid& grid, const RunOptions
 void start_metrics(comm::Grid& grid, const std::string& path, std::ofstream& metrics,
                    bool resumed, int64_t done) {
   std::string problem;
-  if (metrics.is_open()) {
+  // A device or a pipe (/dev/null, /dev/stdout, a FIFO) is written as it is: renaming a file
+  // over it would replace it, and reading it back may never end.
+  std::error_code ec;
+  const bool regular = !std::filesystem::exists(path, ec) ||
+                       std::filesystem::is_regular_file(path, ec);
+  if (metrics.is_open() && regular) {
     std::string kept;
     if (resumed) {
       std::ifstream in(path);
@@ -196,7 +201,6 @@ void start_metrics(comm::Grid& grid, const std::string& path, std::ofstream& met
     if (problem.empty()) {
       metrics.close();
       // Through a symbolic link, the file it names is replaced, and the link stays.
-      std::error_code ec;
       const std::filesystem::path resolved = std::filesystem::canonical(path, ec);
       const std::string target = ec ? path : resolved.string();
       const std::string tmp = target + ".tmp";
@@ -409,6 +413,16 @@ void write_scalars(metrics::TensorBoardWriter& board, const StepReport& r) {
   board.scalars(r.stats.step, v);
 }
 
+// A write to the event file that fails (a full disk) ends the run as the metrics file's does.
+template <typename F>
+void to_board(F&& write) {
+  try {
+    write();
+  } catch (const std::exception& e) {
+    throw OutputError("--tensorboard: " + std::string(e.what()));
+  }
+}
+
 }  // namespace
 
 int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
@@ -469,7 +483,7 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   // the abandoned run's steps past the checkpoint, which this run writes again; on a fresh start
   // (a run started over, or --resume auto with nothing saved yet), all of an earlier attempt's,
   // as the metrics file starts anew.
-  if (out.board) out.board->session_start(trainer.steps_done() + 1);
+  if (out.board) to_board([&] { out.board->session_start(trainer.steps_done() + 1); });
 
   // The bar redraws a line in place: one process started without mpirun, on a terminal only
   // (mpirun hands its ranks a terminal of its own, whatever its own output goes to, and forwards
@@ -507,13 +521,7 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
           throw OutputError("--metrics: cannot write '" + options.metrics + "'" +
                             (errno ? std::string(" (") + std::strerror(errno) + ")" : ""));
       }
-      if (out.board) {
-        try {
-          write_scalars(*out.board, rep);
-        } catch (const std::exception& e) {
-          throw OutputError("--tensorboard: " + std::string(e.what()));
-        }
-      }
+      if (out.board) to_board([&] { write_scalars(*out.board, rep); });
       if (s.step == 1 || s.step % t.log_interval == 0 || s.step == t.steps || eval) {
         if (tty) std::printf("\r\033[K");
         std::printf("%s%s\n", log_line(rep, t.steps).c_str(),
@@ -565,6 +573,8 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
     if (root) std::fflush(stdout);
   }
   if (tty) std::printf("\r\033[K");
+  // The last steps' records, before the run says it is done.
+  if (out.board) to_board([&] { out.board->flush(); });
   if (!options.trace.empty()) write_trace(trainer, out.trace, options.trace, step_seconds);
   print_memory(trainer, peak_mem);
   if (root) {

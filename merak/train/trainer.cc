@@ -226,18 +226,28 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
     problem = e.what();
   }
   agree(grid_.host(), problem);
-  ModelFacts facts = model_facts(c);
+  // Every rank reads an imported network's file (a node without it, say) and takes its pieces
+  // of the weights; the job agrees on the outcome, so a rank that cannot leaves none waiting.
+  ModelFacts facts;
+  problem.clear();
+  try {
+    facts = model_facts(c);
+    if (!facts.weights.empty())
+      engine_->load_weights([&](const std::string& name) -> std::optional<Tensor> {
+        auto it = facts.weights.find(name);
+        if (it == facts.weights.end()) return std::nullopt;
+        return it->second;
+      });
+    facts.weights.clear();
+  } catch (const SetupError& e) {
+    problem = e.what();
+  } catch (const Error& e) {
+    if (c.model.onnx.empty()) throw;  // a built network's facts: the same on every rank
+    problem = c.path + ": key 'model.onnx': " + c.model.onnx + ": " + e.what();
+  }
+  agree(grid_.host(), problem);
   flops_per_token_ = facts.flops_per_token;
   parameters_ = facts.parameters;
-  // An imported network starts from its file's weights: each rank takes its pieces of them.
-  if (!facts.weights.empty()) {
-    engine_->load_weights([&](const std::string& name) -> std::optional<Tensor> {
-      auto it = facts.weights.find(name);
-      if (it == facts.weights.end()) return std::nullopt;
-      return it->second;
-    });
-    facts.weights.clear();
-  }
   if (!c.model.init_from.empty()) load_initial_weights(c.model.init_from, facts.parameter_names);
   if (c.checkpoint.async && !c.checkpoint.dir.empty()) prepare_staging();
 }

@@ -62,9 +62,26 @@ out=$(ulimit -f 1; "$train" --config "$configs/gpt-tiny.yaml" --set model.layers
       --set train.steps=20 --metrics "$tmp/full.jsonl" 2>&1); rc=$?
 [ "$rc" -eq 2 ] && grep -q -- "^merak_train: --metrics: cannot write '$tmp/full.jsonl' (File too large)" <<< "$out" ||
   fail "metrics write failure: exit $rc: $(tail -3 <<< "$out")"
-# So does an event file that cannot take a step's scalars (64 records fill its first KiB).
-out=$(ulimit -f 1; "$train" --config "$configs/gpt-tiny.yaml" --set model.layers=1 \
-      --set train.steps=20 --tensorboard "$tmp/tb-full" 2>&1); rc=$?
-[ "$rc" -eq 2 ] && grep -q -- "^merak_train: --tensorboard: .*$tmp/tb-full/events.out.tfevents" <<< "$out" ||
-  fail "event file write failure: exit $rc: $(tail -3 <<< "$out")"
+# So does an event file that cannot take a step's scalars (64 records fill its first KiB): in
+# the step loop (20 steps), or in the last flush before the run says it is done (10 steps' 62
+# records never reach the flush threshold). One line: the writer does not report it again.
+for steps in 20 10; do
+  out=$(ulimit -f 1; "$train" --config "$configs/gpt-tiny.yaml" --set model.layers=1 \
+        --set train.steps=$steps --tensorboard "$tmp/tb-full-$steps" --log-level warn 2>&1); rc=$?
+  [ "$rc" -eq 2 ] &&
+    grep -q -- "^merak_train: --tensorboard: .*$tmp/tb-full-$steps/events.out.tfevents" <<< "$out" ||
+    fail "event file write failure ($steps steps): exit $rc: $(tail -3 <<< "$out")"
+  [ "$(grep -c -i "tensorboard" <<< "$out")" -eq 1 ] ||
+    fail "event file write failure ($steps steps): want one line: $out"
+done
+# A pipe (or a device) as the metrics file is written as it is, never replaced by a file.
+mkfifo "$tmp/pipe"
+cat "$tmp/pipe" > "$tmp/from-pipe" &
+reader=$!
+out=$("$train" --config "$configs/gpt-tiny.yaml" --set model.layers=1 --set train.steps=3 \
+      --metrics "$tmp/pipe" 2>&1) || fail "metrics into a pipe: $out"
+wait "$reader"
+[ -p "$tmp/pipe" ] || fail "metrics into a pipe: the pipe was replaced: $(ls -l "$tmp/pipe")"
+[ "$(grep -c '"step": ' "$tmp/from-pipe")" -eq 3 ] ||
+  fail "metrics into a pipe: the reader got: $(cat "$tmp/from-pipe")"
 echo "train_resume_test: all checks passed"

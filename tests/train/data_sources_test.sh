@@ -97,6 +97,12 @@ refused missing-shard "gpt-tiny\.yaml: key 'data\.files': .*nope\.merak: cannot 
 refused missing-valid "gpt-tiny\.yaml: key 'data\.valid': .*nope\.txt: cannot" \
   --set data.source=text --set "data.files=[$tmp/book1.txt]" --set "data.valid=[$tmp/nope.txt]" \
   --set eval.every=5
+refused missing-valid-gpt2 "gpt-tiny\.yaml: key 'data\.valid': .*nope\.txt: cannot read" \
+  --set data.source=text --set data.tokenizer=gpt2 --set "data.files=[$tmp/book1.txt]" \
+  --set "data.valid=[$tmp/nope.txt]" --set eval.every=5
+mkdir -p "$tmp/adir"
+refused directory "gpt-tiny\.yaml: key 'data\.files': .*adir is a directory, not a file" \
+  --set data.source=text --set "data.files=[$tmp/adir]"
 refused wrong-magic "magic\.merak: not a token shard: unknown magic \(first bytes 4d4552414b544f58" \
   --set data.source=tokens --set "data.files=[$tmp/magic.merak]"
 # GPT-2's BPE gives most English words ids in the thousands: a vocabulary of 1000 is too small.

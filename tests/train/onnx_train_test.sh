@@ -99,6 +99,12 @@ first() { numbers "$tmp/$1.jsonl" 1 | head -1 | cut -d' ' -f2; }
 [ "$(first gpt-fresh)" != "$(first gpt-onnx)" ] || fail "the imported run starts where a fresh one does"
 run gpt-fixed 1,1,1 gpt-onnx.yaml --set model.onnx="$tmp/gpt-fixed.onnx"
 close "imported GPT of fixed shapes = the dynamic export" gpt-fixed gpt-onnx 1
+# The layout search gives an export of fixed shapes the micro-batch it takes.
+run gpt-fixed-auto 1,1,1 gpt-onnx.yaml --set model.onnx="$tmp/gpt-fixed.onnx" \
+  --set train.micro_batch=auto
+grep -q "^chosen: dp 1, pp 1, tp 1, micro-batch 2," "$tmp/gpt-fixed-auto.log" ||
+  fail "micro_batch auto with a fixed export: $(grep -E '^chosen|error' "$tmp/gpt-fixed-auto.log")"
+close "imported GPT of fixed shapes, micro-batch auto" gpt-fixed-auto gpt-onnx 1
 run gpt-targets 1,1,1 gpt-onnx.yaml --set model.onnx="$tmp/gpt-targets.onnx"
 close "imported GPT reading the targets = the built GPT" gpt-targets gpt-built 1
 run bert-built 1,1,1 bert-built.yaml
@@ -122,6 +128,21 @@ run gpt-resumed 1,1,1 gpt-onnx.yaml --resume "$tmp/ck/step_000000006"
 grep -q "resumed from .*step_000000006: step 6 done" "$tmp/gpt-resumed.log" ||
   fail "no resume line: $(head -5 "$tmp/gpt-resumed.log")"
 close "imported GPT saved at (1,2,2) step 6, resumed at (1,1,1)" gpt-resumed gpt-onnx 7
+
+# A rank that cannot read the file (a node without it: here a rank started in a directory that
+# lacks the relative path) stops the job with the one line; none waits for it.
+mkdir -p "$tmp/with" "$tmp/without"
+cp "$tmp/gpt.onnx" "$tmp/with/net.onnx"
+sed "s#onnx: $tmp/gpt.onnx#onnx: net.onnx#" "$tmp/gpt-onnx.yaml" > "$tmp/relative.yaml"
+train_path=$(realpath "$train")  # each rank starts in its own directory
+out=$(timeout $((120 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe \
+      -np 1 --wdir "$tmp/with" "$train_path" --config "$tmp/relative.yaml" --set parallel.dp=2 : \
+      -np 1 --wdir "$tmp/without" "$train_path" --config "$tmp/relative.yaml" \
+      --set parallel.dp=2 2>&1)
+code=$?
+[ "$code" -eq 2 ] && grep -q "key 'model.onnx': net.onnx: cannot read" <<< "$out" ||
+  fail "a rank without the file: exit $code: $out"
+echo "a rank without the file: exit 2: $(grep "cannot read" <<< "$out" | head -1)"
 
 # bad CONFIG PATTERN ARGS...: exit 2 and a line matching PATTERN.
 bad() {
