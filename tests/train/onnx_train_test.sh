@@ -37,28 +37,14 @@ export MERAK_NUM_THREADS=1
 
 common="train: {steps: 12, batch: 8, micro_batch: 2, seq_len: 16, log_interval: 100}
 optimizer: {lr: 3e-3}"
-cat > "$tmp/gpt-onnx.yaml" <<YAML
-model: {family: gpt, onnx: $tmp/gpt.onnx, vocab: 256}
-$common
-YAML
-cat > "$tmp/gpt-built.yaml" <<YAML
-model: {family: gpt, layers: 2, hidden: 64, heads: 4, max_seq: 32, vocab: 256,
-        init_from: $tmp/gpt.safetensors}
-$common
-YAML
-cat > "$tmp/gpt-fresh.yaml" <<YAML
-model: {family: gpt, layers: 2, hidden: 64, heads: 4, max_seq: 32, vocab: 256}
-$common
-YAML
-cat > "$tmp/bert-onnx.yaml" <<YAML
-model: {family: bert, onnx: $tmp/bert.onnx, vocab: 264}
-$common
-YAML
-cat > "$tmp/bert-built.yaml" <<YAML
-model: {family: bert, layers: 2, hidden: 64, heads: 4, max_seq: 32, vocab: 264,
-        init_from: $tmp/bert.safetensors}
-$common
-YAML
+# config NAME MODEL: NAME.yaml, the model section MODEL with the common sections.
+config() { printf 'model: %s\n%s\n' "$2" "$common" > "$tmp/$1.yaml"; }
+built="layers: 2, hidden: 64, heads: 4, max_seq: 32"
+config gpt-onnx "{family: gpt, onnx: $tmp/gpt.onnx, vocab: 256}"
+config gpt-built "{family: gpt, $built, vocab: 256, init_from: $tmp/gpt.safetensors}"
+config gpt-fresh "{family: gpt, $built, vocab: 256}"
+config bert-onnx "{family: bert, onnx: $tmp/bert.onnx, vocab: 264}"
+config bert-built "{family: bert, $built, vocab: 264, init_from: $tmp/bert.safetensors}"
 
 # run NAME LAYOUT CONFIG ARGS...: merak_train on dp*pp*tp ranks ("d,p,t"), metrics in NAME.jsonl.
 run() {
