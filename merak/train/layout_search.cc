@@ -84,6 +84,11 @@ ModelFacts searched_facts(const config::Config& c, const std::vector<Layout>& la
   throw *first;
 }
 
+// Model FLOPs of a step: forward + backward of the global batch, no recomputation.
+double step_flops(const config::Config& c, const ModelFacts& facts) {
+  return facts.flops_per_token * double(c.train.batch) * double(c.train.seq_len);
+}
+
 // Every valid layout of `world` ranks for the config's auto keys (the others as given).
 std::vector<Layout> enumerate(const config::Config& c, int64_t world, int64_t per_node) {
   const config::ParallelConfig& p = c.parallel;
@@ -101,9 +106,7 @@ std::vector<Layout> enumerate(const config::Config& c, int64_t world, int64_t pe
                                                  : std::vector<int64_t>{p.pp}) {
       // An auto pp stops at a stage a layer; a fixed one is the partitioner's to split (it cuts
       // inside blocks, as the run does).
-      if (world % (tp * pp) != 0 ||
-          (is_auto(c, "parallel.pp") && pp > stage_cap(c)))
-        continue;
+      if (world % (tp * pp) != 0 || (is_auto(c, "parallel.pp") && pp > stage_cap(c))) continue;
       const int64_t dp = world / (tp * pp);
       if ((!is_auto(c, "parallel.dp") && dp != p.dp) || c.train.batch % dp != 0) continue;
       const int64_t per_replica = c.train.batch / dp;
@@ -228,9 +231,7 @@ Prediction predict(const config::Config& c, const Layout& l, const partition::Re
                  cost.optimizer_seconds(params, params * update_share) / shared_rate);
   p.step_seconds = sim.step_time + std::max(0.0, p.exposed_dp_seconds) + p.optimizer_seconds;
   p.tokens_per_s = double(c.train.batch * c.train.seq_len) / p.step_seconds;
-  const double flops_per_step =
-      facts.flops_per_token * double(c.train.batch) * double(c.train.seq_len);
-  p.tflops_per_device = flops_per_step / p.step_seconds / double(world) / 1e12;
+  p.tflops_per_device = step_flops(c, facts) / p.step_seconds / double(world) / 1e12;
   // A rank's own peak: a CPU node's ranks split its cores.
   const double peak = cost.hardware().peak(req.memory.precision) * shared_rate;
   p.mfu = peak > 0 ? p.tflops_per_device * 1e12 / peak : 0;
@@ -305,9 +306,7 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
   // and exposes its gradient exchange: either may win); each variant that fits is costed and
   // the group's fastest is ranked.
   const ModelFacts facts = searched_facts(c, layouts);
-  // Forward + backward of the global batch, no recomputation.
-  const double flops_per_step =
-      facts.flops_per_token * double(c.train.batch) * double(c.train.seq_len);
+  const double flops_per_step = step_flops(c, facts);
   const partition::Precision precision = partition::parse_precision(c.train.precision);
   // No rank computes faster than its peak at the best efficiency any of its kernels reaches.
   partition::Hardware node_hw = hw;
