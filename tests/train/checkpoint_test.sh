@@ -24,21 +24,11 @@ export OMPI_MCA_mpi_yield_when_idle=1
 export MERAK_NUM_THREADS=1
 small=(--set model.layers=4 --set train.seq_len=32 --set train.log_interval=100)
 
-# run NAME LAYOUT CONFIG ARGS...: merak_train on dp*pp*tp ranks ("d,p,t"), metrics in NAME.jsonl.
+source "$(dirname "$0")/layout_runs.sh"
+# run NAME LAYOUT CONFIG ARGS...: run_layout with configs/CONFIG, made small.
 run() {
   local name="$1" layout="$2" cfg="$3"; shift 3
-  local d p t
-  IFS=, read -r d p t <<< "$layout"
-  local n=$((d * p * t)) launch=()
-  [ "$n" -gt 1 ] && launch=(timeout $((300 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np "$n")
-  "${launch[@]}" "$train" --config "$configs/$cfg" "${small[@]}" --set parallel.dp="$d" \
-    --set parallel.pp="$p" --set parallel.tp="$t" --metrics "$tmp/$name.jsonl" "$@" \
-    > "$tmp/$name.log" 2>&1 || fail "$name: exit $?: $(tail -3 "$tmp/$name.log")"
-}
-# Steps' "loss grad_norm" from a metrics file, from step $2 on.
-numbers() {
-  sed -n 's/.*"step": \([0-9]*\), "loss": \([^,]*\),.*"grad_norm": \([^,]*\),.*/\1 \2 \3/p' "$1" |
-    awk -v from="$2" '$1 >= from'
+  run_layout "$name" "$layout" --config "$configs/$cfg" "${small[@]}" "$@"
 }
 
 # Same layout: 6 steps saving at 3, then 3..6 again from the checkpoint.

@@ -46,21 +46,11 @@ config gpt-fresh "{family: gpt, $built, vocab: 256}"
 config bert-onnx "{family: bert, onnx: $tmp/bert.onnx, vocab: 264}"
 config bert-built "{family: bert, $built, vocab: 264, init_from: $tmp/bert.safetensors}"
 
-# run NAME LAYOUT CONFIG ARGS...: merak_train on dp*pp*tp ranks ("d,p,t"), metrics in NAME.jsonl.
+source "$(dirname "$0")/layout_runs.sh"
+# run NAME LAYOUT CONFIG ARGS...: run_layout with $tmp/CONFIG.
 run() {
   local name="$1" layout="$2" cfg="$3"; shift 3
-  local d p t
-  IFS=, read -r d p t <<< "$layout"
-  local n=$((d * p * t)) launch=()
-  [ "$n" -gt 1 ] && launch=(timeout $((300 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np "$n")
-  "${launch[@]}" "$train" --config "$tmp/$cfg" --set parallel.dp="$d" --set parallel.pp="$p" \
-    --set parallel.tp="$t" --metrics "$tmp/$name.jsonl" "$@" > "$tmp/$name.log" 2>&1 ||
-    fail "$name: exit $?: $(tail -3 "$tmp/$name.log")"
-}
-# Steps' "step loss grad_norm" from a metrics file, from step $2 on.
-numbers() {
-  sed -n 's/.*"step": \([0-9]*\), "loss": \([^,]*\),.*"grad_norm": \([^,]*\),.*/\1 \2 \3/p' "$1" |
-    awk -v from="$2" '$1 >= from'
+  run_layout "$name" "$layout" --config "$tmp/$cfg" "$@"
 }
 # close WHAT A B FROM: A's steps from FROM on match B's within 1e-5 relative (loss and norm).
 close() {
