@@ -9,10 +9,11 @@
 // A stored [M, K] is read in place for full panels (kRows rows, each a stream along the depth);
 // other panels are packed.
 //
-// Loops, outermost first: depth in steps of 256; kBlockRows rows of C (their packed A);
+// Loops, outermost first: depth in steps of kDepth; kBlockRows rows of C (their packed A);
 // kBlockCols columns of C (a packed block of B, which stays in L2); kRows rows (one panel of A,
-// in L1 while the B panels stream past it); two vectors of columns (the tile). Each operand is
-// packed once per depth step: A block by block, B block by block when C has one block of rows
+// kept close while the B panels stream past it); two vectors of columns (the tile). Every depth
+// step after the first reads and writes C again, so deep steps pay. Each operand is packed once
+// per depth step: A block by block, B block by block when C has one block of rows
 // (a layer's forward: batch x sequence rows), else all of its columns at once (a weight's
 // gradient: rows are the layer's outputs). At our models' shapes packing costs a fifth of the
 // GEMM when either operand is packed more than once. Where op(B) is too wide to pack at once
@@ -33,11 +34,11 @@ namespace {
 using V = simd::Native;
 constexpr int64_t kRows = kSgemmTile.rows;  // rows of C in the register tile
 constexpr int64_t kCols = kSgemmTile.cols;  // columns of C in the register tile: two vectors
-constexpr int64_t kDepth = 256;              // depth of one packed block
+constexpr int64_t kDepth = V::kDepth;        // depth of one packed block
 constexpr int64_t kBlockCols = V::kBlockCols;  // columns of C (and of packed B) in one block
 constexpr int64_t kBlockRows = V::kBlockRows;  // rows of C (and of packed A) in one block
 constexpr int64_t kWholeB = int64_t(1) << 21;  // floats of op(B) packed at once at most (8 MiB)
-static_assert(kBlockRows % kRows == 0 && kBlockCols % kCols == 0);
+static_assert(kBlockRows % kRows == 0 && kBlockCols % kCols == 0 && kRows % 3 == 0);
 
 // op(B)'s rows [k0, k0 + kc), columns [n0, n0 + nc) as panels of kCols columns: the panel of
 // columns [p, p + kCols) starts at out + p * kc and holds, depth by depth, kCols values (zero
@@ -91,17 +92,19 @@ void pack_a(bool ta, const float* A, int64_t lda, int64_t m0, int64_t mr, int64_
 // The a operand is a packed panel (kRowsApart false: depth by depth, kRows values each) or
 // kRows whole rows of A itself, lda apart (true: A stored [M, K], read where it lies; each row
 // is a stream along the depth, and the panel stays in L1 across the B panels).
-template <bool kRowsApart>
+// kTileRows (kRows, or a third or two thirds of it) rows are computed: a last panel of a few
+// rows (GPT-2's 256 rows are 21 panels of 12 and one of 4) does not pay for a whole tile.
+template <int64_t kTileRows, bool kRowsApart>
 void tile(int64_t kc, const float* a, int64_t lda, const float* b, float alpha, float* C,
           int64_t ldc, int64_t rows, int64_t cols, bool overwrite) {
   constexpr int64_t L = V::kLanes;
-  V::Reg lo[kRows], hi[kRows];
+  V::Reg lo[kTileRows], hi[kTileRows];
 #pragma GCC unroll 12
-  for (int r = 0; r < kRows; ++r) lo[r] = hi[r] = V::zero();
+  for (int r = 0; r < kTileRows; ++r) lo[r] = hi[r] = V::zero();
   for (int64_t k = 0; k < kc; ++k) {
     const V::Reg b0 = V::load_aligned(b), b1 = V::load_aligned(b + L);
 #pragma GCC unroll 12
-    for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < kTileRows; ++r) {
       const V::Reg x = V::set1(kRowsApart ? a[r * lda] : a[r]);
       lo[r] = V::fmadd(x, b0, lo[r]);
       hi[r] = V::fmadd(x, b1, hi[r]);
@@ -113,7 +116,7 @@ void tile(int64_t kc, const float* a, int64_t lda, const float* b, float alpha, 
   const int64_t n0 = cols, n1 = cols - L;  // the columns each vector stores
   if (overwrite) {
 #pragma GCC unroll 12
-    for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < kTileRows; ++r) {
       if (r >= rows) break;
       V::store(C + r * ldc, n0, V::mul(va, lo[r]));
       if (n1 > 0) V::store(C + r * ldc + L, n1, V::mul(va, hi[r]));
@@ -121,7 +124,7 @@ void tile(int64_t kc, const float* a, int64_t lda, const float* b, float alpha, 
     return;
   }
 #pragma GCC unroll 12
-  for (int r = 0; r < kRows; ++r) {
+  for (int r = 0; r < kTileRows; ++r) {
     if (r >= rows) break;
     float* row = C + r * ldc;
     V::store(row, n0, V::fmadd(va, lo[r], V::load(row, n0)));
@@ -200,13 +203,17 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
         if (in_place(mr)) {
           const float* a = A + ic * lda + pc;
           for (int64_t jr = 0; jr < nc; jr += kCols)
-            tile<true>(kc, a, lda, b + jr * kc, alpha, c + jr, ldc, mr,
-                       std::min(kCols, nc - jr), first && overwrite);
+            tile<kRows, true>(kc, a, lda, b + jr * kc, alpha, c + jr, ldc, mr,
+                              std::min(kCols, nc - jr), first && overwrite);
         } else {
           const float* a = packed_a + (ic - icb) * kc;
+          // The fewest rows that cover the panel's mr: a third, two thirds or all of kRows.
+          const auto run = mr <= kRows / 3       ? &tile<kRows / 3, false>
+                           : mr <= 2 * kRows / 3 ? &tile<2 * kRows / 3, false>
+                                                 : &tile<kRows, false>;
           for (int64_t jr = 0; jr < nc; jr += kCols)
-            tile<false>(kc, a, 0, b + jr * kc, alpha, c + jr, ldc, mr,
-                        std::min(kCols, nc - jr), first && overwrite);
+            run(kc, a, 0, b + jr * kc, alpha, c + jr, ldc, mr, std::min(kCols, nc - jr),
+                first && overwrite);
         }
         if (last && epilogue) (*epilogue)(ic, mr, jc, nc);
       }

@@ -122,8 +122,9 @@ TEST_CASE("gemm with op(B) too wide to pack whole and several blocks of rows", "
 
 TEST_CASE("gemm's epilogue sees every block of C once, holding its final values", "[gemm]") {
   merak::set_num_threads(2);
-  // Rows outermost (several blocks of each) and columns outermost (op(B) too wide to pack).
-  for (const Case c : {Case{300, 1000, 300}, Case{140, 8300, 260}})
+  // Rows outermost (several blocks of each), columns outermost (op(B) too wide to pack), and
+  // a depth of several depth blocks (1024 deep with AVX-512, 256 with AVX2).
+  for (const Case c : {Case{300, 1000, 300}, Case{140, 8300, 260}, Case{100, 300, 2100}})
     for (bool ta : {false, true})
       for (bool threaded : {false, true}) {
         const int64_t lda = ta ? c.M : c.K;
