@@ -7,7 +7,8 @@
 // of our row-major C by two vectors (AVX-512: 12 x 32 in 24 of the 32 registers; AVX2: 6 x 16
 // in 12 of the 16): a depth step loads 2 vectors of packed B and broadcasts kRows values of A.
 // A stored [M, K] is read in place for full panels (kRows rows, each a stream along the depth);
-// other panels are packed.
+// other panels are packed. A linear layer's forward, x W^T, is computed as its transpose
+// (sgemm, at the end), so that W is the operand read in place.
 //
 // Loops, outermost first: depth in steps of kDepth; kBlockRows rows of C (their packed A);
 // kBlockCols columns of C (a packed block of B, which stays in L2); kRows rows (one panel of A,
@@ -86,17 +87,19 @@ void pack_a(bool ta, const float* A, int64_t lda, int64_t m0, int64_t mr, int64_
                  out + k * kRows, kRows, kRows);
 }
 
-// C[0, rows) x [0, cols) += alpha * a * b over depth kc, a and b packed panels; with
-// `overwrite`, C = alpha * a * b (C is not read: a product with beta 0 and no bias starts
-// without a pass that zeroes C).
+// C[0, rows) x [0, cols) = alpha * a * b + beta * C over depth kc, a and b packed panels; C is
+// not read when beta is 0 (a product with beta 0 and no bias starts without a pass that zeroes
+// C). Untransposed, beta is 0 or 1 and C was initialised before (gemm_init_block).
 // The a operand is a packed panel (kRowsApart false: depth by depth, kRows values each) or
 // kRows whole rows of A itself, lda apart (true: A stored [M, K], read where it lies; each row
 // is a stream along the depth, and the panel stays in L1 across the B panels).
 // kTileRows (kRows, or a third or two thirds of it) rows are computed: a last panel of a few
 // rows (GPT-2's 256 rows are 21 panels of 12 and one of 4) does not pay for a whole tile.
-template <int64_t kTileRows, bool kRowsApart>
+// With kTransC the tile is of C's transpose: its row r, column j goes to C[j * ldc + r], plus
+// bias[r] where bias is not null (C's columns are the tile's rows: the bias is a vector here).
+template <int64_t kTileRows, bool kRowsApart, bool kTransC>
 void tile(int64_t kc, const float* a, int64_t lda, const float* b, float alpha, float* C,
-          int64_t ldc, int64_t rows, int64_t cols, bool overwrite) {
+          int64_t ldc, int64_t rows, int64_t cols, float beta, const float* bias) {
   constexpr int64_t L = V::kLanes;
   V::Reg lo[kTileRows], hi[kTileRows];
 #pragma GCC unroll 12
@@ -113,8 +116,29 @@ void tile(int64_t kc, const float* a, int64_t lda, const float* b, float alpha, 
     b += kCols;
   }
   const V::Reg va = V::set1(alpha);
+  if constexpr (kTransC) {
+    // Each column of the tile is `rows` consecutive values of a row of C: the tile goes through
+    // memory and a transpose (a few hundred instructions against kc x 2 x kTileRows FMAs).
+    static_assert(kTileRows <= L);
+    alignas(64) float by_row[kTileRows * kCols], by_col[kCols * L];
+#pragma GCC unroll 12
+    for (int r = 0; r < kTileRows; ++r) {
+      V::store_aligned(by_row + r * kCols, lo[r]);
+      V::store_aligned(by_row + r * kCols + L, hi[r]);
+    }
+    for (int64_t h = 0; h < cols; h += L)
+      V::transpose(by_row + h, kCols, rows, std::min(L, cols - h), by_col + h * L, L, L);
+    const V::Reg vbeta = V::set1(beta), vbias = bias ? V::load(bias, rows) : V::zero();
+    for (int64_t j = 0; j < cols; ++j) {
+      float* out = C + j * ldc;
+      V::Reg v = V::fmadd(va, V::load_aligned(by_col + j * L), vbias);
+      if (beta != 0.0f) v = V::fmadd(vbeta, V::load(out, rows), v);
+      V::store(out, rows, v);
+    }
+    return;
+  }
   const int64_t n0 = cols, n1 = cols - L;  // the columns each vector stores
-  if (overwrite) {
+  if (beta == 0.0f) {
 #pragma GCC unroll 12
     for (int r = 0; r < kTileRows; ++r) {
       if (r >= rows) break;
@@ -147,13 +171,14 @@ float* scratch(std::unique_ptr<float, decltype(&std::free)>& buf, int64_t& size,
   return buf.get();
 }
 
-}  // namespace
-
-void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                  const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                  int64_t ldc, const float* bias, const GemmEpilogue* epilogue) {
+// C = alpha op(A) op(B) + beta C (+ bias); with kTransC the product computed is C's transpose
+// (M and N are C's columns and rows, bias runs along M) and C is written through it.
+template <bool kTransC>
+void product(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+             int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+             const float* bias, const GemmEpilogue* epilogue) {
   // beta 0 without a bias: the first depth step writes C; else C is initialised (scaled by
-  // beta, the bias added) and every step adds into it.
+  // beta, the bias added; transposed, by the first step's tiles) and every step adds into it.
   const bool overwrite = beta == 0.0f && bias == nullptr;
   const bool init = !overwrite && (beta != 1.0f || bias != nullptr);
   thread_local std::unique_ptr<float, decltype(&std::free)> a_buf(nullptr, &std::free),
@@ -197,26 +222,32 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
     auto run_block = [&](int64_t icb, int64_t mc, int64_t jc, int64_t nc, const float* b) {
       for (int64_t ic = icb; ic < icb + mc; ic += kRows) {
         const int64_t mr = std::min(kRows, icb + mc - ic);
-        // Initialised right before the first tile adds into it, while it comes into cache.
-        if (first && init) gemm_init_block(C, ldc, beta, bias, ic, mr, jc, nc);
-        float* c = C + ic * ldc + jc;
+        // Initialised right before the first tile adds into it, while it comes into cache;
+        // transposed, the first depth step's tiles apply beta and the bias as they store.
+        if (!kTransC && first && init) gemm_init_block(C, ldc, beta, bias, ic, mr, jc, nc);
+        const float tile_beta = kTransC && first ? beta : first && overwrite ? 0.0f : 1.0f;
+        const float* tile_bias = kTransC && first && bias ? bias + ic : nullptr;
+        float* c = kTransC ? C + jc * ldc + ic : C + ic * ldc + jc;
+        const int64_t step = kTransC ? ldc : 1;  // from a tile's columns to the next's
         if (in_place(mr)) {
           const float* a = A + ic * lda + pc;
           for (int64_t jr = 0; jr < nc; jr += kCols)
-            tile<kRows, true>(kc, a, lda, b + jr * kc, alpha, c + jr, ldc, mr,
-                              std::min(kCols, nc - jr), first && overwrite);
+            tile<kRows, true, kTransC>(kc, a, lda, b + jr * kc, alpha, c + jr * step, ldc, mr,
+                                       std::min(kCols, nc - jr), tile_beta, tile_bias);
         } else {
           const float* a = packed_a + (ic - icb) * kc;
           // The fewest rows that cover the panel's mr: a third, two thirds or all of kRows.
-          const auto run = mr <= kRows / 3       ? &tile<kRows / 3, false>
-                           : mr <= 2 * kRows / 3 ? &tile<2 * kRows / 3, false>
-                                                 : &tile<kRows, false>;
+          const auto run = mr <= kRows / 3       ? &tile<kRows / 3, false, kTransC>
+                           : mr <= 2 * kRows / 3 ? &tile<2 * kRows / 3, false, kTransC>
+                                                 : &tile<kRows, false, kTransC>;
           for (int64_t jr = 0; jr < nc; jr += kCols)
-            run(kc, a, 0, b + jr * kc, alpha, c + jr, ldc, mr, std::min(kCols, nc - jr),
-                first && overwrite);
+            run(kc, a, 0, b + jr * kc, alpha, c + jr * step, ldc, mr, std::min(kCols, nc - jr),
+                tile_beta, tile_bias);
         }
-        if (last && epilogue) (*epilogue)(ic, mr, jc, nc);
+        if (!kTransC && last && epilogue) (*epilogue)(ic, mr, jc, nc);
       }
+      // Transposed, a panel is a few columns of C: the epilogue sees the whole block at once.
+      if (kTransC && last && epilogue) (*epilogue)(jc, nc, icb, mc);
     };
     if (cols_outer) {
       for (int64_t jc = 0; jc < N; jc += kBlockCols) {
@@ -241,6 +272,21 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
       }
     }
   }
+}
+
+}  // namespace
+
+void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+           const float* bias, const GemmEpilogue* epilogue) {
+  // A B^T with both stored row by row along the depth (a linear layer's forward, x W^T) and
+  // more columns than rows: op(B) would be transposed into panels, N x K values, for M rows
+  // to use. Computed as its transpose B A^T instead, W is read where it lies and x, the
+  // smaller, is the one transposed; each tile is transposed on its way out.
+  if (!ta && tb && N > M)
+    product<true>(false, true, N, M, K, alpha, B, ldb, A, lda, beta, C, ldc, bias, epilogue);
+  else
+    product<false>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, epilogue);
 }
 
 }  // namespace merak::cpu

@@ -94,8 +94,10 @@ TEST_CASE("gemm handles blocks beyond the cache blocking, threaded, and in doubl
   // Long depth (several depth blocks), many rows and columns (several row and column blocks),
   // and sizes that are not multiples of the register tile.
   // Wide outputs (many columns of ours per block) also run the kernel in several row groups.
+  // {50, 700, 1300} is x W^T's transposed path (more columns than rows) over several depth
+  // blocks, where the first block's tiles apply beta and the bias.
   const std::vector<Case> cases = {{67, 45, 1500}, {900, 37, 300}, {41, 1300, 260},
-                                   {300, 1000, 64}};
+                                   {300, 1000, 64}, {50, 700, 1300}};
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (const Case& c : cases)
@@ -103,6 +105,7 @@ TEST_CASE("gemm handles blocks beyond the cache blocking, threaded, and in doubl
           check<float>(ta, tb, c, 1.0f, 0.0f, true, threaded);
           check<float>(ta, tb, c, 2.0f, 0.0f, false, threaded);  // the first depth step writes C
           check<float>(ta, tb, c, -0.5f, 1.0f, false, threaded);
+          check<float>(ta, tb, c, 1.5f, 0.5f, true, threaded);
         }
   check<double>(false, true, {300, 200, 700}, 1.0, 0.0, true, true);
   check<double>(true, false, {150, 90, 40}, 2.0, 0.25, false, false);
@@ -126,33 +129,34 @@ TEST_CASE("gemm's epilogue sees every block of C once, holding its final values"
   // a depth of several depth blocks (1024 deep with AVX-512, 256 with AVX2).
   for (const Case c : {Case{300, 1000, 300}, Case{140, 8300, 260}, Case{100, 300, 2100}})
     for (bool ta : {false, true})
-      for (bool threaded : {false, true}) {
-        const int64_t lda = ta ? c.M : c.K;
-        const std::vector<float> A = values<float>(c.M * c.K, 1), B = values<float>(c.K * c.N, 2);
-        std::vector<float> C(size_t(c.M * c.N)), seen(C.size());
-        std::vector<int> visits(C.size(), 0);
-        std::mutex mu;  // blocks may come from different threads
-        const merak::cpu::GemmEpilogue epilogue = [&](int64_t row, int64_t rows, int64_t col,
-                                                      int64_t cols) {
-          std::lock_guard<std::mutex> lock(mu);
-          for (int64_t i = row; i < row + rows; ++i)
-            for (int64_t j = col; j < col + cols; ++j) {
-              ++visits[size_t(i * c.N + j)];
-              seen[size_t(i * c.N + j)] = C[size_t(i * c.N + j)];
-            }
-        };
-        gemm<float>(ta, false, c.M, c.N, c.K, 1.0f, A.data(), lda, B.data(), c.N, 0.0f,
-                    C.data(), c.N, threaded, nullptr, &epilogue);
-        int64_t wrong_visits = 0, not_final = 0;
-        for (size_t i = 0; i < C.size(); ++i) {
-          wrong_visits += visits[i] != 1;
-          not_final += seen[i] != C[i];
+      for (bool tb : {false, true})  // x W^T (ta false, tb true) is computed transposed
+        for (bool threaded : {false, true}) {
+          const int64_t lda = ta ? c.M : c.K, ldb = tb ? c.K : c.N;
+          const std::vector<float> A = values<float>(c.M * c.K, 1), B = values<float>(c.K * c.N, 2);
+          std::vector<float> C(size_t(c.M * c.N)), seen(C.size());
+          std::vector<int> visits(C.size(), 0);
+          std::mutex mu;  // blocks may come from different threads
+          const merak::cpu::GemmEpilogue epilogue = [&](int64_t row, int64_t rows, int64_t col,
+                                                        int64_t cols) {
+            std::lock_guard<std::mutex> lock(mu);
+            for (int64_t i = row; i < row + rows; ++i)
+              for (int64_t j = col; j < col + cols; ++j) {
+                ++visits[size_t(i * c.N + j)];
+                seen[size_t(i * c.N + j)] = C[size_t(i * c.N + j)];
+              }
+          };
+          gemm<float>(ta, tb, c.M, c.N, c.K, 1.0f, A.data(), lda, B.data(), ldb, 0.0f,
+                      C.data(), c.N, threaded, nullptr, &epilogue);
+          int64_t wrong_visits = 0, not_final = 0;
+          for (size_t i = 0; i < C.size(); ++i) {
+            wrong_visits += visits[i] != 1;
+            not_final += seen[i] != C[i];
+          }
+          INFO("M " << c.M << " N " << c.N << " K " << c.K << " ta " << ta << " tb " << tb
+                    << " threaded " << threaded);
+          CHECK(wrong_visits == 0);
+          CHECK(not_final == 0);
         }
-        INFO("M " << c.M << " N " << c.N << " K " << c.K << " ta " << ta << " threaded "
-                  << threaded);
-        CHECK(wrong_visits == 0);
-        CHECK(not_final == 0);
-      }
 }
 
 TEST_CASE("gemm with an empty depth or alpha 0 only applies beta and the bias", "[gemm]") {
