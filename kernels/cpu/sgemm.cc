@@ -120,7 +120,7 @@ void tile(int64_t kc, const float* a, int64_t lda, const float* b, float alpha, 
     // Each column of the tile is `rows` consecutive values of a row of C: the tile goes through
     // memory and a transpose (a few hundred instructions against kc x 2 x kTileRows FMAs).
     static_assert(kTileRows <= L);
-    alignas(64) float by_row[kTileRows * kCols], by_col[kCols * L];
+    alignas(64) float by_row[L * kCols], by_col[kCols * L];  // L rows: what transpose may read
 #pragma GCC unroll 12
     for (int r = 0; r < kTileRows; ++r) {
       V::store_aligned(by_row + r * kCols, lo[r]);

@@ -16,6 +16,14 @@
 #define MERAK_SGEMM_SIMD 0
 #endif
 
+// GCC 12's AVX-512 intrinsics start unpacks and shuffles from _mm512_undefined_ps(), which,
+// once inlined into the transposes below, it reports as maybe used uninitialized (GCC 12
+// only, and false; every packing function drew it).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 namespace merak::cpu::simd {
 
 #if defined(__AVX512F__)
@@ -178,3 +186,6 @@ using Native = Avx2;
 #endif
 
 }  // namespace merak::cpu::simd
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
