@@ -30,7 +30,13 @@ double run_once() {
   const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
   for (long i = 0; i < kIters; ++i)
     for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
-  for (int c = 0; c < kChains; ++c) sink += _mm512_reduce_add_ps(acc[c]);
+  // Summed through memory, as below: GCC 12's _mm512_reduce_add_ps draws a false
+  // uninitialized-use warning.
+  alignas(64) float lanes[kWidth];
+  for (int c = 0; c < kChains; ++c) {
+    _mm512_store_ps(lanes, acc[c]);
+    for (float l : lanes) sink += l;
+  }
 #elif defined(__AVX2__) && defined(__FMA__)
   constexpr int kWidth = 8;
   __m256 acc[kChains];
