@@ -26,19 +26,13 @@ small=(--set model.layers=4 --set train.seq_len=32 --set train.log_interval=100
        --set train.steps=6 --set model.dropout=0.1)
 split=(--set data.valid_split=0.05)
 
-# run NAME LAYOUT ARGS...: gpt-tiny on dp*pp*tp ranks ("d,p,t"), metrics in NAME.jsonl.
+source "$(dirname "$0")/layout_runs.sh"
+# run NAME LAYOUT ARGS...: gpt-tiny (the small settings) on that layout; see run_layout.
 run() {
   local name="$1" layout="$2"; shift 2
-  local d p t
-  IFS=, read -r d p t <<< "$layout"
-  local n=$((d * p * t)) launch=()
-  [ "$n" -gt 1 ] && launch=(timeout $((300 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np "$n")
-  "${launch[@]}" "$train" --config "$configs/gpt-tiny.yaml" "${small[@]}" \
-    --set parallel.dp="$d" --set parallel.pp="$p" --set parallel.tp="$t" \
-    --metrics "$tmp/$name.jsonl" "$@" > "$tmp/$name.log" 2>&1 ||
-    fail "$name: exit $?: $(tail -3 "$tmp/$name.log")"
+  run_layout "$name" "$layout" --config "$configs/gpt-tiny.yaml" "${small[@]}" "$@"
 }
-training() { sed -n 's/.*"step": \([0-9]*\), "loss": \([^,]*\),.*"grad_norm": \([^,]*\),.*/\1 \2 \3/p' "$1"; }
+training() { numbers "$1" 0; }
 valid() { sed -n 's/.*"step": \([0-9]*\),.*"valid_loss": \([^,]*\),.*/\1 \2/p' "$1"; }
 
 # Evaluation leaves training alone.
