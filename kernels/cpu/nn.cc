@@ -13,6 +13,7 @@
 #include "merak/core/parallel.h"
 #include "merak/core/philox.h"
 #include "merak/ops/op_util.h"
+#include "merak/ops/sharding.h"
 
 namespace merak::cpu::nn {
 namespace {
@@ -327,10 +328,13 @@ void cross_entropy_backward(T dloss, const T* x, const I* t, const T* lse, T* dx
   });
 }
 
-// ---- dropout: keep element i when philox_uniform(key, i, stream) >= p, scaled by 1 / (1 - p).
+// ---- dropout: keep element i when philox_uniform(key, its unsplit index, stream) >= p, scaled
+// by 1 / (1 - p). A whole tensor's indices run on; a tensor-parallel piece's run on to the end
+// of each inner row.
 
 template <typename T>
-void dropout_forward(const T* x, T* y, int64_t n, double p, uint64_t key, uint64_t stream) {
+void dropout_forward(const T* x, T* y, int64_t n, double p, uint64_t key, uint64_t stream,
+                     const ops::DropoutPiece& piece) {
   if (p == 0) {
     std::copy(x, x + n, y);
     return;
@@ -340,11 +344,12 @@ void dropout_forward(const T* x, T* y, int64_t n, double p, uint64_t key, uint64
   parallel_for(0, n, 4096, [&](int64_t lo, int64_t hi) {
     constexpr int64_t kRun = 256;
     std::array<uint32_t, 4> bits[kRun];
-    for (int64_t i0 = lo; i0 < hi; i0 += kRun) {
-      const int64_t m = std::min(kRun, hi - i0);
-      philox_run(key, uint64_t(i0), stream, m, bits);
+    for (int64_t i0 = lo; i0 < hi;) {
+      const int64_t m = std::min(kRun, piece.consecutive(i0, hi));
+      philox_run(key, uint64_t(piece.global(i0)), stream, m, bits);
       for (int64_t j = 0; j < m; ++j)
         y[i0 + j] = (bits[j][0] >> 8) >= threshold ? x[i0 + j] * scale : T(0);
+      i0 += m;
     }
   });
 }
@@ -439,7 +444,8 @@ MERAK_REGISTER_KERNEL(dropout, CPU, [](const std::vector<Tensor>& in,
   const Tensor& x = in[0];
   MERAK_DISPATCH_FLOAT(x.dtype(), "dropout", [&] {
     dropout_forward(x.data<scalar_t>(), out[0].data<scalar_t>(), x.numel(), a.f("p"),
-                    uint64_t(a.i("key")), uint64_t(a.i("stream")));
+                    uint64_t(a.i("key")), uint64_t(a.i("stream")),
+                    ops::dropout_piece(a, x.shape()));
   });
 });
 

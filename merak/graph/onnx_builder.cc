@@ -5,8 +5,10 @@
 
 namespace merak::graph::onnx_detail {
 
-Builder::Builder(Graph& graph, std::set<std::string> used, int64_t max_constant_bytes)
-    : graph_(graph), used_(std::move(used)), max_constant_bytes_(max_constant_bytes) {}
+Builder::Builder(Graph& graph, std::set<std::string> used, int64_t max_constant_bytes,
+                 uint64_t seed)
+    : graph_(graph), used_(std::move(used)), max_constant_bytes_(max_constant_bytes),
+      seed_(seed) {}
 
 Value& Builder::define(const std::string& name) {
   MERAK_CHECK(!name.empty(), "a value without a name");

@@ -36,7 +36,7 @@ class Builder {
  public:
   // `used` holds every value name some node or the graph output reads; the constants' buffers
   // may hold `max_constant_bytes` together.
-  Builder(Graph& graph, std::set<std::string> used, int64_t max_constant_bytes);
+  Builder(Graph& graph, std::set<std::string> used, int64_t max_constant_bytes, uint64_t seed);
 
   // --- values ---
   void add_input(const std::string& name, const ops::TensorMeta& meta);
@@ -82,6 +82,7 @@ class Builder {
   const std::map<std::string, ops::TensorMeta>& metas() const { return metas_; }
   const std::map<std::string, Tensor>& constants() const { return emitted_constants_; }
   Graph& graph() { return graph_; }
+  uint64_t seed() const { return seed_; }  // ImportOptions::seed
 
  private:
   Value& define(const std::string& name);
@@ -102,6 +103,7 @@ class Builder {
   std::map<std::string, ops::TensorMeta> metas_;                    // by graph name
   std::map<std::string, Tensor> emitted_constants_;                 // by graph name
   const int64_t max_constant_bytes_;
+  const uint64_t seed_;
   int64_t constant_bytes_ = 0;                 // of the buffers below
   std::set<const Storage*> constant_buffers_;  // views of one buffer count once
   std::string node_name_, module_path_;

@@ -301,7 +301,16 @@ std::optional<Fused> match_attention(const Matcher& m, const Node& n) {
   if (n.op() != "matmul") return std::nullopt;
   const ops::Attrs a = attrs_of(n);
   if (a.b("trans_a") || a.b("trans_b")) return std::nullopt;
-  const Node* sm = m.op(n.inputs(0), "softmax");
+  // Dropout of the probabilities (a training-mode export) becomes sdpa's own: its masks are
+  // drawn otherwise, still keyed by the dropout's key, the same in every layout.
+  std::string probs = n.inputs(0);
+  ops::Attrs dropout;
+  if (const Node* d = m.op(probs, "dropout")) {
+    const ops::Attrs da = attrs_of(*d);
+    dropout.set("dropout", da.f("p")).set("key", da.i("key"));
+    probs = d->inputs(0);
+  }
+  const Node* sm = m.op(probs, "softmax");
   if (!sm || attrs_of(*sm).i("dim") != 3 || m.shape(sm->inputs(0)).size() != 4) return std::nullopt;
   const Shape& scores = m.shape(sm->inputs(0));
   const int64_t tq = scores[2], tk = scores[3];
@@ -331,7 +340,7 @@ std::optional<Fused> match_attention(const Matcher& m, const Node& n) {
   if (!qk || !(scale > 0)) return std::nullopt;
   return Fused{"sdpa",
                {qk->first, qk->second, n.inputs(1), ""},
-               ops::Attrs().set("causal", causal).set("scale", scale)};
+               dropout.set("causal", causal).set("scale", scale)};
 }
 
 using Pattern = std::function<std::optional<Fused>(const Matcher&, const Node&)>;

@@ -276,7 +276,7 @@ Model import_model(onnx::ModelProto& model, const std::string& file, const Impor
     (*out.mutable_metadata())["onnx." + p.key()] = p.value();
   Graph& graph = *out.mutable_graph();
   graph.set_name(g.name());
-  Builder b(graph, used_values(g), options.max_constant_bytes);
+  Builder b(graph, used_values(g), options.max_constant_bytes, options.seed);
   try {
     add_inputs_and_initializers(b, g, graph);
   } catch (const std::exception& e) {

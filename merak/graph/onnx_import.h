@@ -36,6 +36,9 @@ struct ImportOptions {
   // Constant nodes, what folding computes), each buffer counted once: a small file must not be
   // able to make the importer allocate without bound. One constant is at most 256 MiB.
   int64_t max_constant_bytes = int64_t(1) << 30;
+  // Keys a training-mode Dropout's masks, with its output's name (as a built network's dropout
+  // is keyed by the seed and its module's path).
+  uint64_t seed = 0;
 };
 
 Model import_onnx(const std::string& path, const ImportOptions& options = {});

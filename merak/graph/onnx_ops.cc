@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 
+#include "merak/core/philox.h"
 #include "merak/graph/onnx_ops_internal.h"
 #include "merak/graph/onnx_proto_internal.h"
 #include "merak/graph/onnx_shapes_internal.h"
@@ -84,13 +85,31 @@ void identity(Builder& b, const NodeProto& n) {
   b.set_alias(output(n, 0), input(n, 0));
 }
 
+// Inference-mode dropout is the identity. In training mode (opset 12+: the third input) it is
+// Merak's dropout, keyed by the seed and its output's name (unique in the file), so every layout
+// draws the same masks; the rate must be a constant.
 void dropout(Builder& b, const NodeProto& n) {
   require_unused(b, n, 1, "mask");
+  bool training = false;
   if (!input(n, 2).empty()) {
-    const auto training = scalar_constant(b, input(n, 2));
-    if (!training || *training != 0) throw Unsupported("training-mode dropout");
+    const auto mode = scalar_constant(b, input(n, 2));
+    if (!mode) throw Unsupported("training_mode '" + input(n, 2) + "' is computed at run time");
+    training = *mode != 0;
   }
-  b.set_alias(output(n, 0), input(n, 0));
+  double ratio = 0.5;  // ONNX's default
+  if (!input(n, 1).empty()) {
+    const auto r = scalar_constant(b, input(n, 1));
+    if (!r) throw Unsupported("ratio '" + input(n, 1) + "' is computed at run time");
+    ratio = *r;
+  }
+  if (!training || ratio == 0) {
+    b.set_alias(output(n, 0), input(n, 0));
+    return;
+  }
+  MERAK_CHECK(ratio > 0 && ratio < 1, "ratio ", ratio, " is outside [0, 1)");
+  const uint64_t key = philox_key(b.seed(), "dropout:" + output(n, 0));
+  b.emit("dropout", {b.use(input(n, 0))},
+         Attrs().set("p", ratio).set("key", int64_t(key)), {output(n, 0)});
 }
 
 void cast(Builder& b, const NodeProto& n) {

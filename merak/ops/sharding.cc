@@ -49,4 +49,26 @@ ShardingRule broadcasting_sharding() {
   return r;
 }
 
+DropoutPiece dropout_piece(const Attrs& a, const Shape& x) {
+  const int64_t dim = a.i("split_dim");
+  if (dim < 0) return {};
+  const int64_t rank = int64_t(x.size()), size = a.i("split_size"), start = a.i("split_start"),
+                runs = a.i("split_runs");
+  MERAK_CHECK(dim < rank, "split_dim ", dim, " is out of range for x ", shape_str(x));
+  DropoutPiece p;
+  p.local = x[size_t(dim)];
+  for (int64_t d = dim + 1; d < rank; ++d) p.inner *= x[size_t(d)];
+  MERAK_CHECK(runs >= 1 && size > 0 && p.local % runs == 0 && size % runs == 0,
+              "split_runs ", runs, " must divide x's dim ", dim, " (", p.local,
+              ") and split_size ", size);
+  p.size = size;
+  p.start = start;
+  p.run = p.local / runs;
+  p.gap = size / runs;
+  MERAK_CHECK(start >= 0 && start + p.run <= p.gap, "runs of ", p.run, " from split_start ",
+              start, " do not lie within runs of ", p.gap, " (split_size ", size, " over ", runs,
+              ")");
+  return p;
+}
+
 }  // namespace merak::ops

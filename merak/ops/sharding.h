@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "merak/ops/dropout_piece.h"
 #include "merak/ops/registry.h"
 
 namespace merak::ops {
@@ -22,5 +23,10 @@ std::vector<SbpSignature> broadcast_splits(const std::vector<TensorMeta>& inputs
 // Rules for whole families of ops.
 ShardingRule elementwise_sharding();   // alike_splits over every dim
 ShardingRule broadcasting_sharding();  // broadcast_splits over every output dim
+
+// Dropout's piece of the unsplit tensor for input shape x, from its attributes split_dim (-1:
+// whole), split_size, split_start and split_runs (see dropout_piece.h); an Error naming them
+// when they do not describe a piece of x's shape.
+DropoutPiece dropout_piece(const Attrs& a, const Shape& x);
 
 }  // namespace merak::ops

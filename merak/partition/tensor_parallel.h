@@ -22,11 +22,10 @@
 // Vocabulary splits may be uneven (50257 over 8 ranks: 6283 rows on rank 0, 6282 on the others;
 // the numerics do not change, unlike padding the vocabulary). Heads, hidden or ffn sizes not
 // divisible by tp are an Error naming the value and the sizes. Linears the pass does not
-// recognise stay whole on every rank (listed in the notes). Attention's dropout draws each
-// rank's heads' masks of the unsplit run (its registry entry localises the head offset); an
-// elementwise dropout inside a split region draws its mask by local element index, so its masks
-// differ from an unsplit run's (no model we build has one there: GPT's and BERT's drop after
-// the row-parallel reduction, on whole tensors).
+// recognise stay whole on every rank (listed in the notes). Dropout inside a split region draws
+// the unsplit run's masks: sdpa's by its heads' offset, an elementwise dropout (an imported
+// network's, on attention probabilities or hidden features) by its elements' unsplit indices;
+// both registry entries localise their attributes.
 #pragma once
 
 #include <string>

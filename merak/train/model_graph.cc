@@ -26,6 +26,7 @@ graph::Model imported_graph(const config::Config& c, int64_t micro_batch) {
   const std::vector<graph::TraceInput> fields =
       graph::batch_inputs(family, micro_batch, c.train.seq_len);
   graph::ImportOptions options;
+  options.seed = c.train.seed;  // keys a training-mode export's dropout masks
   options.shape_for = [&](const std::string& input) -> std::optional<Shape> {
     for (const graph::TraceInput& f : fields)
       if (f.name == input) return f.shape;

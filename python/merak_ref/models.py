@@ -9,7 +9,9 @@ Written from the architecture description (models/gpt.h, models/bert.h), not fro
     attention under a key padding mask and an exact-GELU MLP, the MLM head (dense, GELU,
     LayerNorm, decoder tied to the word embedding plus its own bias) and the NSP head (tanh
     pooler on position 0, 2-way classifier); loss = MLM + NSP cross-entropy.
-Dropout is left out: parity runs with dropout 0.
+Dropout (rate `dropout`, 0 by default) sits where Merak's models have it: after the embeddings,
+on the attention probabilities, on each block's attention and MLP outputs before the residual
+add. At rate 0 there is no dropout node at all, so exports for parity runs are unchanged.
 """
 import math
 
@@ -18,11 +20,15 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def drop(x, p, training):
+    return F.dropout(x, p, training) if p > 0 else x
+
+
 class SelfAttention(nn.Module):
-    def __init__(self, hidden, heads, causal):
+    def __init__(self, hidden, heads, causal, dropout=0.0):
         super().__init__()
         assert hidden % heads == 0
-        self.heads, self.causal = heads, causal
+        self.heads, self.causal, self.dropout = heads, causal, dropout
         self.qkv = nn.Linear(hidden, 3 * hidden)
         self.proj = nn.Linear(hidden, hidden)
 
@@ -38,7 +44,7 @@ class SelfAttention(nn.Module):
             scores = scores.masked_fill(future, float("-inf"))
         if key_padding_mask is not None:  # bool [B, T], True = attend
             scores = scores.masked_fill(~key_padding_mask[:, None, None, :], float("-inf"))
-        out = scores.softmax(-1) @ v  # [B, H, T, D]
+        out = drop(scores.softmax(-1), self.dropout, self.training) @ v  # [B, H, T, D]
         return self.proj(out.transpose(1, 2).reshape(b, t, c))
 
 
@@ -54,43 +60,48 @@ class Mlp(nn.Module):
 
 
 class PreLnBlock(nn.Module):
-    def __init__(self, hidden, heads, ffn, eps):
+    def __init__(self, hidden, heads, ffn, eps, dropout=0.0):
         super().__init__()
         self.ln_1 = nn.LayerNorm(hidden, eps=eps)
-        self.attn = SelfAttention(hidden, heads, causal=True)
+        self.attn = SelfAttention(hidden, heads, causal=True, dropout=dropout)
         self.ln_2 = nn.LayerNorm(hidden, eps=eps)
         self.mlp = Mlp(hidden, ffn, "tanh")
+        self.dropout = dropout
 
     def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
+        x = x + drop(self.attn(self.ln_1(x)), self.dropout, self.training)
+        return x + drop(self.mlp(self.ln_2(x)), self.dropout, self.training)
 
 
 class PostLnLayer(nn.Module):
-    def __init__(self, hidden, heads, ffn, eps):
+    def __init__(self, hidden, heads, ffn, eps, dropout=0.0):
         super().__init__()
-        self.attn = SelfAttention(hidden, heads, causal=False)
+        self.attn = SelfAttention(hidden, heads, causal=False, dropout=dropout)
         self.ln_1 = nn.LayerNorm(hidden, eps=eps)
         self.mlp = Mlp(hidden, ffn, "none")
         self.ln_2 = nn.LayerNorm(hidden, eps=eps)
+        self.dropout = dropout
 
     def forward(self, x, key_padding_mask):
-        x = self.ln_1(x + self.attn(x, key_padding_mask))
-        return self.ln_2(x + self.mlp(x))
+        x = self.ln_1(x + drop(self.attn(x, key_padding_mask), self.dropout, self.training))
+        return self.ln_2(x + drop(self.mlp(x), self.dropout, self.training))
 
 
 class Gpt(nn.Module):
-    def __init__(self, layers, hidden, heads, max_seq, vocab, ffn=0, eps=1e-5):
+    def __init__(self, layers, hidden, heads, max_seq, vocab, ffn=0, eps=1e-5, dropout=0.0):
         super().__init__()
         ffn = ffn or 4 * hidden
         self.wte = nn.Embedding(vocab, hidden)
         self.wpe = nn.Embedding(max_seq, hidden)
-        self.blocks = nn.ModuleList(PreLnBlock(hidden, heads, ffn, eps) for _ in range(layers))
+        self.blocks = nn.ModuleList(
+            PreLnBlock(hidden, heads, ffn, eps, dropout) for _ in range(layers))
         self.ln_f = nn.LayerNorm(hidden, eps=eps)
+        self.dropout = dropout
 
     def logits(self, tokens):
         t = tokens.shape[1]
         x = self.wte(tokens) + self.wpe(torch.arange(t, device=tokens.device))
+        x = drop(x, self.dropout, self.training)
         for block in self.blocks:
             x = block(x)
         return self.ln_f(x) @ self.wte.weight.t()  # tied LM head
@@ -101,24 +112,27 @@ class Gpt(nn.Module):
 
 
 class Bert(nn.Module):
-    def __init__(self, layers, hidden, heads, max_seq, vocab, type_vocab=2, ffn=0, eps=1e-5):
+    def __init__(self, layers, hidden, heads, max_seq, vocab, type_vocab=2, ffn=0, eps=1e-5,
+                 dropout=0.0):
         super().__init__()
         ffn = ffn or 4 * hidden
         self.word = nn.Embedding(vocab, hidden)
         self.position = nn.Embedding(max_seq, hidden)
         self.segment = nn.Embedding(type_vocab, hidden)
         self.emb_ln = nn.LayerNorm(hidden, eps=eps)
-        self.layers = nn.ModuleList(PostLnLayer(hidden, heads, ffn, eps) for _ in range(layers))
+        self.layers = nn.ModuleList(
+            PostLnLayer(hidden, heads, ffn, eps, dropout) for _ in range(layers))
         self.mlm_dense = nn.Linear(hidden, hidden)
         self.mlm_ln = nn.LayerNorm(hidden, eps=eps)
         self.mlm_bias = nn.Parameter(torch.zeros(vocab))
         self.pooler = nn.Linear(hidden, hidden)
         self.nsp = nn.Linear(hidden, 2)
+        self.dropout = dropout
 
     def encode(self, tokens, segment_ids, attention_mask):
         t = tokens.shape[1]
         x = self.word(tokens) + self.position(torch.arange(t, device=tokens.device))
-        x = self.emb_ln(x + self.segment(segment_ids))
+        x = drop(self.emb_ln(x + self.segment(segment_ids)), self.dropout, self.training)
         for layer in self.layers:
             x = layer(x, attention_mask)
         return x

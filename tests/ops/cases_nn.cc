@@ -414,14 +414,67 @@ OpCase dropout_case(std::string label, const Shape& shape, double p, int64_t key
   return c;
 }
 
+// A tensor-parallel piece: x holds the unsplit tensor's indices `kept` (in order) of dim `dim`,
+// as `runs` runs from `start`; the reference draws each element by its index in the unsplit
+// tensor, found from `kept` alone.
+OpCase dropout_piece_case(std::string label, const Shape& unsplit, int64_t dim,
+                          const std::vector<int64_t>& kept, int64_t start, int64_t runs,
+                          double p, int64_t key, int64_t stream) {
+  Shape local = unsplit;
+  local[size_t(dim)] = int64_t(kept.size());
+  OpCase c;
+  c.label = std::move(label);
+  c.inputs = {rand_f64(local, 83)};
+  c.attrs = Attrs()
+                .set("p", p)
+                .set("key", key)
+                .set("stream", stream)
+                .set("split_dim", dim)
+                .set("split_size", unsplit[size_t(dim)])
+                .set("split_start", start)
+                .set("split_runs", runs);
+  c.reference = [=](const std::vector<Tensor>& in, const Attrs&) {
+    std::vector<double> v = values(in[0]);
+    for (size_t i = 0; i < v.size(); ++i) {
+      // Local multi-index of i, its dim coordinate replaced by the kept index: the unsplit one.
+      int64_t rest = int64_t(i), flat = 0, scale = 1;
+      for (int64_t d = int64_t(local.size()) - 1; d >= 0; --d) {
+        const int64_t coord = rest % local[size_t(d)];
+        rest /= local[size_t(d)];
+        flat += (d == dim ? kept[size_t(coord)] : coord) * scale;
+        scale *= unsplit[size_t(d)];
+      }
+      const bool keep = philox_uniform(uint64_t(key), uint64_t(flat), uint64_t(stream)) >= p;
+      v[i] = keep ? v[i] / (1 - p) : 0.0;
+    }
+    return std::vector<Tensor>{make_f64(in[0].shape(), v)};
+  };
+  return c;
+}
+
 MERAK_OP_CASES(dropout) {
   OpCase big = dropout_case("100k elements forward", {100, 1000}, 0.25, 99, 3);
   big.check_grad = false;
+  // A rank's piece of [B, T, 3H] (Q, K, V of 4 heads of 2): its heads 2-3 of each, 3 runs.
+  OpCase qkv = dropout_piece_case("piece of a fused QKV, 3 runs", {2, 3, 24}, 2,
+                                  {4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23}, 4, 3, 0.4, 17, 5);
+  // Columns 1024-2047 of [40, 2048]: rows of a piece cross the threads' chunks.
+  std::vector<int64_t> upper;
+  for (int64_t j = 1024; j < 2048; ++j) upper.push_back(j);
+  OpCase wide = dropout_piece_case("piece of a wide last dim, threaded", {40, 2048}, 1, upper,
+                                   1024, 1, 0.3, 23, 2);
+  wide.check_grad = false;
   return {dropout_case("p 0.3", {4, 8}, 0.3, 1234, 0),
           dropout_case("p 0.3, another stream", {4, 8}, 0.3, 1234, 7),
           dropout_case("p 0.5, 3-D", {2, 3, 5}, 0.5, 42, 1),
           dropout_case("p 0 is the identity", {3, 4}, 0.0, 5, 0),
-          dropout_case("p 0.9, negative key", {50}, 0.9, -77, 2), big};
+          dropout_case("p 0.9, negative key", {50}, 0.9, -77, 2), big,
+          // Heads 1-2 of 4 of [B, H, T, T] probabilities: one run along dim 1.
+          dropout_piece_case("piece of attention probabilities, heads 1-2 of 4", {2, 4, 3, 3}, 1,
+                             {1, 2}, 1, 1, 0.5, 31, 4),
+          // The split dim first: x's rows 3-5 of 6.
+          dropout_piece_case("piece along dim 0", {6, 5}, 0, {3, 4, 5}, 3, 1, 0.3, -9, 1),
+          qkv, wide};
 }
 
 // ---- what the harness cannot express
@@ -452,6 +505,18 @@ TEST_CASE("nn ops: bad ids, targets and p are errors naming the value", "[ops][n
       error_of([&] { ops::cross_entropy(logits, Tensor::from_vector<int64_t>({-1, 0}, {2})); });
   CHECK_THAT(e4, Catch::Contains("target -1"));
   CHECK_THAT(error_of([&] { ops::dropout(logits, 1.0, 1, 0); }), Catch::Contains("p must be"));
+  // A piece of 4 columns cannot start at column 6 of 8, nor fall into 3 runs.
+  const auto piece = [&](int64_t start, int64_t runs) {
+    return error_of([&] {
+      ops::call1(ops::Registry::get().at("dropout"), {logits},
+                 Attrs().set("p", 0.5).set("key", int64_t(1)).set("split_dim", int64_t(1))
+                     .set("split_size", int64_t(8)).set("split_start", start)
+                     .set("split_runs", runs));
+    });
+  };
+  CHECK(piece(4, 1).empty());
+  CHECK_THAT(piece(6, 1), Catch::Contains("from split_start 6"));
+  CHECK_THAT(piece(0, 3), Catch::Contains("split_runs 3"));
   CHECK_THAT(error_of([&] { ops::cross_entropy(logits, Tensor::zeros({3}, DType::I64)); }),
              Catch::Contains("targets [3]"));
   CHECK_THAT(error_of([&] { ops::layer_norm(logits, Tensor::ones({3}), Tensor()); }),

@@ -40,6 +40,35 @@ class ThreeLinears : public nn::Module {
   nn::Linear& c = add<nn::Linear>("c", 16, 8);
 };
 
+// An elementwise dropout on output 0 of node `after`, as a graph that drops inside a split region
+// would have it (our models drop after the row-parallel reductions, or inside sdpa).
+void insert_dropout(graph::Model& m, const std::string& after, double p, int64_t key) {
+  graph::Graph& g = *m.mutable_graph();
+  for (int i = 0; i < g.nodes_size(); ++i) {
+    if (g.nodes(i).name() != after) continue;
+    const std::string y = g.nodes(i).outputs(0), pre = y + "/before_dropout";
+    for (const graph::ValueInfo& v : g.values())
+      if (v.name() == y) {
+        graph::ValueInfo copy = v;
+        copy.set_name(pre);
+        *g.add_values() = copy;
+        break;
+      }
+    g.mutable_nodes(i)->set_outputs(0, pre);
+    graph::Node d;
+    d.set_name(after + "/dropout");
+    d.set_op("dropout");
+    d.add_inputs(pre);
+    d.add_outputs(y);
+    d.set_module_path(g.nodes(i).module_path());
+    graph::set_attrs(d, ops::Attrs().set("p", p).set("key", key));
+    g.mutable_nodes()->Add(std::move(d));
+    for (int j = g.nodes_size() - 1; j > i + 1; --j) g.mutable_nodes()->SwapElements(j, j - 1);
+    return;
+  }
+  FAIL("no node " << after);
+}
+
 }  // namespace
 
 TEST_CASE("linear_gelu is only ever a column-parallel linear", "[partition]") {
@@ -139,6 +168,25 @@ TEST_CASE("tensor-parallel ranks simulated in threads equal the unsplit graph", 
     const graph::Model m = test::trace(o, 2, 16, seed);
     const auto batch = test::gpt_batch(2, 16, 96);
     set_rng_stream(0);  // run_step's rank threads draw from stream 0
+    for (int64_t tp : {2, 4})
+      test::check_same_step(run_step(plan(m, 1, tp), batch, seed),
+                            test::unsplit_step(m, batch, seed));
+  }
+  SECTION("elementwise dropouts inside split regions draw the unsplit run's masks") {
+    // One on the fused QKV output (a rank holds three runs of it: its heads of Q, K and V), one
+    // on the MLP's hidden features (one run).
+    graph::Model m = test::trace(test::tiny_gpt(2), 2, 16, seed);
+    insert_dropout(m, "blocks.0.attn.qkv/linear_0", 0.3, 11);
+    insert_dropout(m, "blocks.1.mlp.fc/linear_gelu_0", 0.5, 12);
+    const auto batch = test::gpt_batch(2, 16, 96);
+    set_rng_stream(0);
+    const TpPass pass = shard_tensor_parallel(m, 2);
+    const ops::Attrs qkv =
+        graph::attrs_of(*find(pass.ranks[1].model.graph(), "blocks.0.attn.qkv/linear_0/dropout"));
+    CHECK(qkv.i("split_dim") == 2);
+    CHECK(qkv.i("split_size") == 96);
+    CHECK(qkv.i("split_start") == 16);
+    CHECK(qkv.i("split_runs") == 3);
     for (int64_t tp : {2, 4})
       test::check_same_step(run_step(plan(m, 1, tp), batch, seed),
                             test::unsplit_step(m, batch, seed));

@@ -4,11 +4,13 @@ to ONNX (opset 17, no constant folding, so the initializers keep those names) wi
 named after Merak's batch fields and dynamic batch and sequence axes.
 
 Usage: /usr/bin/python3 onnx_export.py gpt|bert OUT_DIR LAYERS HIDDEN HEADS MAX_SEQ VOCAB
-           [--name NAME] [--fixed BATCH SEQ] [--reads-targets]
+           [--name NAME] [--fixed BATCH SEQ] [--reads-targets] [--dropout P]
   writes OUT_DIR/NAME.onnx and OUT_DIR/NAME.safetensors (NAME: the family);
   --fixed: inputs of that fixed shape, no dynamic axes;
   --reads-targets (gpt): the network takes `targets` too (adding 0 times their mean), as a
-  network that reads a label does.
+  network that reads a label does;
+  --dropout: the network drops at rate P where Merak's models do, exported in training mode
+  (Dropout nodes with training_mode true), as a network exported for training is.
 """
 import os
 import sys
@@ -30,7 +32,7 @@ def main():
     family, out = sys.argv[1], sys.argv[2]
     layers, hidden, heads, max_seq, vocab = (int(a) for a in sys.argv[3:8])
     rest = sys.argv[8:]
-    name, shape, reads_targets = family, None, False
+    name, shape, reads_targets, dropout = family, None, False, 0.0
     while rest:
         if rest[0] == "--name":
             name, rest = rest[1], rest[2:]
@@ -38,10 +40,13 @@ def main():
             shape, rest = (int(rest[1]), int(rest[2])), rest[3:]
         elif rest[0] == "--reads-targets":
             reads_targets, rest = True, rest[1:]
+        elif rest[0] == "--dropout":
+            dropout, rest = float(rest[1]), rest[2:]
         else:
             sys.exit(f"unknown option {rest[0]}")
     torch.manual_seed(5)
-    size = dict(layers=layers, hidden=hidden, heads=heads, max_seq=max_seq, vocab=vocab)
+    size = dict(layers=layers, hidden=hidden, heads=heads, max_seq=max_seq, vocab=vocab,
+                dropout=dropout)
     if family == "gpt":
         model = GptReadsTargets(**size) if reads_targets else GptLogits(**size)
         inputs = ["tokens", "targets"] if reads_targets else ["tokens"]
@@ -58,9 +63,10 @@ def main():
     args = tuple(torch.ones(shape or (2, 8), dtype=torch.bool) if n == "attention_mask"
                  else torch.zeros(shape or (2, 8), dtype=torch.long) for n in inputs)
     axes = {} if shape else {n: {0: "batch", 1: "seq"} for n in inputs}
-    torch.onnx.export(model.eval(), args, os.path.join(out, name + ".onnx"), opset_version=17,
-                      do_constant_folding=False, input_names=inputs, output_names=outputs,
-                      dynamic_axes=axes)
+    mode = torch.onnx.TrainingMode.TRAINING if dropout > 0 else torch.onnx.TrainingMode.EVAL
+    torch.onnx.export(model.train(dropout > 0), args, os.path.join(out, name + ".onnx"),
+                      opset_version=17, do_constant_folding=False, input_names=inputs,
+                      output_names=outputs, dynamic_axes=axes, training=mode)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,12 @@
 #   - so does an export with fixed input shapes (the micro-batch and train.seq_len), and one whose
 #     network reads a label too (the loss reads the same input);
 #   - a checkpoint written at (1,2,2) resumes in one process and continues the uninterrupted run;
+#   - exports in training mode train with their dropout (at rate 0.1 where Merak's models drop):
+#     the steps differ from the export without it, evaluation does not drop (the validation loss
+#     of the same weights is the one without dropout), and every layout draws the one-process
+#     masks: GPT at (1,2,2) and (2,2,1), BERT at (2,1,2) and (1,1,2) (whose dropout of the
+#     attention probabilities lies inside the heads' split: each rank draws its heads' masks)
+#     within 1e-5;
 #   - the plan carries no weights (they would travel once a rank: a dp 4 plan is smaller than
 #     the file), each rank loads its pieces from the file;
 #   - bad input is exit 2 and one line naming the key or file: a model.vocab that is not the
@@ -34,6 +40,12 @@ export MERAK_NUM_THREADS=1
   > "$tmp/export.log" 2>&1 || fail "PyTorch export (gpt, fixed): $(tail -3 "$tmp/export.log")"
 /usr/bin/python3 "$exporter" gpt "$tmp" 2 64 4 32 256 --name gpt-targets --reads-targets \
   > "$tmp/export.log" 2>&1 || fail "PyTorch export (gpt, targets): $(tail -3 "$tmp/export.log")"
+for family in gpt bert; do
+  vocab=$([ "$family" = gpt ] && echo 256 || echo 264)
+  /usr/bin/python3 "$exporter" "$family" "$tmp" 2 64 4 32 "$vocab" --name "$family-drop" \
+    --dropout 0.1 > "$tmp/export.log" 2>&1 ||
+    fail "PyTorch export ($family, dropout): $(tail -3 "$tmp/export.log")"
+done
 
 common="train: {steps: 12, batch: 8, micro_batch: 2, seq_len: 16, log_interval: 100}
 optimizer: {lr: 3e-3}"
@@ -45,6 +57,8 @@ config gpt-built "{family: gpt, $built, vocab: 256, init_from: $tmp/gpt.safetens
 config gpt-fresh "{family: gpt, $built, vocab: 256}"
 config bert-onnx "{family: bert, onnx: $tmp/bert.onnx, vocab: 264}"
 config bert-built "{family: bert, $built, vocab: 264, init_from: $tmp/bert.safetensors}"
+config gpt-drop "{family: gpt, onnx: $tmp/gpt-drop.onnx, vocab: 256}"
+config bert-drop "{family: bert, onnx: $tmp/bert-drop.onnx, vocab: 264}"
 
 source "$(dirname "$0")/layout_runs.sh"
 # run NAME LAYOUT CONFIG ARGS...: run_layout with $tmp/CONFIG.
@@ -104,6 +118,32 @@ run gpt-resumed 1,1,1 gpt-onnx.yaml --resume "$tmp/ck/step_000000006"
 grep -q "resumed from .*step_000000006: step 6 done" "$tmp/gpt-resumed.log" ||
   fail "no resume line: $(head -5 "$tmp/gpt-resumed.log")"
 close "imported GPT saved at (1,2,2) step 6, resumed at (1,1,1)" gpt-resumed gpt-onnx 7
+
+# Training-mode exports: the dropout acts in training, not in evaluation, alike in every layout.
+run gpt-drop 1,1,1 gpt-drop.yaml
+[ "$(first gpt-drop)" != "$(first gpt-onnx)" ] ||
+  fail "the export with dropout trains as the one without: first loss $(first gpt-drop)"
+echo "GPT's first loss with dropout $(first gpt-drop), without $(first gpt-onnx)"
+# With weights that do not move (a learning rate below f32's resolution), the validation loss
+# of the export with dropout is the one without: evaluation does not drop.
+still=(--set optimizer.lr=1e-30 --set train.steps=2 --set data.valid_split=0.05
+       --set eval.every=2 --set eval.batches=2)
+run gpt-drop-still 1,1,1 gpt-drop.yaml "${still[@]}"
+run gpt-onnx-still 1,1,1 gpt-onnx.yaml "${still[@]}"
+valid() { sed -n 's/.*"step": 2,.*"valid_loss": \([^,]*\),.*/\1/p' "$tmp/$1.jsonl"; }
+[ -n "$(valid gpt-drop-still)" ] && [ "$(valid gpt-drop-still)" = "$(valid gpt-onnx-still)" ] ||
+  fail "validation loss with dropout '$(valid gpt-drop-still)', without '$(valid gpt-onnx-still)'"
+echo "validation loss of the same weights with and without dropout: $(valid gpt-drop-still)"
+run gpt-drop-122 1,2,2 gpt-drop.yaml
+close "imported GPT with dropout at (1,2,2) = one process" gpt-drop-122 gpt-drop 1
+run gpt-drop-221 2,2,1 gpt-drop.yaml
+close "imported GPT with dropout at (2,2,1) = one process" gpt-drop-221 gpt-drop 1
+run bert-drop 1,1,1 bert-drop.yaml
+[ "$(first bert-drop)" != "$(first bert-onnx)" ] || fail "BERT's dropout does not act"
+run bert-drop-212 2,1,2 bert-drop.yaml
+close "imported BERT with dropout at (2,1,2) = one process" bert-drop-212 bert-drop 1
+run bert-drop-112 1,1,2 bert-drop.yaml
+close "imported BERT with dropout at (1,1,2) = one process" bert-drop-112 bert-drop 1
 
 # A rank that cannot read the file (a node without it: here a rank started in a directory that
 # lacks the relative path) stops the job with the one line; none waits for it.

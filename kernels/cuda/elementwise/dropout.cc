@@ -8,6 +8,7 @@
 #include "kernels/cuda/elementwise/dropout.h"
 #include "merak/core/philox.h"
 #include "merak/ops/op_util.h"
+#include "merak/ops/sharding.h"
 
 namespace merak::cuda_kernels {
 
@@ -26,7 +27,8 @@ MERAK_REGISTER_KERNEL(dropout, CUDA, [](const std::vector<Tensor>& in,
   const uint32_t threshold = keep_threshold(p);  // the CPU's comparison, in integers
   const float scale = float(1.0 / (1.0 - p));  // the CPU's T(1.0 / (1.0 - p))
   launch_dropout(int(e), x.device_data(), y.device_data(), x.numel(), uint64_t(a.i("key")),
-                 uint64_t(a.i("stream")), threshold, scale, stream_of(y));
+                 uint64_t(a.i("stream")), threshold, scale, ops::dropout_piece(a, x.shape()),
+                 stream_of(y));
   check_launch("dropout");
 });
 

@@ -378,21 +378,28 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 }
 
 // ---- dropout: the mask is Philox(key, element index, stream), so the backward re-derives it
-// (dropout of dy with the same attributes) and nothing is saved.
+// (dropout of dy with the same attributes) and nothing is saved. A tensor-parallel rank's piece
+// draws by its elements' indices in the unsplit tensor (split_* attributes, set by the sharding
+// rule's localize), so every layout draws the unsplit run's masks.
 
 MERAK_REGISTER_OP(dropout) {
   OpDef d;
   d.name = "dropout";
-  d.doc = "x / (1 - p) where philox_uniform(key, i, stream) >= p, else 0";
+  d.doc = "x / (1 - p) where philox_uniform(key, unsplit element index, stream) >= p, else 0";
   d.inputs = {"x"};
   d.outputs = {"y"};
   d.attrs = {{"p", AttrKind::Float, std::nullopt},
              {"key", AttrKind::Int, std::nullopt},
-             {"stream", AttrKind::Int, int64_t(0)}};
+             {"stream", AttrKind::Int, int64_t(0)},
+             {"split_dim", AttrKind::Int, int64_t(-1)},
+             {"split_size", AttrKind::Int, int64_t(0)},
+             {"split_start", AttrKind::Int, int64_t(0)},
+             {"split_runs", AttrKind::Int, int64_t(1)}};
   d.infer = [](const std::vector<TensorMeta>& in, const Attrs& a) {
     expect_floating(in[0], "x");
     const double p = a.f("p");
     MERAK_CHECK(p >= 0 && p < 1, "p must be in [0, 1), got ", p);
+    dropout_piece(a, in[0].shape);  // throws when the piece does not fit x
     return std::vector<TensorMeta>{in[0]};
   };
   d.cost = [](const std::vector<TensorMeta>& in, const std::vector<TensorMeta>& out,
@@ -401,15 +408,23 @@ MERAK_REGISTER_OP(dropout) {
     const double n = double(in[0].numel());
     return OpCost{40 * n, 40 * n, io_bytes(in, out)};
   };
-  // Masks are drawn by local element index, so a split run's masks differ from an unsplit one's
-  // (still a valid dropout).
   d.sharding = elementwise_sharding();
+  // A piece of a piece (a split of a dim already split) is not a case any pass makes.
+  d.sharding.localize = [](const Attrs& a, const LocalDim& piece) {
+    MERAK_CHECK(a.i("split_dim") < 0, "dropout's input is split twice (dims ", a.i("split_dim"),
+                " and ", piece.dim, ")");
+    return Attrs(a)
+        .set("split_dim", piece.dim)
+        .set("split_size", piece.size)
+        .set("split_start", piece.start)
+        .set("split_runs", piece.ranges);
+  };
   d.random = {"p", /*identity_at_zero=*/true};
   d.backward = [](const BackwardCtx& c) -> std::vector<Tensor> {
     const Tensor& dy = c.grad_outputs[0];
     if (!dy.defined() || !c.needs_input_grad[0]) return {Tensor()};
-    return {dropout(dy, c.attrs.f("p"), uint64_t(c.attrs.i("key")),
-                    uint64_t(c.attrs.i("stream")))};
+    static const OpDef& op = def("dropout");
+    return {call1(op, {dy}, c.attrs)};
   };
   return d;
 }

@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 
+#include "merak/core/philox.h"
 #include "merak/graph/convert.h"
 #include "merak/ops/functional.h"
 #include "tests/graph/onnx/onnx_test_models.h"
@@ -597,8 +598,22 @@ void bools(OnnxModel& m, const std::string& name, const std::vector<int64_t>& di
 
 // softmax(masked_fill(q k^T, mask, fill)) v with q, k, v [B, H, T, D], as exports spell it;
 // `define_mask` adds the value "mask".
+// A scalar Constant node (a float initializer would be a parameter).
+void scalar_constant(OnnxModel& m, const std::string& name, int type, double v) {
+  auto* value = m.node("Constant", {}, {name}).add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(type);
+  if (type == kFloat)
+    value->mutable_t()->add_float_data(float(v));
+  else
+    value->mutable_t()->add_int32_data(int32_t(v));  // bool
+}
+
+// softmax(where(mask, fill, q k^T)) v, with a training-mode dropout of the probabilities when
+// `dropout` > 0.
 OnnxModel attention(int64_t b, int64_t h, int64_t t, int64_t d, float fill,
-                    const std::function<void(OnnxModel&)>& define_mask) {
+                    const std::function<void(OnnxModel&)>& define_mask, double dropout = 0) {
   OnnxModel m(13);
   for (const char* x : {"q", "k", "v"}) m.input(x, kFloat, {b, h, t, d});
   m.output("y", {b, h, t, d});
@@ -608,7 +623,14 @@ OnnxModel attention(int64_t b, int64_t h, int64_t t, int64_t d, float fill,
   m.node("MatMul", {"q", "kt"}, {"s"});
   m.node("Where", {"mask", "fill", "s"}, {"sm"});
   set_int(m.node("Softmax", {"sm"}, {"p"}), "axis", -1);
-  m.node("MatMul", {"p", "v"}, {"y"});
+  std::string probs = "p";
+  if (dropout > 0) {
+    scalar_constant(m, "ratio", kFloat, dropout);
+    scalar_constant(m, "training", kBool, 1);
+    m.node("Dropout", {"p", "ratio", "training"}, {"p_dropped"});
+    probs = "p_dropped";
+  }
+  m.node("MatMul", {probs, "v"}, {"y"});
   return m;
 }
 
@@ -658,6 +680,76 @@ TEST_CASE("onnx import: only a [T, T] causal mask after leading 1s fuses into sd
     REQUIRE(got.size() == ref.size());
     for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(ref[i]).margin(1e-5));
   }
+}
+
+TEST_CASE("onnx import: training-mode Dropout is Merak's, keyed by the seed and its output") {
+  OnnxModel m;
+  m.input("x", kFloat, {4, 64}).output("y", {4, 64}).output("z", {4, 64});
+  scalar_constant(m, "ratio", kFloat, 0.25);
+  scalar_constant(m, "on", kBool, 1);
+  scalar_constant(m, "off", kBool, 0);
+  m.node("Dropout", {"x", "ratio", "on"}, {"a"});
+  m.node("Dropout", {"a", "ratio", "off"}, {"y"});         // inference mode: passes through
+  m.node("Dropout", {"x", "ratio", "on"}, {"z", "mask"});  // its mask output unused
+  graph::ImportOptions options;
+  options.seed = 7;
+  const graph::Model model = graph::import_onnx_bytes(m.bytes(), "test.onnx", options);
+  std::map<std::string, ops::Attrs> drops;  // by output
+  for (const graph::Node& n : model.graph().nodes())
+    if (n.op() == "dropout") drops[n.outputs(0)] = graph::attrs_of(n);
+  REQUIRE(drops.size() == 2);
+  REQUIRE(drops.count("a"));
+  CHECK(drops["a"].f("p") == Approx(0.25));
+  CHECK(uint64_t(drops["a"].i("key")) == philox_key(7, "dropout:a"));
+  CHECK(uint64_t(drops["z"].i("key")) == philox_key(7, "dropout:z"));
+
+  const Tensor x = Tensor::ones({4, 64});
+  graph::Executor ex(model, 0);
+  const auto out = ex.run({{"x", x}});
+  const auto y = values(out[0]), z = values(out[1]);
+  int dropped = 0, differ = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    CHECK((y[i] == 0 || y[i] == Approx(1 / 0.75)));
+    dropped += y[i] == 0;
+    differ += y[i] != z[i];
+  }
+  CHECK(dropped > 32);   // about 64 of 256
+  CHECK(dropped < 100);
+  CHECK(differ > 0);     // another key, other masks
+  // Evaluation does not drop.
+  graph::Executor eval(model, 0);
+  eval.set_training(false);
+  CHECK(values(eval.run({{"x", x}})[0]) == values(x));
+
+  // A mode or rate computed at run time is unsupported, named.
+  OnnxModel r;
+  r.input("x", kFloat, {4}).input("flag", kBool, {}).output("y", {4});
+  scalar_constant(r, "ratio", kFloat, 0.5);
+  r.node("Dropout", {"x", "ratio", "flag"}, {"y"});
+  const std::string msg = import_error(r.bytes());
+  INFO(msg);
+  CHECK(msg.find("training_mode 'flag' is computed at run time") != std::string::npos);
+}
+
+TEST_CASE("onnx import: a dropout of attention probabilities fuses into sdpa's own") {
+  const int64_t t = 4;
+  std::vector<bool> triu;
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < t; ++j) triu.push_back(j > i);
+  const OnnxModel m = attention(
+      1, 2, t, 2, -INFINITY, [&](OnnxModel& o) { bools(o, "mask", {1, 1, t, t}, triu); }, 0.3);
+  graph::ImportOptions options;
+  options.seed = 3;
+  const graph::Model model = graph::import_onnx_bytes(m.bytes(), "test.onnx", options);
+  CHECK(op_counts(model).count("dropout") == 0);
+  REQUIRE(op_counts(model)["sdpa"] == 1);
+  for (const graph::Node& n : model.graph().nodes())
+    if (n.op() == "sdpa") {
+      const ops::Attrs a = graph::attrs_of(n);
+      CHECK(a.f("dropout") == Approx(0.3));
+      CHECK(uint64_t(a.i("key")) == philox_key(3, "dropout:p_dropped"));
+      CHECK(a.b("causal"));
+    }
 }
 
 TEST_CASE("onnx import: a key padding mask stays unfused: fully masked rows match the graph") {
