@@ -5,6 +5,7 @@
 #include "merak/core/pending.h"
 #include "merak/core/philox.h"
 #include "merak/graph/convert.h"
+#include "merak/graph/initializer_values.h"
 #include "merak/nn/module.h"
 #include "merak/autograd/grad_mode.h"
 #include "merak/ops/dispatch.h"
@@ -132,8 +133,8 @@ Executor::Executor(const Model& model, uint64_t seed, Device device)
     const Shape shape = fixed_shape(init.type(), what);
     const DType dtype = from_proto(init.type().dtype());
     Tensor t;
-    if (!init.data().empty()) {
-      t = tensor_from_bytes(init.data(), shape, dtype, what);
+    if (has_values(init)) {
+      t = initializer_values(init);
       if (device != Device::cpu()) t = t.to(device);
     } else {
       t = Tensor::empty(shape, dtype, device);

@@ -6,9 +6,9 @@
 namespace merak::graph::onnx_detail {
 
 Builder::Builder(Graph& graph, std::set<std::string> used, int64_t max_constant_bytes,
-                 uint64_t seed)
+                 uint64_t seed, std::map<std::string, ExternalData> external)
     : graph_(graph), used_(std::move(used)), max_constant_bytes_(max_constant_bytes),
-      seed_(seed) {}
+      seed_(seed), external_(std::move(external)) {}
 
 Value& Builder::define(const std::string& name) {
   MERAK_CHECK(!name.empty(), "a value without a name");
@@ -81,8 +81,13 @@ void Builder::write_initializer(const std::string& graph_name, const Value& v, b
   *init->mutable_type() = tensor_type(v.meta.shape, v.meta.dtype);
   init->set_trainable(trainable);
   if (trainable) {
-    init->set_data(
-        onnx_tensor_bytes(*parameter_data_.at(graph_name), v.meta.dtype, v.meta.numel()));
+    // Values in external data stay there (an Identity's copy points at the same bytes).
+    const onnx::TensorProto& t = *parameter_data_.at(graph_name);
+    auto it = external_.find(t.name());
+    if (it != external_.end())
+      *init->mutable_external() = it->second;
+    else
+      init->set_data(onnx_tensor_bytes(t, v.meta.dtype, v.meta.numel()));
   } else {
     init->set_data(tensor_bytes(v.constant));
     emitted_constants_[graph_name] = v.constant;

@@ -36,7 +36,9 @@ class Builder {
  public:
   // `used` holds every value name some node or the graph output reads; the constants' buffers
   // may hold `max_constant_bytes` together.
-  Builder(Graph& graph, std::set<std::string> used, int64_t max_constant_bytes, uint64_t seed);
+  // `external`: where the weights in external data lie, by ONNX initializer name.
+  Builder(Graph& graph, std::set<std::string> used, int64_t max_constant_bytes, uint64_t seed,
+          std::map<std::string, ExternalData> external);
 
   // --- values ---
   void add_input(const std::string& name, const ops::TensorMeta& meta);
@@ -104,6 +106,7 @@ class Builder {
   std::map<std::string, Tensor> emitted_constants_;                 // by graph name
   const int64_t max_constant_bytes_;
   const uint64_t seed_;
+  const std::map<std::string, ExternalData> external_;               // by ONNX name
   int64_t constant_bytes_ = 0;                 // of the buffers below
   std::set<const Storage*> constant_buffers_;  // views of one buffer count once
   std::string node_name_, module_path_;

@@ -7,6 +7,7 @@
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "merak/core/read_file.h"
 #include "merak/graph/convert.h"
 #include "merak/graph/onnx_builder_internal.h"
+#include "merak/graph/onnx_external_internal.h"
 #include "merak/graph/onnx_fold_internal.h"
 #include "merak/graph/onnx_fuse_internal.h"
 #include "merak/graph/onnx_ops_internal.h"
@@ -195,10 +197,7 @@ void add_inputs_and_initializers(Builder& b, const onnx::GraphProto& g, Graph& o
     meta.dtype = dtype_from_onnx(t.data_type(), what);
     meta.shape = onnx_dims(t);
     checked_numel(meta.shape, kMaxValueElements, what);
-    // Floating tensors are the model's weights. Integer and bool ones (index tables, masks) and
-    // floating scalars (constants some exporters store as initializers) cannot be trained
-    // meaningfully: they are constants, which lets folding see through them.
-    if (is_floating(meta.dtype) && !meta.shape.empty()) {
+    if (becomes_parameter(t)) {
       b.add_parameter(t.name(), &t, meta);
     } else {
       b.set_constant(t.name(), tensor_from_onnx(t, kMaxConstantBytes));
@@ -256,9 +255,22 @@ void cross_check(Builder& b, const onnx::NodeProto& node,
   }
 }
 
-Model import_model(onnx::ModelProto& model, const std::string& file, const ImportOptions& options) {
+// `model_dir`: where the file's external data lies (empty for bytes that come from no file).
+Model import_model(onnx::ModelProto& model, const std::string& file, const ImportOptions& options,
+                   const std::string& model_dir) {
+  std::map<std::string, ExternalData> external;  // the weights', by initializer name
   try {
-    onnx::checker::check_model(model);
+    external = resolve_external_initializers(*model.mutable_graph(), model_dir);
+  } catch (const std::exception& e) {
+    fail(file, e.what());
+  }
+  try {
+    // With external data the checker must know the model's directory, which only its
+    // file-path form sets (the file is then small: the weights are elsewhere).
+    if (!external.empty())
+      onnx::checker::check_model(file);
+    else
+      onnx::checker::check_model(model);
   } catch (const std::exception& e) {
     fail(file, std::string("invalid ONNX model: ") + e.what());
   }
@@ -276,7 +288,7 @@ Model import_model(onnx::ModelProto& model, const std::string& file, const Impor
     (*out.mutable_metadata())["onnx." + p.key()] = p.value();
   Graph& graph = *out.mutable_graph();
   graph.set_name(g.name());
-  Builder b(graph, used_values(g), options.max_constant_bytes, options.seed);
+  Builder b(graph, used_values(g), options.max_constant_bytes, options.seed, std::move(external));
   try {
     add_inputs_and_initializers(b, g, graph);
   } catch (const std::exception& e) {
@@ -306,15 +318,13 @@ Model import_model(onnx::ModelProto& model, const std::string& file, const Impor
   return out;
 }
 
-}  // namespace
-
-Model import_onnx_bytes(const std::string& bytes, const std::string& name,
-                        const ImportOptions& options) {
+Model import_bytes(const std::string& bytes, const std::string& name,
+                   const ImportOptions& options, const std::string& model_dir) {
   try {
     onnx::ModelProto model;
     if (!model.ParseFromString(bytes))
       fail(name, "not an ONNX model (the protobuf does not parse: truncated or another format)");
-    return import_model(model, name, options);
+    return import_model(model, name, options, model_dir);
   } catch (const ImportError&) {
     throw;
   } catch (const std::exception& e) {
@@ -322,10 +332,25 @@ Model import_onnx_bytes(const std::string& bytes, const std::string& name,
   }
 }
 
+}  // namespace
+
+Model import_onnx_bytes(const std::string& bytes, const std::string& name,
+                        const ImportOptions& options) {
+  return import_bytes(bytes, name, options, "");
+}
+
 Model import_onnx(const std::string& path, const ImportOptions& options) {
   std::string bytes, why;
   if (!read_file(path, &bytes, &why)) fail(path, "cannot read (" + why + ")");
-  return import_onnx_bytes(bytes, path, options);
+  // External data lies beside the file: its directory, made absolute so that a graph written
+  // out (merak_graph import -o) still finds it from elsewhere.
+  const size_t slash = path.find_last_of('/');
+  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (char* real = ::realpath(dir.c_str(), nullptr)) {
+    dir = real;
+    std::free(real);
+  }
+  return import_bytes(bytes, path, options, dir);
 }
 
 }  // namespace merak::graph

@@ -1,6 +1,7 @@
 #include <cstring>
 #include <limits>
 
+#include "merak/graph/onnx_external_internal.h"
 #include "merak/graph/onnx_proto_internal.h"
 
 namespace merak::graph::onnx_detail {
@@ -80,8 +81,7 @@ std::string describe(const onnx::TensorProto& t) { return "tensor '" + t.name() 
 
 std::string onnx_tensor_bytes(const onnx::TensorProto& t, DType dtype, int64_t numel) {
   const std::string what = describe(t);
-  MERAK_CHECK(t.data_location() != onnx::TensorProto::EXTERNAL && t.external_data_size() == 0, what,
-              ": external data is not supported (save the model with its data inside)");
+  MERAK_CHECK(!is_external(t), what, ": external data read as inline data");
   MERAK_CHECK(!t.has_segment(), what, ": segmented tensors are not supported");
   const size_t bytes = size_t(numel) * dtype_size(dtype);
   if (t.has_raw_data()) {
@@ -110,6 +110,10 @@ Tensor tensor_from_onnx(const onnx::TensorProto& t, int64_t max_bytes) {
   Tensor out = Tensor::empty(shape, dtype);
   if (!bytes.empty()) std::memcpy(out.raw_data(), bytes.data(), bytes.size());
   return out;
+}
+
+bool becomes_parameter(const onnx::TensorProto& t) {
+  return is_floating(dtype_from_onnx(t.data_type(), describe(t))) && t.dims_size() > 0;
 }
 
 const onnx::AttributeProto* find_attr(const onnx::NodeProto& node, const std::string& name) {

@@ -35,6 +35,11 @@ const char* onnx_type_name(int32_t elem_type);
 // A CPU tensor with a TensorProto's values (raw_data or the typed fields); external, segmented
 // or mis-sized data, or more than max_bytes, is an error naming the tensor.
 Tensor tensor_from_onnx(const onnx::TensorProto& t, int64_t max_bytes);
+
+// Floating tensors of rank >= 1 are the model's weights. Integer and bool ones (index tables,
+// masks) and floating scalars (constants some exporters store as initializers) cannot be
+// trained meaningfully: they are constants, which lets folding see through them.
+bool becomes_parameter(const onnx::TensorProto& t);
 // The raw little-endian bytes of an initializer, as graph.proto stores them.
 std::string onnx_tensor_bytes(const onnx::TensorProto& t, DType dtype, int64_t numel);
 Shape onnx_dims(const onnx::TensorProto& t);

@@ -10,6 +10,7 @@
 #include "merak/autograd/node.h"
 #include "merak/core/philox.h"
 #include "merak/graph/convert.h"
+#include "merak/graph/initializer_values.h"
 #include "merak/graph/executor.h"
 #include "merak/nn/module.h"
 #include "merak/ops/functional.h"
@@ -164,7 +165,7 @@ graph::Model rank_model(const Plan& plan, const RankProgram& rank, uint64_t seed
   for (const ParamShard& p : rank.params()) shards[p.name()] = &p;
   for (graph::Initializer& init : *m.mutable_graph()->mutable_initializers()) {
     auto it = shards.find(init.name());
-    if (!init.data().empty() || it == shards.end() || whole(*it->second)) continue;
+    if (graph::has_values(init) || it == shards.end() || whole(*it->second)) continue;
     init.set_data(graph::tensor_bytes(shard_values(*it->second, seed)));
   }
   return m;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "merak/graph/convert.h"
+#include "merak/graph/initializer_values.h"
 #include "merak/partition/analysis.h"
 #include "merak/partition/tp_split.h"
 
@@ -559,9 +560,13 @@ TpRank Pass::build(int64_t rank) const {
       for (const BoxSpec& b : spec.boxes) local_shape[cd] += b.sizes[cd];
     }
     *local.mutable_type() = graph::tensor_type(local_shape, value(id).meta.dtype);
-    if (!init.data().empty() && spec.split != "replicated")
-      local.set_data(
-          slice_bytes(init.data(), spec.full_shape, dtype_size(value(id).meta.dtype), spec));
+    if (graph::has_values(init) && spec.split != "replicated") {
+      std::string read;  // external values, read to be sliced
+      if (init.has_external()) read = graph::tensor_bytes(graph::initializer_values(init));
+      local.set_data(slice_bytes(init.has_external() ? read : init.data(), spec.full_shape,
+                                 dtype_size(value(id).meta.dtype), spec));
+      local.clear_external();
+    }
     out.shards[init.name()] = spec;
   }
 

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "merak/graph/convert.h"
+#include "merak/graph/initializer_values.h"
 #include "merak/nn/module.h"
 #include "merak/ops/functional.h"
 
@@ -68,13 +69,12 @@ graph::Model stage_model(const partition::RankProgram& program, uint64_t seed) {
     const Shape want = graph::fixed_shape(init.type(), what);
     // Values in the plan (an imported network's) are the rank's piece already: the
     // tensor-parallel pass slices them. Without values, the piece is drawn from the init spec.
-    const Tensor local =
-        init.data().empty()
-            ? materialize_shard(shard, seed, Tensor())
-            : graph::tensor_from_bytes(init.data(), want, graph::from_proto(shard.dtype()), what);
+    const Tensor local = graph::has_values(init) ? graph::initializer_values(init)
+                                                 : materialize_shard(shard, seed, Tensor());
     MERAK_CHECK(local.shape() == want, "rank ", program.rank(), ": ", what, ": its boxes make ",
                 shape_str(local.shape()), " but the stage graph holds it as ", shape_str(want));
     init.set_data(graph::tensor_bytes(local));
+    init.clear_external();
   }
   return model;
 }

@@ -1,6 +1,7 @@
 #include "merak/train/model_graph.h"
 
 #include "merak/graph/convert.h"
+#include "merak/graph/initializer_values.h"
 #include "merak/graph/onnx_import.h"
 #include "merak/graph/summary.h"
 #include "merak/graph/tracer.h"
@@ -80,15 +81,18 @@ graph::Model imported_graph(const config::Config& c, int64_t micro_batch) {
 
 // Moves the parameters' values out of `m` (into `weights` when given): each is then drawn as
 // zeros until the engine loads its piece.
-void take_weights(graph::Model& m, std::map<std::string, Tensor>* weights) {
+void take_weights(graph::Model& m, std::map<std::string, graph::Initializer>* weights) {
   for (graph::Initializer& i : *m.mutable_graph()->mutable_initializers()) {
-    if (!i.trainable() || i.data().empty()) continue;
+    if (!i.trainable() || !graph::has_values(i)) continue;
     if (weights) {
-      const std::string what = "parameter '" + i.name() + "'";
-      (*weights)[i.name()] = graph::tensor_from_bytes(
-          i.data(), graph::fixed_shape(i.type(), what), graph::from_proto(i.type().dtype()), what);
+      graph::Initializer& kept = (*weights)[i.name()];
+      kept.set_name(i.name());
+      *kept.mutable_type() = i.type();
+      kept.mutable_data()->swap(*i.mutable_data());  // no copy of the values
+      if (i.has_external()) *kept.mutable_external() = i.external();
     }
     i.clear_data();
+    i.clear_external();
     i.mutable_init()->set_kind(graph::InitSpec::ZEROS);
   }
 }

@@ -29,9 +29,10 @@ struct ModelFacts {
   // built network (what MFU is quoted against), the op registry's count of the graph for an
   // imported one.
   double flops_per_token = 0;
-  // An imported network's starting weights, whole, by parameter name; empty for a built network
-  // (its parameters are drawn from train.seed).
-  std::map<std::string, Tensor> weights;
+  // An imported network's starting weights by parameter name, as initializers holding the
+  // file's values or where they lie in its external data (graph::initializer_values reads them
+  // when a rank loads its pieces); empty for a built network (drawn from train.seed).
+  std::map<std::string, graph::Initializer> weights;
 };
 // The facts, the network imported at `micro_batch` sequences (0: the config's micro-batch size;
 // an export of fixed shapes takes only its own). Its weights are read only with `weights`.

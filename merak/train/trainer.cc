@@ -19,6 +19,7 @@
 #include "merak/runtime/engine_comm.h"
 #include "merak/runtime/schedule_recompute.h"
 #include "merak/train/checkpointing.h"
+#include "merak/graph/initializer_values.h"
 #include "merak/train/model_graph.h"
 
 namespace merak::train {
@@ -236,7 +237,7 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
       engine_->load_weights([&](const std::string& name) -> std::optional<Tensor> {
         auto it = facts.weights.find(name);
         if (it == facts.weights.end()) return std::nullopt;
-        return it->second;
+        return graph::initializer_values(it->second);
       });
     facts.weights.clear();
   } catch (const SetupError& e) {

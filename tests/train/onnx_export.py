@@ -4,13 +4,15 @@ to ONNX (opset 17, no constant folding, so the initializers keep those names) wi
 named after Merak's batch fields and dynamic batch and sequence axes.
 
 Usage: /usr/bin/python3 onnx_export.py gpt|bert OUT_DIR LAYERS HIDDEN HEADS MAX_SEQ VOCAB
-           [--name NAME] [--fixed BATCH SEQ] [--reads-targets] [--dropout P]
+           [--name NAME] [--fixed BATCH SEQ] [--reads-targets] [--dropout P] [--external]
   writes OUT_DIR/NAME.onnx and OUT_DIR/NAME.safetensors (NAME: the family);
   --fixed: inputs of that fixed shape, no dynamic axes;
   --reads-targets (gpt): the network takes `targets` too (adding 0 times their mean), as a
   network that reads a label does;
   --dropout: the network drops at rate P where Merak's models do, exported in training mode
-  (Dropout nodes with training_mode true), as a network exported for training is.
+  (Dropout nodes with training_mode true), as a network exported for training is;
+  --external: the weights saved as ONNX external data, in OUT_DIR/NAME.data beside the graph (as
+  an export past protobuf's 2 GiB must be).
 """
 import os
 import sys
@@ -32,7 +34,7 @@ def main():
     family, out = sys.argv[1], sys.argv[2]
     layers, hidden, heads, max_seq, vocab = (int(a) for a in sys.argv[3:8])
     rest = sys.argv[8:]
-    name, shape, reads_targets, dropout = family, None, False, 0.0
+    name, shape, reads_targets, dropout, external = family, None, False, 0.0, False
     while rest:
         if rest[0] == "--name":
             name, rest = rest[1], rest[2:]
@@ -42,6 +44,8 @@ def main():
             reads_targets, rest = True, rest[1:]
         elif rest[0] == "--dropout":
             dropout, rest = float(rest[1]), rest[2:]
+        elif rest[0] == "--external":
+            external, rest = True, rest[1:]
         else:
             sys.exit(f"unknown option {rest[0]}")
     torch.manual_seed(5)
@@ -64,9 +68,14 @@ def main():
                  else torch.zeros(shape or (2, 8), dtype=torch.long) for n in inputs)
     axes = {} if shape else {n: {0: "batch", 1: "seq"} for n in inputs}
     mode = torch.onnx.TrainingMode.TRAINING if dropout > 0 else torch.onnx.TrainingMode.EVAL
-    torch.onnx.export(model.train(dropout > 0), args, os.path.join(out, name + ".onnx"),
+    path = os.path.join(out, name + ".onnx")
+    torch.onnx.export(model.train(dropout > 0), args, path,
                       opset_version=17, do_constant_folding=False, input_names=inputs,
                       output_names=outputs, dynamic_axes=axes, training=mode)
+    if external:
+        import onnx
+        onnx.save_model(onnx.load(path), path, save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=name + ".data", size_threshold=0)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@
 #   - so does an export with fixed input shapes (the micro-batch and train.seq_len), and one whose
 #     network reads a label too (the loss reads the same input);
 #   - a checkpoint written at (1,2,2) resumes in one process and continues the uninterrupted run;
+#   - an export whose weights are ONNX external data (a file beside the graph, as exports past
+#     2 GiB are saved) trains as the one holding them, at (1,1,1) and (1,2,2): each rank reads
+#     its tensors from the data file;
 #   - exports in training mode train with their dropout (at rate 0.1 where Merak's models drop):
 #     the steps differ from the export without it, evaluation does not drop (the validation loss
 #     of the same weights is the one without dropout), and every layout draws the one-process
@@ -40,6 +43,8 @@ export MERAK_NUM_THREADS=1
   > "$tmp/export.log" 2>&1 || fail "PyTorch export (gpt, fixed): $(tail -3 "$tmp/export.log")"
 /usr/bin/python3 "$exporter" gpt "$tmp" 2 64 4 32 256 --name gpt-targets --reads-targets \
   > "$tmp/export.log" 2>&1 || fail "PyTorch export (gpt, targets): $(tail -3 "$tmp/export.log")"
+/usr/bin/python3 "$exporter" gpt "$tmp" 2 64 4 32 256 --name gpt-ext --external \
+  > "$tmp/export.log" 2>&1 || fail "PyTorch export (gpt, external): $(tail -3 "$tmp/export.log")"
 for family in gpt bert; do
   vocab=$([ "$family" = gpt ] && echo 256 || echo 264)
   /usr/bin/python3 "$exporter" "$family" "$tmp" 2 64 4 32 "$vocab" --name "$family-drop" \
@@ -118,6 +123,17 @@ run gpt-resumed 1,1,1 gpt-onnx.yaml --resume "$tmp/ck/step_000000006"
 grep -q "resumed from .*step_000000006: step 6 done" "$tmp/gpt-resumed.log" ||
   fail "no resume line: $(head -5 "$tmp/gpt-resumed.log")"
 close "imported GPT saved at (1,2,2) step 6, resumed at (1,1,1)" gpt-resumed gpt-onnx 7
+
+# External data: the graph's file is small, the weights beside it; training is the same.
+ext_graph=$(stat -c %s "$tmp/gpt-ext.onnx")
+ext_data=$(stat -c %s "$tmp/gpt-ext.data")
+[ "$ext_graph" -lt $((ext_data / 10)) ] ||
+  fail "the external export's graph holds $ext_graph bytes, its data $ext_data"
+run gpt-ext 1,1,1 gpt-onnx.yaml --set model.onnx="$tmp/gpt-ext.onnx"
+close "imported GPT with external data = the export holding its weights" gpt-ext gpt-onnx 1
+run gpt-ext-122 1,2,2 gpt-onnx.yaml --set model.onnx="$tmp/gpt-ext.onnx"
+close "imported GPT with external data at (1,2,2) = one process" gpt-ext-122 gpt-onnx 1
+echo "external data: the graph $ext_graph bytes, the weights $ext_data bytes"
 
 # Training-mode exports: the dropout acts in training, not in evaluation, alike in every layout.
 run gpt-drop 1,1,1 gpt-drop.yaml

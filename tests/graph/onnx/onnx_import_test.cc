@@ -249,18 +249,112 @@ TEST_CASE("onnx import: dynamic axes need sizes, given by input or by symbol") {
             .find("m.onnx: no data input has a dynamic dim named 'btach'") != std::string::npos);
 }
 
-TEST_CASE("onnx import: external tensor data is refused, naming the tensor") {
+// small_linear with W's values moved to external data: `location`, from `offset` (the file
+// holds `offset` junk bytes first), with a length entry of `length` (-1: none).
+OnnxModel external_linear(const std::string& location, int64_t offset, int64_t length = -1) {
   OnnxModel m = small_linear();
   auto* w = m.proto().mutable_graph()->mutable_initializer(0);
+  std::string bytes(size_t(offset), 'x');
+  bytes.append(reinterpret_cast<const char*>(w->float_data().data()),
+               size_t(w->float_data_size()) * 4);
+  write_file(temp_path("ext_weights.bin"), bytes);
   w->clear_float_data();
   w->set_data_location(onnx::TensorProto::EXTERNAL);
-  auto* e = w->add_external_data();
+  const auto entry = [&](const char* key, const std::string& value) {
+    auto* e = w->add_external_data();
+    e->set_key(key);
+    e->set_value(value);
+  };
+  entry("location", location);
+  entry("offset", std::to_string(offset));
+  if (length >= 0) entry("length", std::to_string(length));
+  return m;
+}
+
+// Imports m saved as $TEST_TMPDIR/ext.onnx.
+graph::Model import_saved(const OnnxModel& m) {
+  write_file(temp_path("ext.onnx"), m.bytes());
+  return graph::import_onnx(temp_path("ext.onnx"));
+}
+
+std::string saved_import_error(const OnnxModel& m) {
+  try {
+    import_saved(m);
+  } catch (const ImportError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_CASE("onnx import: external data stays in its file until the values are read") {
+  const graph::Model embedded = import(small_linear());
+  const graph::Model external = import_saved(external_linear("ext_weights.bin", 8, 480));
+  const graph::Initializer* w = nullptr;
+  for (const graph::Initializer& i : external.graph().initializers())
+    if (i.name() == "W") w = &i;
+  REQUIRE(w);
+  CHECK(w->data().empty());
+  // Found beside the model's file (its directory made absolute).
+  const std::string& path = w->external().path();
+  CHECK(path.size() > 16);
+  CHECK(path.rfind("/ext_weights.bin") == path.size() - 16);
+  CHECK(path[0] == '/');
+  CHECK(w->external().offset() == 8);
+  // The executor reads them: the same outputs as the embedded model's.
+  const Tensor x = floats({0.3f, -1, 2, 0.5f, 4, -2.5f}, {2, 3});
+  CHECK(values(run(external, {{"x", x}})[0]) == values(run(embedded, {{"x", x}})[0]));
+}
+
+TEST_CASE("onnx import: bad external data is an ImportError naming the tensor and the file") {
+  const auto error = [](const OnnxModel& m) {
+    const std::string msg = saved_import_error(m);
+    INFO(msg);
+    CHECK(msg.rfind(temp_path("ext.onnx") + ": ", 0) == 0);
+    CHECK(msg.find("tensor 'W'") != std::string::npos);
+    return msg;
+  };
+  CHECK_THAT(error(external_linear("../ext_weights.bin", 0)),
+             Catch::Contains("location '../ext_weights.bin' is outside the model's directory"));
+  CHECK_THAT(error(external_linear("/etc/hostname", 0)),
+             Catch::Contains("is outside the model's directory"));
+  CHECK_THAT(error(external_linear("ext_weights.bin", 0, 100)),
+             Catch::Contains("length 100, its type and dims need 480 bytes"));
+  CHECK_THAT(error(external_linear("none.bin", 0)),
+             Catch::Contains("/none.bin cannot be read"));
+  // The file ends before the values do.
+  OnnxModel short_file = external_linear("ext_weights.bin", 0);
+  write_file(temp_path("ext_weights.bin"), std::string(400, 'x'));
+  write_file(temp_path("ext.onnx"), short_file.bytes());
+  std::string msg;
+  try {
+    graph::import_onnx(temp_path("ext.onnx"));
+  } catch (const ImportError& e) {
+    msg = e.what();
+  }
+  CHECK_THAT(msg, Catch::Contains("480 bytes from offset 0 lie past the end of ") &&
+                      Catch::Contains("/ext_weights.bin (400 bytes)"));
+  // Bytes in memory come from no file: nothing to find external data beside.
+  const std::string bytes_msg = import_error(external_linear("ext_weights.bin", 0).bytes());
+  CHECK_THAT(bytes_msg, Catch::Contains("import the file, not bytes"));
+}
+
+TEST_CASE("onnx import: an integer constant in external data is read at import") {
+  // Reshape's target shape, stored externally, folds into the reshape as an inline one would.
+  OnnxModel m;
+  m.input("x", kFloat, {2, 6}).output("y", {3, 4});
+  m.ints("shape", {2}, {3, 4});
+  m.node("Reshape", {"x", "shape"}, {"y"});
+  auto* t = m.proto().mutable_graph()->mutable_initializer(0);
+  const std::string bytes(reinterpret_cast<const char*>(t->int64_data().data()), 16);
+  write_file(temp_path("ext_shape.bin"), bytes);
+  t->clear_int64_data();
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* e = t->add_external_data();
   e->set_key("location");
-  e->set_value("weights.bin");
-  const std::string msg = import_error(m.bytes());
-  INFO(msg);
-  CHECK(msg.rfind("test.onnx: ", 0) == 0);
-  CHECK(msg.find("W") != std::string::npos);
+  e->set_value("ext_shape.bin");
+  const graph::Model model = import_saved(m);
+  REQUIRE(op_counts(model)["reshape"] == 1);
+  CHECK(run(model, {{"x", Tensor::ones({2, 6})}})[0].shape() == Shape{3, 4});
 }
 
 TEST_CASE("onnx import: shape arithmetic folds into a reshape with a concrete shape") {
