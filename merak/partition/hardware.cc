@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -211,6 +212,25 @@ int64_t threads_per_rank(int64_t cores, int64_t ranks) {
 }
 
 }  // namespace
+
+bool is_cpu_profile(const Hardware& hw) {
+  return hw.shared_node && hw.devices_per_node >= 1 && hw.peak_f32 > 0;
+}
+
+std::string cpu_profile_warning(const Hardware& hw, const std::string& name, double core_gflops) {
+  if (!is_cpu_profile(hw) || !(core_gflops > 0)) return "";
+  const double profiled = hw.peak_f32 / double(hw.devices_per_node) / 1e9;
+  const double ratio = core_gflops / profiled;
+  if (ratio >= 0.8 && ratio <= 1.25) return "";
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "hardware profile '%s' was calibrated on a CPU of %.0f GFLOP/s a core; this one "
+                "measures %.0f, so its step-time predictions are off by about %.1fx (profile this "
+                "machine: merak_partition calibrate -o FILE.yaml, then parallel.hardware: "
+                "FILE.yaml)",
+                name.c_str(), profiled, core_gflops, std::max(ratio, 1 / ratio));
+  return buf;
+}
 
 Hardware Hardware::per_rank(int64_t ranks_on_node) const {
   if (!shared_node || ranks_on_node <= 1) return *this;

@@ -101,6 +101,14 @@ struct Hardware {
   }
 };
 
+// A CPU's profile (shared_node; configs/hardware/cpu-local.yaml is one) describes the machine it
+// was calibrated on: on another CPU its step-time predictions, and so the layout search's
+// ranking, are off by about the ratio of their speeds.
+bool is_cpu_profile(const Hardware& hw);
+// The warning for a CPU measuring `core_gflops` a core (merak/core/fma_peak.h) with profile
+// `name`: empty when `hw` is not a CPU's profile or the speeds are within 20% of each other.
+std::string cpu_profile_warning(const Hardware& hw, const std::string& name, double core_gflops);
+
 // A bad profile: what() is one line "FILE: key 'a.b': what is wrong".
 class HardwareError : public std::runtime_error {
  public:

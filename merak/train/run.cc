@@ -234,10 +234,8 @@ void start_metrics(comm::Grid& grid, const std::string& path, std::ofstream& met
   log::message(level, line);
 }
 
-// A CPU profile (configs/hardware/cpu-local.yaml is one) describes the machine it was
-// calibrated on; on another CPU its predictions (step times, the layout search's ranking) are
-// off by about the ratio of their speeds. Warns when this CPU's FMA rate, measured at start-up,
-// is not within 20% of the profile's.
+// Warns when the config's hardware profile is a CPU's calibrated on a CPU of another speed
+// (partition::cpu_profile_warning); `core_gflops` 0: measured here, for a CPU profile only.
 void check_cpu_profile(const config::Config& c, double core_gflops) {
   partition::Hardware hw;
   try {
@@ -245,15 +243,10 @@ void check_cpu_profile(const config::Config& c, double core_gflops) {
   } catch (const std::exception&) {
     return;  // the plan loaded it already; nothing to add here
   }
-  if (!hw.shared_node || hw.devices_per_node < 1 || hw.peak_f32 <= 0) return;  // not a CPU's
-  const double profiled = hw.peak_f32 / double(hw.devices_per_node) / 1e9;
-  const double ratio = core_gflops / profiled;
-  if (ratio >= 0.8 && ratio <= 1.25) return;
-  say(log::Level::Warn,
-      "hardware profile '%s' was calibrated on a CPU of %.0f GFLOP/s a core; this one measures "
-      "%.0f, so its step-time predictions are off by about %.1fx (profile this machine: "
-      "merak_partition calibrate -o FILE.yaml, then parallel.hardware: FILE.yaml)",
-      c.parallel.hardware.c_str(), profiled, core_gflops, std::max(ratio, 1 / ratio));
+  if (!partition::is_cpu_profile(hw)) return;
+  if (core_gflops <= 0) core_gflops = bench::measured_fma_peak_gflops();
+  const std::string warning = partition::cpu_profile_warning(hw, c.parallel.hardware, core_gflops);
+  if (!warning.empty()) say(log::Level::Warn, "%s", warning.c_str());
 }
 
 void print_header(Trainer& trainer, const Peak& peak) {
@@ -617,6 +610,7 @@ std::string dry_run(const config::Config& c, const DryRunOptions& o) {
     world = ranks;
   }
   const LayoutSearch s = search_layouts(c, world, o.devices_per_node);
+  check_cpu_profile(c, 0);  // the predictions below are this profile's
   if (o.json) {
     std::string plan = partition::to_json(s.result, s.input.request, header);
     plan = plan.substr(0, plan.find_last_of('}'));  // the plan's members, then the search's

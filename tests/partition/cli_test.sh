@@ -60,6 +60,19 @@ grep -q "gpipe, 4 micro-batches, ZeRO-1" "$tmp/tiny" || fail "options not shown:
 "$tool" calibrate -o "$tmp/cpu.yaml" >/dev/null
 "$tool" --config configs/gpt-tiny.yaml --pp 2 --hardware "$tmp/cpu.yaml" >"$tmp/calibrated"
 grep -q "ours (exact" "$tmp/calibrated" || fail "the calibrated profile does not load"
+# A CPU profile calibrated on a CPU far faster than this one is warned of (twenty times: this
+# machine's own profile is not compared, its calibration can run while other work loads the
+# cores); a GPU's profile is never compared with the host.
+awk '/^peak_tflops:/ { peak = 1 } peak && /^  f32:/ { printf "  f32: %.6f\n", $2 * 20; peak = 0; next }
+     { print }' "$tmp/cpu.yaml" > "$tmp/cpu-fast.yaml"
+"$tool" --config configs/gpt-tiny.yaml --hardware "$tmp/cpu-fast.yaml" >/dev/null 2>"$tmp/err" ||
+  fail "the fast profile: $(cat "$tmp/err")"
+ratio=$(sed -n "s/^merak_partition: warning: hardware profile '.*cpu-fast.yaml' was calibrated on a CPU of [0-9]* GFLOP\/s a core; this one measures [0-9]*, so its step-time predictions are off by about \([0-9.]*\)x.*/\1/p" "$tmp/err")
+awk -v r="$ratio" 'BEGIN { exit !(r >= 5) }' ||
+  fail "no warning for a profile of a CPU 20x as fast: $(cat "$tmp/err")"
+"$tool" --config configs/gpt-tiny.yaml --hardware h100-80g >/dev/null 2>"$tmp/err"
+grep -q "calibrated on" "$tmp/err" && fail "a GPU profile compared with the CPU: $(cat "$tmp/err")"
+echo "a CPU profile of a faster CPU: predictions off by about ${ratio}x, warned"
 
 # Bad input.
 bad "no split into 1 pipeline stages fits in 71.8 GiB" --config configs/gpt20b.yaml --pp 1 --tp 1 --hardware a100-80g

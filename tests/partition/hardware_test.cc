@@ -132,6 +132,23 @@ TEST_CASE("the calibrated cpu-local profile is f32 with measured, plausible numb
   CHECK(cpu.sources.at("gemm").rfind("measured", 0) == 0);
 }
 
+TEST_CASE("a CPU profile calibrated on a CPU of another speed is warned of", "[partition]") {
+  Hardware cpu = test::profile("cpu-local");
+  cpu.devices_per_node = 4;
+  cpu.peak_f32 = 4 * 200e9;  // 200 GFLOP/s a core
+  CHECK(is_cpu_profile(cpu));
+  for (double mine : {161.0, 200.0, 249.0}) CHECK(cpu_profile_warning(cpu, "p", mine).empty());
+  CHECK_THAT(cpu_profile_warning(cpu, "p.yaml", 100),
+             Catch::StartsWith("hardware profile 'p.yaml' was calibrated on a CPU of 200 GFLOP/s "
+                               "a core; this one measures 100") &&
+                 Catch::Contains("off by about 2.0x"));
+  CHECK_THAT(cpu_profile_warning(cpu, "p", 300), Catch::Contains("off by about 1.5x"));
+  // A GPU's profile is never compared with the host CPU.
+  const Hardware gpu = test::profile("h100-80g");
+  CHECK_FALSE(is_cpu_profile(gpu));
+  CHECK(cpu_profile_warning(gpu, "h100-80g", 1).empty());
+}
+
 TEST_CASE("a profile written as YAML reads back the same", "[partition]") {
   Hardware a = test::profile("h100-80g");
   a.gemm.min_macs_per_unit = 1 << 20, a.gemm.pack_bandwidth = 12.5e9;  // (a CPU's terms too)

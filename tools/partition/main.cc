@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "merak/config/config.h"
+#include "merak/core/fma_peak.h"
 #include "merak/graph/onnx_import.h"
 #include "merak/graph/tracer.h"
 #include "merak/partition/partitioner.h"
@@ -115,6 +116,21 @@ void warn_auto_keys(const config::Config& c) {
                "merak_partition: note: %s leaves keys to auto, planned here as %s (merak_partition "
                "plans one layout; merak_train --dry-run --world N searches them)\n",
                c.path.c_str(), keys.c_str());
+}
+
+// The plan's times are the profile's: a CPU's profile calibrated on a CPU of another speed
+// predicts them off by the ratio (merak_train warns alike).
+void warn_cpu_profile(const std::string& hw_name) {
+  partition::Hardware hw;
+  try {
+    hw = partition::load_hardware(partition::find_hardware(hw_name));
+  } catch (const partition::HardwareError&) {
+    return;  // partitioning loaded it already
+  }
+  if (!partition::is_cpu_profile(hw)) return;
+  const std::string warning =
+      partition::cpu_profile_warning(hw, hw_name, bench::measured_fma_peak_gflops());
+  if (!warning.empty()) std::fprintf(stderr, "merak_partition: warning: %s\n", warning.c_str());
 }
 
 // The request merak_train builds for the config (train::partition_input), so the plan explained
@@ -215,6 +231,7 @@ int cmd_partition(const Args& a) {
   }
   if (has_config) warn_auto_keys(cfg);  // after any error, which stays one line
   const std::string hw_name = has_config ? cfg.parallel.hardware : a.one("--hardware");
+  warn_cpu_profile(hw_name);
   const partition::ReportHeader header{has_config ? cfg.path : a.one("--onnx"), hw_name};
   const std::string out = a.one("-o");
   if (!out.empty()) {
