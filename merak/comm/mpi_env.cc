@@ -10,6 +10,24 @@
 #include "merak/core/error.h"
 
 namespace merak::comm {
+namespace {
+
+// This process's place on its node, found when MPI starts (MpiSession, collective there) so that
+// later questions need no collective: rank 0 of 0 means not found yet.
+NodePlace g_place{0, 0};
+
+NodePlace find_node_place() {
+  NodePlace place;
+  MPI_Comm node;
+  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+            "node_place: MPI_Comm_split_type");
+  MPI_Comm_rank(node, &place.local_rank);
+  MPI_Comm_size(node, &place.local_size);
+  MPI_Comm_free(&node);
+  return place;
+}
+
+}  // namespace
 
 bool mpi_running() {
   int init = 0, fin = 0;
@@ -32,6 +50,7 @@ MpiSession::MpiSession(int* argc, char*** argv) {
     owner_ = true;
   }
   check_mpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  g_place = find_node_place();
 }
 
 MpiSession::~MpiSession() {
@@ -77,11 +96,22 @@ bool node_window_fits(MPI_Comm node, int64_t bytes, std::string* why_not) {
   struct statvfs fs;
   if (rank == 0 && statvfs(dir, &fs) == 0) room = int64_t(fs.f_bavail) * int64_t(fs.f_frsize);
   check_mpi(MPI_Bcast(&room, 1, MPI_INT64_T, 0, node), "shared-memory window: MPI_Bcast");
+  // Groups of this size on the node (the tensor-parallel groups, a stage's replicas) make their
+  // windows at the same point of the step or set-up: each must find room for all of them, or
+  // each could see room that only one of them gets, and the others die at first touch.
+  int members = 1;
+  MPI_Comm_size(node, &members);
+  const int node_ranks = node_place().local_size;
+  const int64_t groups = node_ranks > members ? (node_ranks + members - 1) / members : 1;
   // MPI's own bookkeeping and page rounding come on top of the parts.
-  const int64_t need = total + (int64_t(1) << 20);
+  const int64_t need = (total + (int64_t(1) << 20)) * groups;
   if (room < 0 || need <= room) return true;
+  const auto mib = [](int64_t b) { return std::to_string((b + (1 << 20) - 1) >> 20); };
   *why_not = std::string(dir) + " has " + std::to_string(room >> 20) + " MiB free, the window " +
-             "needs " + std::to_string((need + (1 << 20) - 1) >> 20) + " MiB";
+             "needs " + mib(need / groups) + " MiB";
+  if (groups > 1)
+    *why_not += " for each of the node's " + std::to_string(groups) +
+                " groups that make theirs at once (" + mib(need) + " MiB)";
   return false;
 }
 
@@ -105,15 +135,9 @@ int world_rank() {
 int local_rank() { return node_place().local_rank; }
 
 NodePlace node_place() {
-  NodePlace place;
-  if (!mpi_running()) return place;
-  MPI_Comm node;
-  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-            "node_place: MPI_Comm_split_type");
-  MPI_Comm_rank(node, &place.local_rank);
-  MPI_Comm_size(node, &place.local_size);
-  MPI_Comm_free(&node);
-  return place;
+  if (!mpi_running()) return NodePlace();
+  if (g_place.local_size == 0) g_place = find_node_place();  // MPI started without MpiSession
+  return g_place;
 }
 
 void abort_job(const std::string& msg, int code) {

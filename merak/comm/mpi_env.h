@@ -46,7 +46,9 @@ bool unwinding();
 // reason in *why_not. A window too big for it fails to be made (MPI_ERR_INTERN) or, made, kills
 // the process at first touch (SIGBUS); a small /dev/shm is common (64 MiB in a Docker
 // container). Collective over `node`: every member gets the same answer. Untouched pages take
-// no space, so a window is filled once made, for the next check to count it.
+// no space, so a window is filled once made, for the next check to count it. Groups like
+// `node`'s (as many as fill the node) may make theirs at the same time, so the room must hold
+// that many: otherwise each could see room that only one of them gets.
 bool node_window_fits(MPI_Comm node, int64_t bytes, std::string* why_not);
 
 // Frees a shared-memory window and the node communicator it was made on (either may be null),
@@ -63,7 +65,9 @@ struct NodePlace {
   int local_rank = 0;
   int local_size = 1;
 };
-NodePlace node_place();  // collective over MPI_COMM_WORLD when MPI runs
+// Found when MPI starts (MpiSession); where MPI was started otherwise, the first call is
+// collective over MPI_COMM_WORLD.
+NodePlace node_place();
 
 // Prints "merak: [rank R] <msg>" as one line on stderr, then MPI_Abort(MPI_COMM_WORLD, code),
 // so mpirun ends every rank with a non-zero status (3: a failure; 2: bad input). Without MPI

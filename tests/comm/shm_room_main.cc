@@ -1,10 +1,13 @@
 // Shared-memory windows against a small shared-memory file system (the test mounts one and
 // points OMPI_MCA_osc_sm_backing_directory at it): a window that does not fit is not made and
 // its user falls back to messages with the reason, on every member alike, instead of MPI failing
-// (MPI_ERR_INTERN) or the first touch killing the process (SIGBUS).
-//   shm_room_main MIB   (under mpirun, 2 ranks on one node; MIB: the file system's size)
+// (MPI_ERR_INTERN) or the first touch killing the process (SIGBUS). With 4 ranks: two
+// data-parallel groups making windows at once, each fitting alone but not both, are both
+// refused (each checks for the room of the two) where one of them could die.
+//   shm_room_main MIB   (under mpirun, 2 or 4 ranks on one node; MIB: the file system's size)
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,16 +20,12 @@
 using namespace merak;
 using namespace merak::comm;
 
-int main(int argc, char** argv) {
-  MpiSession mpi(&argc, &argv);
-  const int64_t mib = argc > 1 ? std::atoll(argv[1]) : 8;
-  const int64_t fs_floats = (mib << 20) / 4;
-  int failed = 0;
-  auto expect = [&](bool ok, const std::string& what) {
-    if (ok) return;
-    ++failed;
-    std::printf("FAIL [rank %d] %s\n", world_rank(), what.c_str());
-  };
+namespace {
+
+using Expect = std::function<void(bool ok, const std::string& what)>;
+
+// Two ranks, one group: windows that do not fit alone, or beside one already made.
+void one_group(int64_t fs_floats, const Expect& expect) {
   Grid g({2, 1, 1}, mpi_backend(CommOptions{30}));
   std::string why;
   {
@@ -56,8 +55,43 @@ int main(int argc, char** argv) {
              "tp all_reduce of " + std::to_string(n) + " floats sums");
     }
   }
+}
+
+// Four ranks, two groups (the replicas {0, 2} and {1, 3} of two stages) making windows at once.
+void two_groups(int64_t fs_floats, const Expect& expect) {
+  Grid g({2, 2, 1}, mpi_backend(CommOptions{30}));
+  std::string why;
+  {
+    auto both = SharedArray::create(g.dp(), fs_floats / 4, &why);
+    expect(both != nullptr, "two groups' arrays of 1/4 of the room each are made (" + why + ")");
+  }
+  why.clear();
+  auto either = SharedArray::create(g.dp(), fs_floats * 3 / 4, &why);
+  expect(either == nullptr && why.find("for each of the node's 2 groups") != std::string::npos,
+         "two groups' arrays of 3/4 of the room each are both refused (" + why + ")");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MpiSession mpi(&argc, &argv);
+  const int64_t mib = argc > 1 ? std::atoll(argv[1]) : 8;
+  const int64_t fs_floats = (mib << 20) / 4;
+  int failed = 0;
+  const Expect expect = [&](bool ok, const std::string& what) {
+    if (ok) return;
+    ++failed;
+    std::printf("FAIL [rank %d] %s\n", world_rank(), what.c_str());
+  };
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world == 4)
+    two_groups(fs_floats, expect);
+  else
+    one_group(fs_floats, expect);
   int any = 0;
   MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (world_rank() == 0) std::printf("shm_room: %s\n", any ? "FAILED" : "every check passed");
+  if (world_rank() == 0)
+    std::printf("shm_room (%d ranks): %s\n", world, any ? "FAILED" : "every check passed");
   return any ? 1 : 0;
 }
