@@ -101,7 +101,9 @@ bool node_window_fits(MPI_Comm node, int64_t bytes, std::string* why_not) {
   // each could see room that only one of them gets, and the others die at first touch.
   int members = 1;
   MPI_Comm_size(node, &members);
-  const int node_ranks = node_place().local_size;
+  // The node's rank count as found when MPI started (never a collective here: only this group
+  // is in this call); unknown where MPI was started without MpiSession, then this group alone.
+  const int node_ranks = g_place.local_size > 0 ? g_place.local_size : members;
   const int64_t groups = node_ranks > members ? (node_ranks + members - 1) / members : 1;
   // MPI's own bookkeeping and page rounding come on top of the parts.
   const int64_t need = (total + (int64_t(1) << 20)) * groups;

@@ -55,6 +55,15 @@ void Builder::copy_parameter(const std::string& name, const std::string& of) {
   add_parameter(name, parameter_data_.at(src.name), src.meta);
 }
 
+void Builder::add_transposed_parameter(const std::string& name, const std::string& of,
+                                       const ops::TensorMeta& meta) {
+  MERAK_CHECK(at(of).parameter && meta.shape.size() == 2, "'", of, "' is not a matrix parameter");
+  Value& v = define(name);
+  v.meta = meta;
+  v.name = name;
+  v.transposed_of = of;
+}
+
 void Builder::set_constant(const std::string& name, const Tensor& value) {
   const Storage* buffer = value.impl().storage.get();
   if (buffer && constant_buffers_.insert(buffer).second) {
@@ -106,6 +115,11 @@ std::string Builder::use(const std::string& name) {
     write_initializer(v.name, v, false);
   } else if (v.parameter && !written_.count(v.name)) {
     write_initializer(v.name, v, true);
+  } else if (!v.transposed_of.empty() && !node_outputs_.count(v.name)) {
+    const std::string name_of_value = v.name;  // emit_node may grow values_
+    emit_node("permute", {use(v.transposed_of)},
+              ops::Attrs().set("order", std::vector<int64_t>{1, 0}), {name_of_value});
+    return name_of_value;
   }
   return v.name;
 }

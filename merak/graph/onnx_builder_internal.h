@@ -30,6 +30,7 @@ struct Value {
   Tensor constant;         // defined when the value is known at import time
   std::string name;        // the Merak graph value it stands for (empty: constant not emitted)
   bool parameter = false;  // a trainable initializer
+  std::string transposed_of;  // set: a permute of that parameter, emitted where first used
 };
 
 class Builder {
@@ -47,6 +48,11 @@ class Builder {
                      const ops::TensorMeta& meta);
   // `name` becomes a parameter of its own holding `of`'s data (see Identity in onnx_ops.cc).
   void copy_parameter(const std::string& name, const std::string& of);
+  // `name` holds parameter `of`'s values transposed (an exporter folded the transpose of a tied
+  // weight into a copy): it becomes a permute of `of`, emitted where it is first used (as an
+  // export without folding has it), so that the two train as the one weight they are.
+  void add_transposed_parameter(const std::string& name, const std::string& of,
+                                const ops::TensorMeta& meta);
   void set_constant(const std::string& name, const Tensor& value);
   // `name` stands for the same graph value as `of`.
   void set_alias(const std::string& name, const std::string& of);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "merak/core/error.h"
@@ -65,9 +66,20 @@ ExternalData external_data(const onnx::TensorProto& t, const std::string& model_
               "' is outside the model's directory (it must be a relative path within it)");
   MERAK_CHECK(length < 0 || length == bytes, what, ": external data length ", length,
               ", its type and dims need ", bytes, " bytes");
+  const std::string joined = model_dir + "/" + location;
+  char* real = ::realpath(joined.c_str(), nullptr);
+  if (!real)
+    MERAK_FAIL(what, ": its external data ", joined, " cannot be read (", std::strerror(errno),
+               ")");
   ExternalData out;
-  out.set_path(model_dir + "/" + location);
+  out.set_path(real);
+  std::free(real);
   out.set_offset(offset);
+  // A symbolic link must not lead the import out of the directory either.
+  const std::string inside = model_dir == "/" ? "/" : model_dir + "/";
+  MERAK_CHECK(out.path().compare(0, inside.size(), inside) == 0, what,
+              ": external data location '", location, "' leads outside the model's directory (to ",
+              out.path(), ")");
   struct stat st;
   if (::stat(out.path().c_str(), &st) != 0)
     MERAK_FAIL(what, ": its external data ", out.path(), " cannot be read (",
@@ -81,8 +93,10 @@ ExternalData external_data(const onnx::TensorProto& t, const std::string& model_
 }
 
 std::map<std::string, ExternalData> resolve_external_initializers(onnx::GraphProto& g,
-                                                                  const std::string& model_dir) {
+                                                                  const std::string& model_dir,
+                                                                  int64_t max_constant_bytes) {
   std::map<std::string, ExternalData> weights;
+  int64_t read = 0;  // constants' bytes, within the import's limit
   for (onnx::TensorProto& t : *g.mutable_initializer()) {
     if (!is_external(t)) continue;
     const std::string what = "initializer '" + t.name() + "'";
@@ -95,6 +109,10 @@ std::map<std::string, ExternalData> resolve_external_initializers(onnx::GraphPro
       weights[t.name()] = where;
       continue;
     }
+    read += bytes;
+    MERAK_CHECK(read <= max_constant_bytes, what, ": constants in external data take ", read,
+                " bytes so far, over the limit of ", max_constant_bytes,
+                " (ImportOptions::max_constant_bytes)");
     std::string values(size_t(bytes), '\0');
     if (bytes > 0) read_external(where, values.data(), bytes, what);
     t.clear_external_data();

@@ -305,7 +305,11 @@ std::optional<Fused> match_attention(const Matcher& m, const Node& n) {
   // drawn otherwise, still keyed by the dropout's key, the same in every layout.
   std::string probs = n.inputs(0);
   ops::Attrs dropout;
-  if (const Node* d = m.op(probs, "dropout")) {
+  const Node* d = m.op(probs, "dropout");
+  // Another reader of the dropped probabilities would keep the elementwise dropout, and its
+  // mask would differ from sdpa's: then the attention stays unfused.
+  if (d && m.readers(probs) != 1) return std::nullopt;
+  if (d) {
     const ops::Attrs da = attrs_of(*d);
     dropout.set("dropout", da.f("p")).set("key", da.i("key"));
     probs = d->inputs(0);

@@ -20,6 +20,7 @@
 #include "merak/graph/onnx_fuse_internal.h"
 #include "merak/graph/onnx_ops_internal.h"
 #include "merak/graph/onnx_proto_internal.h"
+#include "merak/graph/onnx_tied_internal.h"
 
 namespace merak::graph {
 namespace {
@@ -176,7 +177,9 @@ std::set<std::string> used_values(const onnx::GraphProto& g) {
   return used;
 }
 
-void add_inputs_and_initializers(Builder& b, const onnx::GraphProto& g, Graph& out) {
+// `tied`: weights that are another's transpose (folded_transposes), added as permutes of it.
+void add_inputs_and_initializers(Builder& b, const onnx::GraphProto& g, Graph& out,
+                                 const std::map<std::string, std::string>& tied) {
   const std::set<std::string> inits = initializer_names(g);
   MERAK_CHECK(g.sparse_initializer_size() == 0, "sparse initializers are not supported");
   for (const auto& in : g.input()) {
@@ -197,11 +200,16 @@ void add_inputs_and_initializers(Builder& b, const onnx::GraphProto& g, Graph& o
     meta.dtype = dtype_from_onnx(t.data_type(), what);
     meta.shape = onnx_dims(t);
     checked_numel(meta.shape, kMaxValueElements, what);
+    if (tied.count(t.name())) continue;  // after the weight it transposes
     if (becomes_parameter(t)) {
       b.add_parameter(t.name(), &t, meta);
     } else {
       b.set_constant(t.name(), tensor_from_onnx(t, kMaxConstantBytes));
     }
+  }
+  for (const auto& [copy, original] : tied) {
+    const ops::TensorMeta& of = b.at(original).meta;
+    b.add_transposed_parameter(copy, original, {{of.shape[1], of.shape[0]}, of.dtype});
   }
 }
 
@@ -260,7 +268,8 @@ Model import_model(onnx::ModelProto& model, const std::string& file, const Impor
                    const std::string& model_dir) {
   std::map<std::string, ExternalData> external;  // the weights', by initializer name
   try {
-    external = resolve_external_initializers(*model.mutable_graph(), model_dir);
+    external = resolve_external_initializers(*model.mutable_graph(), model_dir,
+                                             options.max_constant_bytes);
   } catch (const std::exception& e) {
     fail(file, e.what());
   }
@@ -288,9 +297,15 @@ Model import_model(onnx::ModelProto& model, const std::string& file, const Impor
     (*out.mutable_metadata())["onnx." + p.key()] = p.value();
   Graph& graph = *out.mutable_graph();
   graph.set_name(g.name());
+  std::map<std::string, std::string> tied;
+  try {
+    tied = folded_transposes(g, external);
+  } catch (const std::exception& e) {
+    fail(file, e.what());
+  }
   Builder b(graph, used_values(g), options.max_constant_bytes, options.seed, std::move(external));
   try {
-    add_inputs_and_initializers(b, g, graph);
+    add_inputs_and_initializers(b, g, graph, tied);
   } catch (const std::exception& e) {
     fail(file, e.what());
   }

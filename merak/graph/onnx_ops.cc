@@ -97,7 +97,7 @@ void dropout(Builder& b, const NodeProto& n) {
     training = *mode != 0;
   }
   double ratio = 0.5;  // ONNX's default
-  if (!input(n, 1).empty()) {
+  if (training && !input(n, 1).empty()) {
     const auto r = scalar_constant(b, input(n, 1));
     if (!r) throw Unsupported("ratio '" + input(n, 1) + "' is computed at run time");
     ratio = *r;

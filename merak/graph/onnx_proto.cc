@@ -81,7 +81,8 @@ std::string describe(const onnx::TensorProto& t) { return "tensor '" + t.name() 
 
 std::string onnx_tensor_bytes(const onnx::TensorProto& t, DType dtype, int64_t numel) {
   const std::string what = describe(t);
-  MERAK_CHECK(!is_external(t), what, ": external data read as inline data");
+  MERAK_CHECK(!is_external(t), what, ": external data is supported for initializers only (save "
+              "the model's constants inside it)");
   MERAK_CHECK(!t.has_segment(), what, ": segmented tensors are not supported");
   const size_t bytes = size_t(numel) * dtype_size(dtype);
   if (t.has_raw_data()) {

@@ -21,10 +21,12 @@ struct DropoutPiece {
     const int64_t d = row % local, o = row / local;
     return (o * size + (d / run) * gap + start + d % run) * inner + k;
   }
-  // How many elements from i on have consecutive unsplit indices (to the end of i's inner row).
+  // How many elements from i on (before n) have consecutive unsplit indices: to the end of i's
+  // run (its rows of inner elements lie back to back in the unsplit tensor too).
   constexpr int64_t consecutive(int64_t i, int64_t n) const {
     if (size == 0) return n - i;
-    const int64_t left = inner - i % inner;
+    const int64_t k = i % inner, d = (i / inner) % local;
+    const int64_t left = (run - d % run) * inner - k;
     return left < n - i ? left : n - i;
   }
 };

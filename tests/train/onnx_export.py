@@ -5,6 +5,7 @@ named after Merak's batch fields and dynamic batch and sequence axes.
 
 Usage: /usr/bin/python3 onnx_export.py gpt|bert OUT_DIR LAYERS HIDDEN HEADS MAX_SEQ VOCAB
            [--name NAME] [--fixed BATCH SEQ] [--reads-targets] [--dropout P] [--external]
+           [--fold]
   writes OUT_DIR/NAME.onnx and OUT_DIR/NAME.safetensors (NAME: the family);
   --fixed: inputs of that fixed shape, no dynamic axes;
   --reads-targets (gpt): the network takes `targets` too (adding 0 times their mean), as a
@@ -12,7 +13,9 @@ Usage: /usr/bin/python3 onnx_export.py gpt|bert OUT_DIR LAYERS HIDDEN HEADS MAX_
   --dropout: the network drops at rate P where Merak's models do, exported in training mode
   (Dropout nodes with training_mode true), as a network exported for training is;
   --external: the weights saved as ONNX external data, in OUT_DIR/NAME.data beside the graph (as
-  an export past protobuf's 2 GiB must be).
+  an export past protobuf's 2 GiB must be);
+  --fold: exported with PyTorch's constant folding (its default), which stores each linear's
+  weight transposed under a new name, the tied LM head's among them.
 """
 import os
 import sys
@@ -34,7 +37,7 @@ def main():
     family, out = sys.argv[1], sys.argv[2]
     layers, hidden, heads, max_seq, vocab = (int(a) for a in sys.argv[3:8])
     rest = sys.argv[8:]
-    name, shape, reads_targets, dropout, external = family, None, False, 0.0, False
+    name, shape, reads_targets, dropout, external, fold = family, None, False, 0.0, False, False
     while rest:
         if rest[0] == "--name":
             name, rest = rest[1], rest[2:]
@@ -46,6 +49,8 @@ def main():
             dropout, rest = float(rest[1]), rest[2:]
         elif rest[0] == "--external":
             external, rest = True, rest[1:]
+        elif rest[0] == "--fold":
+            fold, rest = True, rest[1:]
         else:
             sys.exit(f"unknown option {rest[0]}")
     torch.manual_seed(5)
@@ -70,7 +75,7 @@ def main():
     mode = torch.onnx.TrainingMode.TRAINING if dropout > 0 else torch.onnx.TrainingMode.EVAL
     path = os.path.join(out, name + ".onnx")
     torch.onnx.export(model.train(dropout > 0), args, path,
-                      opset_version=17, do_constant_folding=False, input_names=inputs,
+                      opset_version=17, do_constant_folding=fold, input_names=inputs,
                       output_names=outputs, dynamic_axes=axes, training=mode)
     if external:
         import onnx

@@ -8,6 +8,9 @@
 #   - so does an export with fixed input shapes (the micro-batch and train.seq_len), and one whose
 #     network reads a label too (the loss reads the same input);
 #   - a checkpoint written at (1,2,2) resumes in one process and continues the uninterrupted run;
+#   - an export with PyTorch's constant folding (each linear's weight stored transposed under a
+#     new name, the LM head's a copy of the embedding's) has its head tied to the embedding
+#     again: the same parameter count, and steps within 1e-5 of the export without folding;
 #   - an export whose weights are ONNX external data (a file beside the graph, as exports past
 #     2 GiB are saved) trains as the one holding them, at (1,1,1) and (1,2,2): each rank reads
 #     its tensors from the data file;
@@ -43,6 +46,8 @@ export MERAK_NUM_THREADS=1
   > "$tmp/export.log" 2>&1 || fail "PyTorch export (gpt, fixed): $(tail -3 "$tmp/export.log")"
 /usr/bin/python3 "$exporter" gpt "$tmp" 2 64 4 32 256 --name gpt-targets --reads-targets \
   > "$tmp/export.log" 2>&1 || fail "PyTorch export (gpt, targets): $(tail -3 "$tmp/export.log")"
+/usr/bin/python3 "$exporter" gpt "$tmp" 2 64 4 32 256 --name gpt-fold --fold \
+  > "$tmp/export.log" 2>&1 || fail "PyTorch export (gpt, folded): $(tail -3 "$tmp/export.log")"
 /usr/bin/python3 "$exporter" gpt "$tmp" 2 64 4 32 256 --name gpt-ext --external \
   > "$tmp/export.log" 2>&1 || fail "PyTorch export (gpt, external): $(tail -3 "$tmp/export.log")"
 for family in gpt bert; do
@@ -123,6 +128,12 @@ run gpt-resumed 1,1,1 gpt-onnx.yaml --resume "$tmp/ck/step_000000006"
 grep -q "resumed from .*step_000000006: step 6 done" "$tmp/gpt-resumed.log" ||
   fail "no resume line: $(head -5 "$tmp/gpt-resumed.log")"
 close "imported GPT saved at (1,2,2) step 6, resumed at (1,1,1)" gpt-resumed gpt-onnx 7
+
+# Constant folding's copy of the tied embedding is tied again.
+run gpt-fold 1,1,1 gpt-onnx.yaml --set model.onnx="$tmp/gpt-fold.onnx"
+grep -q "gpt-fold.onnx imported, gpt's loss | 0.12M parameters" "$tmp/gpt-fold.log" ||
+  fail "the folded export's parameters: $(head -1 "$tmp/gpt-fold.log")"
+close "imported GPT exported with constant folding = without" gpt-fold gpt-onnx 1
 
 # External data: the graph's file is small, the weights beside it; training is the same.
 ext_graph=$(stat -c %s "$tmp/gpt-ext.onnx")

@@ -2,12 +2,16 @@
 // folds into constants; each mapped op computes what ONNX defines; patterns fuse; initializers
 // become trainable parameters (floating) or constants (the rest).
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <limits>
 #include <random>
 
+#include "merak/autograd/engine.h"
 #include "merak/core/philox.h"
 #include "merak/graph/convert.h"
 #include "merak/ops/functional.h"
@@ -321,6 +325,22 @@ TEST_CASE("onnx import: bad external data is an ImportError naming the tensor an
              Catch::Contains("length 100, its type and dims need 480 bytes"));
   CHECK_THAT(error(external_linear("none.bin", 0)),
              Catch::Contains("/none.bin cannot be read"));
+  {
+    // A symbolic link inside the directory that leads out of it.
+    external_linear("ext_weights.bin", 0);  // writes the values
+    ::mkdir(temp_path("sub").c_str(), 0755);
+    ::unlink(temp_path("sub/link.bin").c_str());
+    REQUIRE(::symlink(temp_path("ext_weights.bin").c_str(), temp_path("sub/link.bin").c_str()) == 0);
+    write_file(temp_path("sub/ext.onnx"), external_linear("link.bin", 0).bytes());
+    std::string msg;
+    try {
+      graph::import_onnx(temp_path("sub/ext.onnx"));
+    } catch (const ImportError& e) {
+      msg = e.what();
+    }
+    CHECK_THAT(msg, Catch::Contains("tensor 'W': external data location 'link.bin' leads "
+                                    "outside the model's directory"));
+  }
   // The file ends before the values do.
   OnnxModel short_file = external_linear("ext_weights.bin", 0);
   write_file(temp_path("ext_weights.bin"), std::string(400, 'x'));
@@ -336,6 +356,54 @@ TEST_CASE("onnx import: bad external data is an ImportError naming the tensor an
   // Bytes in memory come from no file: nothing to find external data beside.
   const std::string bytes_msg = import_error(external_linear("ext_weights.bin", 0).bytes());
   CHECK_THAT(bytes_msg, Catch::Contains("import the file, not bytes"));
+}
+
+// ids -> embedding table [4, 3] -> times a head weight [3, 4]: `head` names the head's weight.
+OnnxModel embedding_and_head(const std::string& head, bool exact_transpose) {
+  OnnxModel m;
+  m.input("ids", kInt64, {2}).output("y", {2, 4});
+  std::vector<float> table(12), transposed(12);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j) {
+      table[size_t(i * 3 + j)] = 0.1f * float(i * 3 + j) - 0.3f;
+      transposed[size_t(j * 4 + i)] = table[size_t(i * 3 + j)];
+    }
+  if (!exact_transpose) transposed[5] += 1e-6f;
+  m.floats("emb.weight", {4, 3}, table).floats(head, {3, 4}, transposed);
+  m.node("Gather", {"emb.weight", "ids"}, {"h"});
+  m.node("MatMul", {"h", head}, {"y"});
+  return m;
+}
+
+TEST_CASE("onnx import: a tied weight that the export folded into a transposed copy is tied again") {
+  const Tensor ids = Tensor::from_vector<int64_t>({2, 0}, {2});
+  const auto trainable = [](const graph::Model& model) {
+    std::vector<std::string> names;
+    for (const graph::Initializer& i : model.graph().initializers())
+      if (i.trainable()) names.push_back(i.name());
+    return names;
+  };
+  // PyTorch's constant folding names the copy onnx::MatMul_N: it becomes a permute of the table
+  // (which the product may take in, as trans_b).
+  const graph::Model tied = import(embedding_and_head("onnx::MatMul_7", true));
+  CHECK(trainable(tied) == std::vector<std::string>{"emb.weight"});
+  graph::Executor ex(tied, 0);
+  const auto out = ex.run({{"ids", ids}});
+  // y = table[ids] table^T; rows 1 and 3 of the table, not gathered, get gradients through the
+  // head alone: one weight for both uses.
+  const std::vector<float> y = values(out[0]);
+  CHECK(y[2] == Approx(0.3f * 0.3f + 0.4f * 0.4f + 0.5f * 0.5f));  // row 2 . row 2
+  autograd::backward(ops::sum(out[0]));
+  Tensor grad;
+  for (const auto& [name, p] : ex.parameters())
+    if (name == "emb.weight") grad = p.grad();
+  REQUIRE(grad.defined());
+  // Row 1: the head's column 1 only, d sum(y) / d head[:, 1] = row 2 + row 0 of the table.
+  CHECK(values(grad)[4] == Approx(0.4f - 0.2f));
+  CHECK(values(grad)[5] == Approx(0.5f - 0.1f));
+  // A copy that differs in one element, or two weights both named by the model, stay apart.
+  CHECK(trainable(import(embedding_and_head("onnx::MatMul_7", false))).size() == 2);
+  CHECK(trainable(import(embedding_and_head("head.weight", true))).size() == 2);
 }
 
 TEST_CASE("onnx import: an integer constant in external data is read at import") {
@@ -355,6 +423,17 @@ TEST_CASE("onnx import: an integer constant in external data is read at import")
   const graph::Model model = import_saved(m);
   REQUIRE(op_counts(model)["reshape"] == 1);
   CHECK(run(model, {{"x", Tensor::ones({2, 6})}})[0].shape() == Shape{3, 4});
+  // Constants read from external data count against the import's limit.
+  graph::ImportOptions small;
+  small.max_constant_bytes = 8;
+  std::string msg;
+  try {
+    graph::import_onnx(temp_path("ext.onnx"), small);
+  } catch (const ImportError& err) {
+    msg = err.what();
+  }
+  CHECK_THAT(msg, Catch::Contains("initializer 'shape': constants in external data take 16 bytes "
+                                  "so far, over the limit of 8"));
 }
 
 TEST_CASE("onnx import: shape arithmetic folds into a reshape with a concrete shape") {
@@ -823,6 +902,12 @@ TEST_CASE("onnx import: training-mode Dropout is Merak's, keyed by the seed and 
   const std::string msg = import_error(r.bytes());
   INFO(msg);
   CHECK(msg.find("training_mode 'flag' is computed at run time") != std::string::npos);
+  // In inference mode a run-time rate does not matter: it passes through.
+  OnnxModel e;
+  e.input("x", kFloat, {4}).input("rate", kFloat, {}).output("y", {4});
+  scalar_constant(e, "off", kBool, 0);
+  e.node("Dropout", {"x", "rate", "off"}, {"y"});
+  CHECK(op_counts(import(e)).count("dropout") == 0);
 }
 
 TEST_CASE("onnx import: a dropout of attention probabilities fuses into sdpa's own") {
@@ -844,6 +929,13 @@ TEST_CASE("onnx import: a dropout of attention probabilities fuses into sdpa's o
       CHECK(uint64_t(a.i("key")) == philox_key(3, "dropout:p_dropped"));
       CHECK(a.b("causal"));
     }
+  // Dropped probabilities read elsewhere too (an output here) keep the one elementwise mask.
+  OnnxModel shown = attention(
+      1, 2, t, 2, -INFINITY, [&](OnnxModel& o) { bools(o, "mask", {1, 1, t, t}, triu); }, 0.3);
+  shown.output("p_dropped", {1, 2, t, t});
+  const graph::Model unfused = graph::import_onnx_bytes(shown.bytes(), "test.onnx", options);
+  CHECK(op_counts(unfused).count("sdpa") == 0);
+  CHECK(op_counts(unfused)["dropout"] == 1);
 }
 
 TEST_CASE("onnx import: a key padding mask stays unfused: fully masked rows match the graph") {
