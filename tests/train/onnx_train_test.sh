@@ -10,7 +10,8 @@
 #   - a checkpoint written at (1,2,2) resumes in one process and continues the uninterrupted run;
 #   - an export with PyTorch's constant folding (each linear's weight stored transposed under a
 #     new name, the LM head's a copy of the embedding's) has its head tied to the embedding
-#     again: the same parameter count, and steps within 1e-5 of the export without folding;
+#     again (across pipeline stages too): the same parameter count, and steps within 1e-5 of
+#     the export without folding, at (1,1,1) and (1,2,2);
 #   - an export whose weights are ONNX external data (a file beside the graph, as exports past
 #     2 GiB are saved) trains as the one holding them, at (1,1,1) and (1,2,2): each rank reads
 #     its tensors from the data file;
@@ -134,6 +135,8 @@ run gpt-fold 1,1,1 gpt-onnx.yaml --set model.onnx="$tmp/gpt-fold.onnx"
 grep -q "gpt-fold.onnx imported, gpt's loss | 0.12M parameters" "$tmp/gpt-fold.log" ||
   fail "the folded export's parameters: $(head -1 "$tmp/gpt-fold.log")"
 close "imported GPT exported with constant folding = without" gpt-fold gpt-onnx 1
+run gpt-fold-122 1,2,2 gpt-onnx.yaml --set model.onnx="$tmp/gpt-fold.onnx"
+close "imported GPT exported with constant folding, at (1,2,2)" gpt-fold-122 gpt-onnx 1
 
 # External data: the graph's file is small, the weights beside it; training is the same.
 ext_graph=$(stat -c %s "$tmp/gpt-ext.onnx")
