@@ -6,9 +6,10 @@
 namespace merak::graph::onnx_detail {
 
 Builder::Builder(Graph& graph, std::set<std::string> used, int64_t max_constant_bytes,
-                 uint64_t seed, std::map<std::string, ExternalData> external)
+                 uint64_t seed, std::map<std::string, ExternalData> external,
+                 std::set<std::string> copied)
     : graph_(graph), used_(std::move(used)), max_constant_bytes_(max_constant_bytes),
-      seed_(seed), external_(std::move(external)) {}
+      seed_(seed), external_(std::move(external)), copied_(std::move(copied)) {}
 
 Value& Builder::define(const std::string& name) {
   MERAK_CHECK(!name.empty(), "a value without a name");
@@ -40,13 +41,14 @@ void Builder::add_input(const std::string& name, const ops::TensorMeta& meta) {
   metas_[name] = meta;
 }
 
-void Builder::add_parameter(const std::string& name, const onnx::TensorProto* data,
+void Builder::add_parameter(const std::string& name, onnx::TensorProto* data,
                             const ops::TensorMeta& meta) {
   Value& v = define(name);
   v.meta = meta;
   v.name = name;
   v.parameter = true;
   parameter_data_[name] = data;
+  ++unwritten_[data];
 }
 
 void Builder::copy_parameter(const std::string& name, const std::string& of) {
@@ -91,10 +93,13 @@ void Builder::write_initializer(const std::string& graph_name, const Value& v, b
   init->set_trainable(trainable);
   if (trainable) {
     // Values in external data stay there (an Identity's copy points at the same bytes).
-    const onnx::TensorProto& t = *parameter_data_.at(graph_name);
+    onnx::TensorProto& t = *parameter_data_.at(graph_name);
+    const bool last = --unwritten_.at(&t) == 0 && !copied_.count(t.name());
     auto it = external_.find(t.name());
     if (it != external_.end())
       *init->mutable_external() = it->second;
+    else if (last)  // the graph takes the file's bytes: a weight is held once, not twice
+      *init->mutable_data() = take_onnx_tensor_bytes(t, v.meta.dtype, v.meta.numel());
     else
       init->set_data(onnx_tensor_bytes(t, v.meta.dtype, v.meta.numel()));
   } else {

@@ -37,15 +37,17 @@ class Builder {
  public:
   // `used` holds every value name some node or the graph output reads; the constants' buffers
   // may hold `max_constant_bytes` together.
-  // `external`: where the weights in external data lie, by ONNX initializer name.
+  // `external`: where the weights in external data lie, by ONNX initializer name; `copied`:
+  // initializers that Identity nodes may copy into parameters of their own (see Identity in
+  // onnx_ops.cc), whose bytes must stay for them.
   Builder(Graph& graph, std::set<std::string> used, int64_t max_constant_bytes, uint64_t seed,
-          std::map<std::string, ExternalData> external);
+          std::map<std::string, ExternalData> external, std::set<std::string> copied);
 
   // --- values ---
   void add_input(const std::string& name, const ops::TensorMeta& meta);
-  // A trainable initializer whose data is written when a node first uses it.
-  void add_parameter(const std::string& name, const onnx::TensorProto* data,
-                     const ops::TensorMeta& meta);
+  // A trainable initializer whose data is written when a node first uses it; the graph takes
+  // over the TensorProto's raw bytes then (no copy) unless another parameter still needs them.
+  void add_parameter(const std::string& name, onnx::TensorProto* data, const ops::TensorMeta& meta);
   // `name` becomes a parameter of its own holding `of`'s data (see Identity in onnx_ops.cc).
   void copy_parameter(const std::string& name, const std::string& of);
   // `name` holds parameter `of`'s values transposed (an exporter folded the transpose of a tied
@@ -105,7 +107,8 @@ class Builder {
   std::set<std::string> used_;
   std::map<std::string, Value> values_;
   std::map<std::string, std::string> aliases_;                      // ONNX name -> ONNX name
-  std::map<std::string, const onnx::TensorProto*> parameter_data_;  // by graph name
+  std::map<std::string, onnx::TensorProto*> parameter_data_;        // by graph name
+  std::map<const onnx::TensorProto*, int> unwritten_;               // parameters still to write
   std::set<std::string> written_;                                   // initializers written
   std::set<std::string> node_outputs_;                              // by graph name
   std::map<std::string, ops::TensorMeta> metas_;                    // by graph name
@@ -113,6 +116,7 @@ class Builder {
   const int64_t max_constant_bytes_;
   const uint64_t seed_;
   const std::map<std::string, ExternalData> external_;               // by ONNX name
+  const std::set<std::string> copied_;                               // by ONNX name
   int64_t constant_bytes_ = 0;                 // of the buffers below
   std::set<const Storage*> constant_buffers_;  // views of one buffer count once
   std::string node_name_, module_path_;

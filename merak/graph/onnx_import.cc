@@ -6,13 +6,16 @@
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
+#include <fcntl.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
 
-#include "merak/core/read_file.h"
 #include "merak/graph/convert.h"
 #include "merak/graph/onnx_builder_internal.h"
 #include "merak/graph/onnx_external_internal.h"
@@ -178,7 +181,7 @@ std::set<std::string> used_values(const onnx::GraphProto& g) {
 }
 
 // `tied`: weights that are another's transpose (folded_transposes), added as permutes of it.
-void add_inputs_and_initializers(Builder& b, const onnx::GraphProto& g, Graph& out,
+void add_inputs_and_initializers(Builder& b, onnx::GraphProto& g, Graph& out,
                                  const std::map<std::string, std::string>& tied) {
   const std::set<std::string> inits = initializer_names(g);
   MERAK_CHECK(g.sparse_initializer_size() == 0, "sparse initializers are not supported");
@@ -194,7 +197,7 @@ void add_inputs_and_initializers(Builder& b, const onnx::GraphProto& g, Graph& o
     info->set_name(in.name());
     *info->mutable_type() = tensor_type(meta.shape, meta.dtype);
   }
-  for (const auto& t : g.initializer()) {
+  for (auto& t : *g.mutable_initializer()) {
     const std::string what = "initializer '" + t.name() + "'";
     ops::TensorMeta meta;
     meta.dtype = dtype_from_onnx(t.data_type(), what);
@@ -303,7 +306,11 @@ Model import_model(onnx::ModelProto& model, const std::string& file, const Impor
   } catch (const std::exception& e) {
     fail(file, e.what());
   }
-  Builder b(graph, used_values(g), options.max_constant_bytes, options.seed, std::move(external));
+  std::set<std::string> copied;  // what Identity nodes read (see Builder)
+  for (const onnx::NodeProto& n : g.node())
+    if (n.op_type() == "Identity" && n.input_size() > 0) copied.insert(n.input(0));
+  Builder b(graph, used_values(g), options.max_constant_bytes, options.seed, std::move(external),
+            std::move(copied));
   try {
     add_inputs_and_initializers(b, g, graph, tied);
   } catch (const std::exception& e) {
@@ -333,12 +340,10 @@ Model import_model(onnx::ModelProto& model, const std::string& file, const Impor
   return out;
 }
 
-Model import_bytes(const std::string& bytes, const std::string& name,
-                   const ImportOptions& options, const std::string& model_dir) {
+// Imports a parsed model; an error other than an ImportError becomes one naming `name`.
+Model import_parsed(onnx::ModelProto& model, const std::string& name,
+                    const ImportOptions& options, const std::string& model_dir) {
   try {
-    onnx::ModelProto model;
-    if (!model.ParseFromString(bytes))
-      fail(name, "not an ONNX model (the protobuf does not parse: truncated or another format)");
     return import_model(model, name, options, model_dir);
   } catch (const ImportError&) {
     throw;
@@ -347,16 +352,32 @@ Model import_bytes(const std::string& bytes, const std::string& name,
   }
 }
 
+const char* kNotOnnx =
+    "not an ONNX model (the protobuf does not parse: truncated or another format)";
+
 }  // namespace
 
 Model import_onnx_bytes(const std::string& bytes, const std::string& name,
                         const ImportOptions& options) {
-  return import_bytes(bytes, name, options, "");
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes)) fail(name, kNotOnnx);
+  return import_parsed(model, name, options, "");
 }
 
 Model import_onnx(const std::string& path, const ImportOptions& options) {
-  std::string bytes, why;
-  if (!read_file(path, &bytes, &why)) fail(path, "cannot read (" + why + ")");
+  // Parsed straight from the file: the weights are held once by the parse, then moved into the
+  // graph (Builder), not also as the file's bytes.
+  onnx::ModelProto model;
+  {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(path, std::string("cannot read (") + std::strerror(errno) + ")");
+    google::protobuf::io::FileInputStream in(fd);
+    in.SetCloseOnDelete(true);
+    const bool parsed = model.ParseFromZeroCopyStream(&in);
+    if (in.GetErrno() != 0)  // a directory, an I/O error
+      fail(path, std::string("cannot read (") + std::strerror(in.GetErrno()) + ")");
+    if (!parsed) fail(path, kNotOnnx);
+  }
   // External data lies beside the file: its directory, made absolute so that a graph written
   // out (merak_graph import -o) still finds it from elsewhere.
   const size_t slash = path.find_last_of('/');
@@ -365,7 +386,7 @@ Model import_onnx(const std::string& path, const ImportOptions& options) {
     dir = real;
     std::free(real);
   }
-  return import_bytes(bytes, path, options, dir);
+  return import_parsed(model, path, options, dir);
 }
 
 }  // namespace merak::graph

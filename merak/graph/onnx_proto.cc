@@ -102,6 +102,17 @@ std::string onnx_tensor_bytes(const onnx::TensorProto& t, DType dtype, int64_t n
   return out;
 }
 
+std::string take_onnx_tensor_bytes(onnx::TensorProto& t, DType dtype, int64_t numel) {
+  if (!t.has_raw_data() || dtype == DType::Bool || is_external(t) || t.has_segment())
+    return onnx_tensor_bytes(t, dtype, numel);
+  const size_t bytes = size_t(numel) * dtype_size(dtype);
+  MERAK_CHECK(t.raw_data().size() == bytes, describe(t), ": raw_data holds ", t.raw_data().size(),
+              " bytes, its type and dims need ", bytes);
+  std::string out;
+  out.swap(*t.mutable_raw_data());
+  return out;
+}
+
 Tensor tensor_from_onnx(const onnx::TensorProto& t, int64_t max_bytes) {
   const std::string what = describe(t);
   const DType dtype = dtype_from_onnx(t.data_type(), what);

@@ -42,6 +42,8 @@ Tensor tensor_from_onnx(const onnx::TensorProto& t, int64_t max_bytes);
 bool becomes_parameter(const onnx::TensorProto& t);
 // The raw little-endian bytes of an initializer, as graph.proto stores them.
 std::string onnx_tensor_bytes(const onnx::TensorProto& t, DType dtype, int64_t numel);
+// The same, moved out of t's raw_data when it holds them there (t is left without values).
+std::string take_onnx_tensor_bytes(onnx::TensorProto& t, DType dtype, int64_t numel);
 Shape onnx_dims(const onnx::TensorProto& t);
 
 // Node attributes. The getters with a fallback return it when the attribute is absent and
