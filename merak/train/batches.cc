@@ -18,12 +18,31 @@ namespace {
 enum class Part { Whole, Train, Valid };
 
 std::unique_ptr<data::TokenDataset> part_of(const config::Config& c,
-                                            std::unique_ptr<data::TokenDataset> whole, Part part) {
-  if (part == Part::Whole) return whole;
-  const std::shared_ptr<const data::TokenDataset> all = std::move(whole);
+                                            std::shared_ptr<const data::TokenDataset> all,
+                                            Part part) {
+  if (part == Part::Whole) return data::slice(all, 0, all->size());
   const int64_t held = int64_t(double(all->size()) * c.data.valid_split);
   const int64_t kept = all->size() - held;
   return part == Part::Valid ? data::slice(all, kept, held) : data::slice(all, 0, kept);
+}
+
+// The dataset opened under `key`, from `opened` when a source before opened it.
+template <typename Open>
+std::shared_ptr<const data::TokenDataset> once(OpenedData* opened, const std::string& key,
+                                               const Open& open) {
+  if (opened) {
+    auto it = opened->find(key);
+    if (it != opened->end()) return it->second;
+  }
+  std::shared_ptr<const data::TokenDataset> d = open();
+  if (opened) (*opened)[key] = d;
+  return d;
+}
+
+std::string joined(const std::string& kind, const std::vector<std::string>& files) {
+  std::string key = kind;
+  for (const std::string& f : files) key += "\n" + f;
+  return key;
 }
 
 // Text files as one token sequence: bytes, or GPT-2's BPE with <|endoftext|> after each file.
@@ -63,14 +82,17 @@ std::unique_ptr<data::TokenDataset> tokenize_text(const config::Config& c,
 std::unique_ptr<data::TokenDataset> open_megatron(const config::Config& c,
                                                   const std::string& key,
                                                   const std::vector<std::string>& files,
-                                                  Part part) {
+                                                  Part part, OpenedData* opened) {
   auto number = [](const std::string& s, double* v) {
     char* end = nullptr;
     *v = std::strtod(s.c_str(), &end);
     return !s.empty() && end == s.c_str() + s.size();
   };
   double w = 0;
-  if (files.empty() || !number(files[0], &w)) return part_of(c, data::open_megatron(files), part);
+  if (files.empty() || !number(files[0], &w))
+    return part_of(
+        c, once(opened, joined("megatron", files), [&] { return data::open_megatron(files); }),
+        part);
   std::vector<std::string> prefixes;
   std::vector<double> weights;
   for (size_t i = 0; i < files.size(); i += 2) {
@@ -83,7 +105,9 @@ std::unique_ptr<data::TokenDataset> open_megatron(const config::Config& c,
   }
   std::vector<std::unique_ptr<data::TokenDataset>> sources;
   for (const std::string& prefix : prefixes) {
-    sources.push_back(part_of(c, data::open_megatron(prefix), part));
+    sources.push_back(part_of(
+        c, once(opened, joined("megatron", {prefix}), [&] { return data::open_megatron(prefix); }),
+        part));
     if (part != Part::Whole && sources.back()->size() == 0)
       throw config::ConfigError(
           c.path + ": key 'data.valid_split': the " +
@@ -96,7 +120,8 @@ std::unique_ptr<data::TokenDataset> open_megatron(const config::Config& c,
 // The files of `key` (data.files or data.valid); a file that cannot be opened or read is named
 // with the config and the key that lists it.
 std::unique_ptr<data::TokenDataset> open_files(const config::Config& c, const std::string& key,
-                                               const std::vector<std::string>& files, Part part) {
+                                               const std::vector<std::string>& files, Part part,
+                                               OpenedData* opened) {
   const auto& d = c.data;
   const std::string where = c.path + ": key '" + key + "': ";
   if (d.source != "megatron")  // (Megatron's are prefixes of files)
@@ -106,8 +131,11 @@ std::unique_ptr<data::TokenDataset> open_files(const config::Config& c, const st
         throw config::ConfigError(where + f + " is a directory, not a file");
     }
   try {
-    if (d.source == "megatron") return open_megatron(c, key, files, part);
-    return part_of(c, d.source == "text" ? tokenize_text(c, files) : data::open_shards(files),
+    if (d.source == "megatron") return open_megatron(c, key, files, part, opened);
+    if (d.source == "text")
+      return part_of(c, once(opened, joined("text", files), [&] { return tokenize_text(c, files); }),
+                     part);
+    return part_of(c, once(opened, joined("shards", files), [&] { return data::open_shards(files); }),
                    part);
   } catch (const Error& e) {  // the data's own (it names the file and where)
     throw config::ConfigError(where + e.what());
@@ -116,10 +144,11 @@ std::unique_ptr<data::TokenDataset> open_files(const config::Config& c, const st
   }
 }
 
-std::unique_ptr<data::TokenDataset> open_data(const config::Config& c, Split split) {
+std::unique_ptr<data::TokenDataset> open_data(const config::Config& c, Split split,
+                                              OpenedData* opened) {
   const auto& d = c.data;
   if (split == Split::Valid && !d.valid.empty())
-    return open_files(c, "data.valid", d.valid, Part::Whole);
+    return open_files(c, "data.valid", d.valid, Part::Whole, opened);
   if (split == Split::Valid && d.valid_split == 0)
     throw config::ConfigError(c.path + ": key 'eval.every': no validation data (data.valid or "
                               "data.valid_split)");
@@ -127,8 +156,11 @@ std::unique_ptr<data::TokenDataset> open_data(const config::Config& c, Split spl
                     : split == Split::Valid ? Part::Valid
                                             : Part::Train;
   if (d.source == "generated")
-    return part_of(c, data::generated_corpus(d.generated_tokens, d.seed), part);
-  return open_files(c, "data.files", d.files, part);
+    return part_of(c, once(opened, "generated", [&] {
+                     return data::generated_corpus(d.generated_tokens, d.seed);
+                   }),
+                   part);
+  return open_files(c, "data.files", d.files, part, opened);
 }
 
 // The keys that size a split's data, for messages: "'train.batch' / ... ".
@@ -143,7 +175,8 @@ std::string size_keys(const config::Config& c, Split split) {
 
 }  // namespace
 
-BatchSource::BatchSource(const config::Config& c, Split split) : data_(open_data(c, split)) {
+BatchSource::BatchSource(const config::Config& c, Split split, OpenedData* opened)
+    : data_(open_data(c, split, opened)) {
   const auto& t = c.train;
   const bool bert = c.model.family == "bert";
   if (bert && data::BertVocab::kSize > c.model.vocab)

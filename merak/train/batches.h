@@ -19,6 +19,11 @@ namespace merak::train {
 // or the held-out tail of data.files when data.valid_split is set).
 enum class Split { Train, Valid };
 
+// Datasets as opened for one source, kept for the next that reads the same files (training and
+// validation from one data.valid_split, each a part of it): each file is opened, its index
+// checked or its text tokenized, once. Keyed by what was opened.
+using OpenedData = std::map<std::string, std::shared_ptr<const data::TokenDataset>>;
+
 class BatchSource {
  public:
   // Opens the data; data too small for one batch, or (validation) for eval.batches of them,
@@ -26,7 +31,9 @@ class BatchSource {
   // model.vocab: one outside it throws merak::Error naming the file and byte (step 0's batch is
   // read here, so a mismatch usually shows at once). Validation batches are drawn as training's
   // are, from their own data.
-  explicit BatchSource(const config::Config& config, Split split = Split::Train);
+  // `opened`: datasets to reuse and keep (see OpenedData); none: opened for this source alone.
+  explicit BatchSource(const config::Config& config, Split split = Split::Train,
+                       OpenedData* opened = nullptr);
   ~BatchSource();
 
   // Rows [r0, r1) of global batch `step` (0-based).

@@ -214,10 +214,11 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
   problem.clear();
   try {
     if (!engine_->data_inputs().empty()) {
-      data_ = std::make_unique<BatchSource>(c);
+      OpenedData opened;  // files both read (data.valid_split) are opened once
+      data_ = std::make_unique<BatchSource>(c, Split::Train, &opened);
       batches_ = micro_batch_source(*data_, config::model_micro_batch_size(c));
       if (c.eval.every > 0) {
-        valid_ = std::make_unique<BatchSource>(c, Split::Valid);
+        valid_ = std::make_unique<BatchSource>(c, Split::Valid, &opened);
         valid_batches_ = micro_batch_source(*valid_, config::model_micro_batch_size(c));
       }
     }

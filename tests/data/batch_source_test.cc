@@ -1,7 +1,7 @@
 // train::BatchSource over the data a config names: ids checked against model.vocab as batches
 // are read (negative ones too), data.valid_split on a weighted Megatron blend holding out no
-// training token, and config errors naming the keys for data too small for a batch or for
-// eval.batches.
+// training token, config errors naming the keys for data too small for a batch or for
+// eval.batches, and training and validation reading one opening of their files.
 #include <catch2/catch.hpp>
 
 #include <set>
@@ -115,4 +115,34 @@ TEST_CASE("BatchSource: too little data for a batch, or for eval.batches, names 
                                              "eval.batches=1000000000000"}),
                                        train::Split::Valid),
                     Catch::Contains("at most 6"));
+}
+
+TEST_CASE("BatchSource: training and validation parts of one data.valid_split open its files once",
+          "[data][batches]") {
+  // Text tokenized by bytes: opened for training, reused for validation.
+  const std::string text = temp_path("once.txt");
+  std::string body;
+  for (int i = 0; i < 400; ++i) body += "line " + std::to_string(i) + " of the text\n";
+  write_file(text, body);
+  const config::Config c =
+      make({"data.source=text", "data.files=[" + text + "]", "data.valid_split=0.1"});
+  train::OpenedData opened;
+  const train::BatchSource train_part(c, train::Split::Train, &opened);
+  REQUIRE(opened.size() == 1);
+  const std::shared_ptr<const data::TokenDataset> first = opened.begin()->second;
+  const train::BatchSource valid_part(c, train::Split::Valid, &opened);
+  REQUIRE(opened.size() == 1);
+  CHECK(opened.begin()->second == first);
+  CHECK(first.use_count() == 4);  // the map, `first`, and each part's slice of it
+  // The parts are what sources opening the file on their own read.
+  const train::BatchSource train_alone(c, train::Split::Train);
+  const train::BatchSource valid_alone(c, train::Split::Valid);
+  for (int64_t step : {0, 3}) {
+    CHECK(train_part.batch(step, 0, 2).tokens.to_vector<int64_t>() ==
+          train_alone.batch(step, 0, 2).tokens.to_vector<int64_t>());
+    CHECK(valid_part.batch(step, 0, 2).tokens.to_vector<int64_t>() ==
+          valid_alone.batch(step, 0, 2).tokens.to_vector<int64_t>());
+  }
+  CHECK(train_part.batch(0, 0, 2).tokens.to_vector<int64_t>() !=
+        valid_part.batch(0, 0, 2).tokens.to_vector<int64_t>());
 }
