@@ -12,8 +12,9 @@ bool exporter_name(const std::string& name) { return name.rfind("onnx::", 0) == 
 // The raw bytes of a 2-D weight, from the file or from its external data.
 std::string matrix_bytes(const onnx::TensorProto& t,
                          const std::map<std::string, ExternalData>& external) {
-  const DType dtype = dtype_from_onnx(t.data_type(), "initializer '" + t.name() + "'");
-  const int64_t n = t.dims(0) * t.dims(1);
+  const std::string what = "initializer '" + t.name() + "'";
+  const DType dtype = dtype_from_onnx(t.data_type(), what);
+  const int64_t n = checked_numel(onnx_dims(t), kMaxValueElements, what);  // dims not yet checked
   auto it = external.find(t.name());
   if (it == external.end()) return onnx_tensor_bytes(t, dtype, n);
   std::string out(size_t(n) * dtype_size(dtype), '\0');
@@ -37,7 +38,12 @@ std::map<std::string, std::string> folded_transposes(
     const onnx::GraphProto& g, const std::map<std::string, ExternalData>& external) {
   std::vector<const onnx::TensorProto*> copies, originals;
   for (const onnx::TensorProto& t : g.initializer()) {
-    if (t.dims_size() != 2 || !becomes_parameter(t)) continue;
+    // Floating matrices (an unsupported type is left for the import to name).
+    const int32_t type = t.data_type();
+    if (t.dims_size() != 2 ||
+        (type != onnx::TensorProto::FLOAT && type != onnx::TensorProto::DOUBLE &&
+         type != onnx::TensorProto::FLOAT16 && type != onnx::TensorProto::BFLOAT16))
+      continue;
     (exporter_name(t.name()) ? copies : originals).push_back(&t);
   }
   std::map<std::string, std::string> tied;
