@@ -13,7 +13,7 @@ namespace merak::comm {
 namespace {
 
 // This process's place on its node, found when MPI starts (MpiSession, collective there) so that
-// later questions need no collective: rank 0 of 0 means not found yet.
+// later questions need no collective: a local size of 0 means not found yet.
 NodePlace g_place{0, 0};
 
 NodePlace find_node_place() {
@@ -106,11 +106,11 @@ bool node_window_fits(MPI_Comm node, int64_t bytes, std::string* why_not) {
   const int node_ranks = g_place.local_size > 0 ? g_place.local_size : members;
   const int64_t groups = node_ranks > members ? (node_ranks + members - 1) / members : 1;
   // MPI's own bookkeeping and page rounding come on top of the parts.
-  const int64_t need = (total + (int64_t(1) << 20)) * groups;
+  const int64_t each = total + (int64_t(1) << 20), need = each * groups;
   if (room < 0 || need <= room) return true;
   const auto mib = [](int64_t b) { return std::to_string((b + (1 << 20) - 1) >> 20); };
   *why_not = std::string(dir) + " has " + std::to_string(room >> 20) + " MiB free, the window " +
-             "needs " + mib(need / groups) + " MiB";
+             "needs " + mib(each) + " MiB";
   if (groups > 1)
     *why_not += " for each of the node's " + std::to_string(groups) +
                 " groups that make theirs at once (" + mib(need) + " MiB)";

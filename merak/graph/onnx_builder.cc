@@ -48,7 +48,6 @@ void Builder::add_parameter(const std::string& name, onnx::TensorProto* data,
   v.name = name;
   v.parameter = true;
   parameter_data_[name] = data;
-  ++unwritten_[data];
 }
 
 void Builder::copy_parameter(const std::string& name, const std::string& of) {
@@ -92,13 +91,14 @@ void Builder::write_initializer(const std::string& graph_name, const Value& v, b
   *init->mutable_type() = tensor_type(v.meta.shape, v.meta.dtype);
   init->set_trainable(trainable);
   if (trainable) {
-    // Values in external data stay there (an Identity's copy points at the same bytes).
+    // Values in external data stay there (an Identity's copy points at the same bytes). Others
+    // move into the graph, a weight held once, not twice, unless an Identity may still copy
+    // them: a TensorProto backs more than one parameter only through an Identity.
     onnx::TensorProto& t = *parameter_data_.at(graph_name);
-    const bool last = --unwritten_.at(&t) == 0 && !copied_.count(t.name());
     auto it = external_.find(t.name());
     if (it != external_.end())
       *init->mutable_external() = it->second;
-    else if (last)  // the graph takes the file's bytes: a weight is held once, not twice
+    else if (!copied_.count(t.name()))
       *init->mutable_data() = take_onnx_tensor_bytes(t, v.meta.dtype, v.meta.numel());
     else
       init->set_data(onnx_tensor_bytes(t, v.meta.dtype, v.meta.numel()));

@@ -46,7 +46,7 @@ class Builder {
   // --- values ---
   void add_input(const std::string& name, const ops::TensorMeta& meta);
   // A trainable initializer whose data is written when a node first uses it; the graph takes
-  // over the TensorProto's raw bytes then (no copy) unless another parameter still needs them.
+  // over the TensorProto's raw bytes then (no copy) unless an Identity may still copy them.
   void add_parameter(const std::string& name, onnx::TensorProto* data, const ops::TensorMeta& meta);
   // `name` becomes a parameter of its own holding `of`'s data (see Identity in onnx_ops.cc).
   void copy_parameter(const std::string& name, const std::string& of);
@@ -108,7 +108,6 @@ class Builder {
   std::map<std::string, Value> values_;
   std::map<std::string, std::string> aliases_;                      // ONNX name -> ONNX name
   std::map<std::string, onnx::TensorProto*> parameter_data_;        // by graph name
-  std::map<const onnx::TensorProto*, int> unwritten_;               // parameters still to write
   std::set<std::string> written_;                                   // initializers written
   std::set<std::string> node_outputs_;                              // by graph name
   std::map<std::string, ops::TensorMeta> metas_;                    // by graph name

@@ -77,6 +77,11 @@ void copy_typed_fields(const onnx::TensorProto& t, DType dtype, int64_t n, char*
 
 std::string describe(const onnx::TensorProto& t) { return "tensor '" + t.name() + "'"; }
 
+void check_raw_size(const onnx::TensorProto& t, size_t bytes) {
+  MERAK_CHECK(t.raw_data().size() == bytes, describe(t), ": raw_data holds ", t.raw_data().size(),
+              " bytes, its type and dims need ", bytes);
+}
+
 }  // namespace
 
 std::string onnx_tensor_bytes(const onnx::TensorProto& t, DType dtype, int64_t numel) {
@@ -86,8 +91,7 @@ std::string onnx_tensor_bytes(const onnx::TensorProto& t, DType dtype, int64_t n
   MERAK_CHECK(!t.has_segment(), what, ": segmented tensors are not supported");
   const size_t bytes = size_t(numel) * dtype_size(dtype);
   if (t.has_raw_data()) {
-    MERAK_CHECK(t.raw_data().size() == bytes, what, ": raw_data holds ", t.raw_data().size(),
-                " bytes, its type and dims need ", bytes);
+    check_raw_size(t, bytes);
     std::string out = t.raw_data();
     // Bool bytes other than 0/1 are not valid C++ bools.
     if (dtype == DType::Bool)
@@ -105,9 +109,7 @@ std::string onnx_tensor_bytes(const onnx::TensorProto& t, DType dtype, int64_t n
 std::string take_onnx_tensor_bytes(onnx::TensorProto& t, DType dtype, int64_t numel) {
   if (!t.has_raw_data() || dtype == DType::Bool || is_external(t) || t.has_segment())
     return onnx_tensor_bytes(t, dtype, numel);
-  const size_t bytes = size_t(numel) * dtype_size(dtype);
-  MERAK_CHECK(t.raw_data().size() == bytes, describe(t), ": raw_data holds ", t.raw_data().size(),
-              " bytes, its type and dims need ", bytes);
+  check_raw_size(t, size_t(numel) * dtype_size(dtype));
   std::string out;
   out.swap(*t.mutable_raw_data());
   return out;

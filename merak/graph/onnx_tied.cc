@@ -38,12 +38,13 @@ std::map<std::string, std::string> folded_transposes(
     const onnx::GraphProto& g, const std::map<std::string, ExternalData>& external) {
   std::vector<const onnx::TensorProto*> copies, originals;
   for (const onnx::TensorProto& t : g.initializer()) {
-    // Floating matrices (an unsupported type is left for the import to name).
-    const int32_t type = t.data_type();
-    if (t.dims_size() != 2 ||
-        (type != onnx::TensorProto::FLOAT && type != onnx::TensorProto::DOUBLE &&
-         type != onnx::TensorProto::FLOAT16 && type != onnx::TensorProto::BFLOAT16))
-      continue;
+    if (t.dims_size() != 2) continue;
+    bool weight = false;
+    try {
+      weight = becomes_parameter(t);
+    } catch (const Error&) {  // a type Merak lacks: the import names it
+    }
+    if (!weight) continue;
     (exporter_name(t.name()) ? copies : originals).push_back(&t);
   }
   std::map<std::string, std::string> tied;

@@ -14,6 +14,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "merak/core/fma_peak.h"
 #include "merak/core/read_file.h"
 
 namespace merak::partition {
@@ -230,6 +231,18 @@ std::string cpu_profile_warning(const Hardware& hw, const std::string& name, dou
                 "FILE.yaml)",
                 name.c_str(), profiled, core_gflops, std::max(ratio, 1 / ratio));
   return buf;
+}
+
+std::string cpu_profile_warning(const std::string& name, double core_gflops) {
+  Hardware hw;
+  try {
+    hw = load_hardware(find_hardware(name));
+  } catch (const HardwareError&) {
+    return "";
+  }
+  if (!is_cpu_profile(hw)) return "";
+  return cpu_profile_warning(hw, name,
+                             core_gflops > 0 ? core_gflops : bench::measured_fma_peak_gflops());
 }
 
 Hardware Hardware::per_rank(int64_t ranks_on_node) const {

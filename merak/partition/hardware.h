@@ -108,6 +108,10 @@ bool is_cpu_profile(const Hardware& hw);
 // The warning for a CPU measuring `core_gflops` a core (merak/core/fma_peak.h) with profile
 // `name`: empty when `hw` is not a CPU's profile or the speeds are within 20% of each other.
 std::string cpu_profile_warning(const Hardware& hw, const std::string& name, double core_gflops);
+// The same for the profile called `name` (find_hardware), this CPU measured here when
+// core_gflops is 0 (for a CPU's profile only); empty too when the profile does not load, which
+// whoever uses it reports.
+std::string cpu_profile_warning(const std::string& name, double core_gflops = 0);
 
 // A bad profile: what() is one line "FILE: key 'a.b': what is wrong".
 class HardwareError : public std::runtime_error {

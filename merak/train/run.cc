@@ -235,17 +235,9 @@ void start_metrics(comm::Grid& grid, const std::string& path, std::ofstream& met
 }
 
 // Warns when the config's hardware profile is a CPU's calibrated on a CPU of another speed
-// (partition::cpu_profile_warning); `core_gflops` 0: measured here, for a CPU profile only.
+// (partition::cpu_profile_warning; `core_gflops` 0: measured there).
 void check_cpu_profile(const config::Config& c, double core_gflops) {
-  partition::Hardware hw;
-  try {
-    hw = partition::load_hardware(partition::find_hardware(c.parallel.hardware));
-  } catch (const std::exception&) {
-    return;  // the plan loaded it already; nothing to add here
-  }
-  if (!partition::is_cpu_profile(hw)) return;
-  if (core_gflops <= 0) core_gflops = bench::measured_fma_peak_gflops();
-  const std::string warning = partition::cpu_profile_warning(hw, c.parallel.hardware, core_gflops);
+  const std::string warning = partition::cpu_profile_warning(c.parallel.hardware, core_gflops);
   if (!warning.empty()) say(log::Level::Warn, "%s", warning.c_str());
 }
 

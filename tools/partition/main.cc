@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "merak/config/config.h"
-#include "merak/core/fma_peak.h"
 #include "merak/graph/onnx_import.h"
 #include "merak/graph/tracer.h"
 #include "merak/partition/partitioner.h"
@@ -121,15 +120,7 @@ void warn_auto_keys(const config::Config& c) {
 // The plan's times are the profile's: a CPU's profile calibrated on a CPU of another speed
 // predicts them off by the ratio (merak_train warns alike).
 void warn_cpu_profile(const std::string& hw_name) {
-  partition::Hardware hw;
-  try {
-    hw = partition::load_hardware(partition::find_hardware(hw_name));
-  } catch (const partition::HardwareError&) {
-    return;  // partitioning loaded it already
-  }
-  if (!partition::is_cpu_profile(hw)) return;
-  const std::string warning =
-      partition::cpu_profile_warning(hw, hw_name, bench::measured_fma_peak_gflops());
+  const std::string warning = partition::cpu_profile_warning(hw_name);
   if (!warning.empty()) std::fprintf(stderr, "merak_partition: warning: %s\n", warning.c_str());
 }
 
