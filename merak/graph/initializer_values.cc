@@ -30,9 +30,12 @@ Tensor initializer_values(const Initializer& init) {
   const Shape shape = fixed_shape(init.type(), what);
   const DType dtype = from_proto(init.type().dtype());
   if (!init.has_external()) return tensor_from_bytes(init.data(), shape, dtype, what);
-  Tensor t = Tensor::empty(shape, dtype);
+  const bool transposed = init.external().transposed();
+  MERAK_CHECK(!transposed || shape.size() == 2, what, ": transposed external data of ",
+              shape_str(shape), " (only a matrix can be)");
+  Tensor t = Tensor::empty(transposed ? Shape{shape[1], shape[0]} : shape, dtype);
   if (t.nbytes() > 0) read_external(init.external(), t.raw_data(), t.nbytes(), what);
-  return t;
+  return transposed ? t.transpose(0, 1).contiguous() : t;
 }
 
 }  // namespace merak::graph

@@ -20,10 +20,10 @@
 #include "merak/graph/onnx_builder_internal.h"
 #include "merak/graph/onnx_external_internal.h"
 #include "merak/graph/onnx_fold_internal.h"
+#include "merak/graph/onnx_folded_weights_internal.h"
 #include "merak/graph/onnx_fuse_internal.h"
 #include "merak/graph/onnx_ops_internal.h"
 #include "merak/graph/onnx_proto_internal.h"
-#include "merak/graph/onnx_tied_internal.h"
 
 namespace merak::graph {
 namespace {
@@ -180,9 +180,10 @@ std::set<std::string> used_values(const onnx::GraphProto& g) {
   return used;
 }
 
-// `tied`: weights that are another's transpose (folded_transposes), added as permutes of it.
+// `transposed`: weights that are another's transpose (undo_folded_transposes), added as
+// permutes of it.
 void add_inputs_and_initializers(Builder& b, onnx::GraphProto& g, Graph& out,
-                                 const std::map<std::string, std::string>& tied) {
+                                 const std::map<std::string, std::string>& transposed) {
   const std::set<std::string> inits = initializer_names(g);
   MERAK_CHECK(g.sparse_initializer_size() == 0, "sparse initializers are not supported");
   for (const auto& in : g.input()) {
@@ -203,14 +204,14 @@ void add_inputs_and_initializers(Builder& b, onnx::GraphProto& g, Graph& out,
     meta.dtype = dtype_from_onnx(t.data_type(), what);
     meta.shape = onnx_dims(t);
     checked_numel(meta.shape, kMaxValueElements, what);
-    if (tied.count(t.name())) continue;  // after the weight it transposes
+    if (transposed.count(t.name())) continue;  // after the weight it transposes
     if (becomes_parameter(t)) {
       b.add_parameter(t.name(), &t, meta);
     } else {
       b.set_constant(t.name(), tensor_from_onnx(t, kMaxConstantBytes));
     }
   }
-  for (const auto& [copy, original] : tied) {
+  for (const auto& [copy, original] : transposed) {
     const ops::TensorMeta& of = b.at(original).meta;
     b.add_transposed_parameter(copy, original, {{of.shape[1], of.shape[0]}, of.dtype});
   }
@@ -300,9 +301,9 @@ Model import_model(onnx::ModelProto& model, const std::string& file, const Impor
     (*out.mutable_metadata())["onnx." + p.key()] = p.value();
   Graph& graph = *out.mutable_graph();
   graph.set_name(g.name());
-  std::map<std::string, std::string> tied;
+  std::map<std::string, std::string> transposed;
   try {
-    tied = folded_transposes(g, external);
+    transposed = undo_folded_transposes(g, external);
   } catch (const std::exception& e) {
     fail(file, e.what());
   }
@@ -312,7 +313,7 @@ Model import_model(onnx::ModelProto& model, const std::string& file, const Impor
   Builder b(graph, used_values(g), options.max_constant_bytes, options.seed, std::move(external),
             std::move(copied));
   try {
-    add_inputs_and_initializers(b, g, graph, tied);
+    add_inputs_and_initializers(b, g, graph, transposed);
   } catch (const std::exception& e) {
     fail(file, e.what());
   }

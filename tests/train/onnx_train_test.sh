@@ -9,9 +9,11 @@
 #     network reads a label too (the loss reads the same input);
 #   - a checkpoint written at (1,2,2) resumes in one process and continues the uninterrupted run;
 #   - an export with PyTorch's constant folding (each linear's weight stored transposed under a
-#     new name, the LM head's a copy of the embedding's) has its head tied to the embedding
-#     again (across pipeline stages too): the same parameter count, and steps within 1e-5 of
-#     the export without folding, at (1,1,1) and (1,2,2);
+#     new name, the LM head's a copy of the embedding's) trains as the export without folding:
+#     the head tied to the embedding again (across pipeline stages too), each linear's weight
+#     under its module's name in its own layout; every step's loss and gradient norm equal bit
+#     for bit at (1,1,1) and (1,2,2), also with the weights in external data, and its checkpoint
+#     exports (merak_export) to the same bytes;
 #   - an export whose weights are ONNX external data (a file beside the graph, as exports past
 #     2 GiB are saved) trains as the one holding them, at (1,1,1) and (1,2,2): each rank reads
 #     its tensors from the data file;
@@ -49,6 +51,9 @@ export MERAK_NUM_THREADS=1
   > "$tmp/export.log" 2>&1 || fail "PyTorch export (gpt, targets): $(tail -3 "$tmp/export.log")"
 /usr/bin/python3 "$exporter" gpt "$tmp" 2 64 4 32 256 --name gpt-fold --fold \
   > "$tmp/export.log" 2>&1 || fail "PyTorch export (gpt, folded): $(tail -3 "$tmp/export.log")"
+/usr/bin/python3 "$exporter" gpt "$tmp" 2 64 4 32 256 --name gpt-fold-ext --fold --external \
+  > "$tmp/export.log" 2>&1 ||
+  fail "PyTorch export (gpt, folded, external): $(tail -3 "$tmp/export.log")"
 /usr/bin/python3 "$exporter" gpt "$tmp" 2 64 4 32 256 --name gpt-ext --external \
   > "$tmp/export.log" 2>&1 || fail "PyTorch export (gpt, external): $(tail -3 "$tmp/export.log")"
 for family in gpt bert; do
@@ -88,9 +93,17 @@ close() {
     fail "$what: $a vs $b: steps and worst relative difference: $out"
   echo "$what: $out (steps compared, worst relative difference), last: $(numbers "$tmp/$a.jsonl" 12)"
 }
+# same WHAT A B: A's steps are B's, loss and gradient norm bit for bit.
+same() {
+  local a b
+  a=$(numbers "$tmp/$2.jsonl" 1)
+  b=$(numbers "$tmp/$3.jsonl" 1)
+  [ -n "$a" ] && [ "$a" = "$b" ] || fail "$1: $2 vs $3: $(diff <(echo "$a") <(echo "$b") | head -4)"
+  echo "$1: $(wc -l <<< "$a") steps, equal bit for bit"
+}
 
 run gpt-built 1,1,1 gpt-built.yaml
-run gpt-onnx 1,1,1 gpt-onnx.yaml
+run gpt-onnx 1,1,1 gpt-onnx.yaml --set checkpoint.dir="$tmp/ck-onnx" --set checkpoint.every=12
 grep -q "gpt-onnx.yaml | $tmp/gpt.onnx imported, gpt's loss | 0.12M parameters" "$tmp/gpt-onnx.log" ||
   fail "the header: $(head -2 "$tmp/gpt-onnx.log")"
 close "imported GPT = built GPT from the same weights" gpt-onnx gpt-built 1
@@ -130,13 +143,27 @@ grep -q "resumed from .*step_000000006: step 6 done" "$tmp/gpt-resumed.log" ||
   fail "no resume line: $(head -5 "$tmp/gpt-resumed.log")"
 close "imported GPT saved at (1,2,2) step 6, resumed at (1,1,1)" gpt-resumed gpt-onnx 7
 
-# Constant folding's copy of the tied embedding is tied again.
-run gpt-fold 1,1,1 gpt-onnx.yaml --set model.onnx="$tmp/gpt-fold.onnx"
+# Constant folding's copy of the tied embedding is tied again, and each linear's transposed
+# weight is its module's weight again: the network is the unfolded export's.
+run gpt-fold 1,1,1 gpt-onnx.yaml --set model.onnx="$tmp/gpt-fold.onnx" \
+  --set checkpoint.dir="$tmp/ck-fold" --set checkpoint.every=12
 grep -q "gpt-fold.onnx imported, gpt's loss | 0.12M parameters" "$tmp/gpt-fold.log" ||
   fail "the folded export's parameters: $(head -1 "$tmp/gpt-fold.log")"
-close "imported GPT exported with constant folding = without" gpt-fold gpt-onnx 1
+same "imported GPT exported with constant folding = without" gpt-fold gpt-onnx
+for ck in onnx fold; do
+  out=$("$export_tool" --checkpoint "$tmp/ck-$ck" -o "$tmp/exported-$ck.safetensors" 2>&1) ||
+    fail "merak_export of the $ck run: $out"
+done
+header() { head -c 400 "$1" | tr -c '[:print:]' ' '; }  # a safetensors file's names, shapes
+cmp -s "$tmp/exported-fold.safetensors" "$tmp/exported-onnx.safetensors" ||
+  fail "the folded export's trained weights are not the unfolded one's: $(header \
+    "$tmp/exported-fold.safetensors") against $(header "$tmp/exported-onnx.safetensors")"
+echo "the folded and unfolded exports' trained weights: the same" \
+  "$(stat -c %s "$tmp/exported-fold.safetensors") bytes"
 run gpt-fold-122 1,2,2 gpt-onnx.yaml --set model.onnx="$tmp/gpt-fold.onnx"
-close "imported GPT exported with constant folding, at (1,2,2)" gpt-fold-122 gpt-onnx 1
+same "imported GPT exported with constant folding, at (1,2,2)" gpt-fold-122 gpt-122
+run gpt-fold-ext 1,1,1 gpt-onnx.yaml --set model.onnx="$tmp/gpt-fold-ext.onnx"
+same "imported GPT exported with constant folding, weights in external data" gpt-fold-ext gpt-onnx
 
 # External data: the graph's file is small, the weights beside it; training is the same.
 ext_graph=$(stat -c %s "$tmp/gpt-ext.onnx")

@@ -14,6 +14,7 @@
 #include "merak/autograd/engine.h"
 #include "merak/core/philox.h"
 #include "merak/graph/convert.h"
+#include "merak/graph/initializer_values.h"
 #include "merak/ops/functional.h"
 #include "tests/graph/onnx/onnx_test_models.h"
 #include "tests/test_files.h"
@@ -253,11 +254,12 @@ TEST_CASE("onnx import: dynamic axes need sizes, given by input or by symbol") {
             .find("m.onnx: no data input has a dynamic dim named 'btach'") != std::string::npos);
 }
 
-// small_linear with W's values moved to external data: `location`, from `offset` (the file
-// holds `offset` junk bytes first), with a length entry of `length` (-1: none).
-OnnxModel external_linear(const std::string& location, int64_t offset, int64_t length = -1) {
-  OnnxModel m = small_linear();
-  auto* w = m.proto().mutable_graph()->mutable_initializer(0);
+// m's initializer `index` (floats) with its values moved to external data: `location` (written
+// as $TEST_TMPDIR/ext_weights.bin), from `offset` (the file holds `offset` junk bytes first),
+// with a length entry of `length` (-1: none).
+void move_to_external(OnnxModel& m, int index, const std::string& location, int64_t offset,
+                      int64_t length = -1) {
+  auto* w = m.proto().mutable_graph()->mutable_initializer(index);
   std::string bytes(size_t(offset), 'x');
   bytes.append(reinterpret_cast<const char*>(w->float_data().data()),
                size_t(w->float_data_size()) * 4);
@@ -272,6 +274,12 @@ OnnxModel external_linear(const std::string& location, int64_t offset, int64_t l
   entry("location", location);
   entry("offset", std::to_string(offset));
   if (length >= 0) entry("length", std::to_string(length));
+}
+
+// small_linear with W's values in external data (move_to_external).
+OnnxModel external_linear(const std::string& location, int64_t offset, int64_t length = -1) {
+  OnnxModel m = small_linear();
+  move_to_external(m, 0, location, offset, length);
   return m;
 }
 
@@ -404,6 +412,116 @@ TEST_CASE("onnx import: a tied weight that the export folded into a transposed c
   // A copy that differs in one element, or two weights both named by the model, stay apart.
   CHECK(trainable(import(embedding_and_head("onnx::MatMul_7", false))).size() == 2);
   CHECK(trainable(import(embedding_and_head("head.weight", true))).size() == 2);
+}
+
+// x [2, 3] -> a linear layer "lin" as PyTorch's constant folding exports it: a MatMul named by
+// the module's scope reading `weight`, an exporter-named copy holding W^T [3, 4], then the bias.
+// `matmul` names the product's node.
+// The copy's values: wt[i][o] = W[o][i] = 0.1 * (3 o + i) - 0.5.
+std::vector<float> folded_linear_values() {
+  std::vector<float> wt(12);
+  for (int i = 0; i < 3; ++i)
+    for (int o = 0; o < 4; ++o) wt[size_t(i * 4 + o)] = 0.1f * float(3 * o + i) - 0.5f;
+  return wt;
+}
+OnnxModel folded_linear(const std::string& weight, const std::string& matmul = "/lin/MatMul") {
+  OnnxModel m;
+  m.input("x", kFloat, {2, 3}).output("y", {2, 4});
+  m.floats(weight, {3, 4}, folded_linear_values());
+  m.floats("lin.bias", {4}, {0.1f, 0.2f, -0.3f, 0.4f});
+  m.node("MatMul", {"x", weight}, {"xw"}).set_name(matmul);
+  m.node("Add", {"xw", "lin.bias"}, {"y"}).set_name("/lin/Add");
+  return m;
+}
+
+TEST_CASE("onnx import: a linear's weight that the export folded is its module's again") {
+  const auto trainable = [](const graph::Model& model) {
+    std::map<std::string, Shape> out;
+    for (const graph::Initializer& i : model.graph().initializers())
+      if (i.trainable()) out[i.name()] = graph::fixed_shape(i.type(), i.name());
+    return out;
+  };
+  const Tensor x = floats({0.3f, -1, 2, 0.5f, 4, -2.5f}, {2, 3});
+  std::vector<float> expected(8);
+  for (int r = 0; r < 2; ++r)
+    for (int o = 0; o < 4; ++o) {
+      const float bias[] = {0.1f, 0.2f, -0.3f, 0.4f};
+      double y = bias[o];
+      for (int i = 0; i < 3; ++i) y += values(x)[size_t(r * 3 + i)] * (0.1 * (3 * o + i) - 0.5);
+      expected[size_t(r * 4 + o)] = float(y);
+    }
+  const auto check_outputs = [&](const graph::Model& model) {
+    const std::vector<float> y = values(run(model, {{"x", x}})[0]);
+    REQUIRE(y.size() == 8);
+    for (size_t i = 0; i < 8; ++i) CHECK(y[i] == Approx(expected[i]).margin(1e-6));
+  };
+  SECTION("renamed after the MatMul's module, stored [out, in]: the network's linear layer") {
+    const graph::Model model = import(folded_linear("onnx::MatMul_9"));
+    const std::map<std::string, Shape> want = {{"lin.bias", {4}}, {"lin.weight", {4, 3}}};
+    CHECK(trainable(model) == want);
+    for (const graph::Initializer& i : model.graph().initializers())
+      if (i.name() == "lin.weight") {
+        const std::vector<float> w = values(graph::initializer_values(i));
+        for (int o = 0; o < 4; ++o)
+          for (int in = 0; in < 3; ++in)
+            CHECK(w[size_t(o * 3 + in)] == folded_linear_values()[size_t(in * 4 + o)]);
+      }
+    CHECK(op_counts(model) == std::map<std::string, int>{{"linear", 1}});  // the permute fused
+    check_outputs(model);
+  }
+  SECTION("in external data: the file's values are transposed as they are read") {
+    OnnxModel m = folded_linear("onnx::MatMul_9");
+    move_to_external(m, 0, "ext_weights.bin", 4);
+    const graph::Model model = import_saved(m);
+    const graph::Initializer* w = nullptr;
+    for (const graph::Initializer& i : model.graph().initializers())
+      if (i.name() == "lin.weight") w = &i;
+    REQUIRE(w);
+    CHECK(w->external().transposed());
+    CHECK(w->external().offset() == 4);
+    CHECK(graph::fixed_shape(w->type(), "lin.weight") == Shape{4, 3});
+    const std::vector<float> read = values(graph::initializer_values(*w));
+    for (int o = 0; o < 4; ++o)
+      for (int in = 0; in < 3; ++in)
+        CHECK(read[size_t(o * 3 + in)] == folded_linear_values()[size_t(in * 4 + o)]);
+    check_outputs(model);
+  }
+  SECTION("kept as exported where the name would be a guess or taken") {
+    // A scope with several products (MatMul_1), no scope, a model's own name, a name taken.
+    const auto kept = [&](const std::string& matmul) {
+      return trainable(import(folded_linear("onnx::MatMul_9", matmul))).count("onnx::MatMul_9");
+    };
+    CHECK(kept("/lin/MatMul_1"));
+    CHECK(kept("n_xw"));
+    CHECK(trainable(import(folded_linear("w_t"))).count("w_t"));
+    OnnxModel taken = folded_linear("onnx::MatMul_9");
+    taken.node("Identity", {"x"}, {"lin.weight"});
+    taken.output("lin.weight", {2, 3});
+    CHECK(trainable(import(taken)).count("onnx::MatMul_9"));
+    // Read by a second product: the copy is not one linear's.
+    OnnxModel shared = folded_linear("onnx::MatMul_9");
+    shared.node("MatMul", {"x", "onnx::MatMul_9"}, {"z"}).set_name("/other/MatMul");
+    shared.output("z", {2, 4});
+    const auto names = trainable(import(shared));
+    CHECK(names.count("onnx::MatMul_9"));
+    CHECK(!names.count("lin.weight"));
+    CHECK(!names.count("other.weight"));
+    // Two copies that would take one name (products named alike): both keep theirs.
+    OnnxModel twice = folded_linear("onnx::MatMul_9");
+    twice.floats("onnx::MatMul_10", {3, 4}, folded_linear_values());
+    twice.node("MatMul", {"x", "onnx::MatMul_10"}, {"z"}).set_name("/lin/MatMul");
+    twice.output("z", {2, 4});
+    const auto both = trainable(import(twice));
+    CHECK(both.count("onnx::MatMul_9"));
+    CHECK(both.count("onnx::MatMul_10"));
+    CHECK(!both.count("lin.weight"));
+    // Read as the product's left operand: not a weight the layer transposed.
+    OnnxModel left;
+    left.input("x", kFloat, {4, 2}).output("y", {3, 2});
+    left.floats("onnx::MatMul_9", {3, 4}, std::vector<float>(12, 0.5f));
+    left.node("MatMul", {"onnx::MatMul_9", "x"}, {"y"}).set_name("/lin/MatMul");
+    CHECK(trainable(import(left)).count("onnx::MatMul_9"));
+  }
 }
 
 TEST_CASE("onnx import: an integer constant in external data is read at import") {
