@@ -109,23 +109,26 @@ graph::Model model_graph(const config::Config& c, int64_t micro_batch) {
   return m;
 }
 
-ModelFacts model_facts(const config::Config& c, int64_t micro_batch, bool weights) {
+ModelFacts model_facts(const config::Config& c, int64_t micro_batch, bool weights,
+                       graph::Model* graph) {
   ModelFacts f;
+  const int64_t size = micro_batch > 0 ? micro_batch : config::model_micro_batch_size(c);
   if (c.model.onnx.empty()) {
     const auto model = models::make_model(c.model);  // on Meta: no memory
     for (const auto& [name, value] : model->named_parameters()) f.parameter_names.push_back(name);
     f.parameters = model->num_parameters();
     f.flops_per_token = model->flops_per_token(c.train.seq_len);
+    if (graph) *graph = model_graph(c, size);
     return f;
   }
-  graph::Model m =
-      imported_graph(c, micro_batch > 0 ? micro_batch : config::model_micro_batch_size(c));
+  graph::Model m = imported_graph(c, size);
   for (const graph::Initializer& i : m.graph().initializers())
     if (i.trainable()) f.parameter_names.push_back(i.name());
   take_weights(m, weights ? &f.weights : nullptr);
   const graph::Summary s = graph::summarize(m);
   f.parameters = s.parameters;
   f.flops_per_token = s.flops_per_token();
+  if (graph) *graph = std::move(m);
   return f;
 }
 

@@ -36,7 +36,9 @@ struct ModelFacts {
 };
 // The facts, the network imported at `micro_batch` sequences (0: the config's micro-batch size;
 // an export of fixed shapes takes only its own). Its weights are read only with `weights`.
+// With `graph`, the training graph at that micro-batch size (model_graph's) is stored there too,
+// from the same import: a job's rank 0 imports a file once for its plan and its weights.
 ModelFacts model_facts(const config::Config& config, int64_t micro_batch = 0,
-                       bool weights = true);
+                       bool weights = true, graph::Model* graph = nullptr);
 
 }  // namespace merak::train

@@ -94,11 +94,15 @@ partition::Result partition_config(const config::Config& c, const PartitionInput
   }
 }
 
-partition::Plan shared_plan(comm::Communicator& world, const config::Config& c) {
+partition::Plan shared_plan(comm::Communicator& world, const config::Config& c,
+                            ModelFacts* facts) {
   std::string bytes;
   if (world.rank() == 0) {
     try {
-      bytes = kPlan + partition::plan_bytes(partition_config(c, partition_input(c)).plan);
+      graph::Model traced;
+      if (facts) *facts = model_facts(c, 0, true, &traced);
+      const PartitionInput in = partition_input(c, facts ? &traced : nullptr);
+      bytes = kPlan + partition::plan_bytes(partition_config(c, in).plan);
     } catch (const SetupError& e) {
       bytes = kSetupError + std::string(e.what());
     } catch (const std::exception& e) {

@@ -13,6 +13,8 @@
 
 namespace merak::train {
 
+struct ModelFacts;  // model_graph.h
+
 // Something the user can fix (a hardware profile not found, a layout the model cannot be split
 // into, a device that is not there): merak_train exits with 2 and this one line.
 class SetupError : public std::runtime_error {
@@ -51,6 +53,10 @@ partition::Result partition_config(const config::Config& config, const Partition
 
 // partition_config on rank 0 of `world`, its plan broadcast: every rank gets the same plan. An
 // error on rank 0 is thrown on every rank (SetupError stays SetupError), so no rank waits.
-partition::Plan shared_plan(comm::Communicator& world, const config::Config& config);
+// With `facts`, rank 0 stores there the model's facts, weights included, from the import its
+// plan was made from (an imported network's file is then read once there); the other ranks
+// leave it as it was.
+partition::Plan shared_plan(comm::Communicator& world, const config::Config& config,
+                            ModelFacts* facts = nullptr);
 
 }  // namespace merak::train

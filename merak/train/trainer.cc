@@ -204,7 +204,10 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
   // device without being told which (the NCCL transport does this too; the staged one does not).
   if (device.is_cuda()) cuda::stream(device.index);
 
-  const partition::Plan plan = shared_plan(grid_.host(), c);
+  // Rank 0 keeps the facts (an imported network's weights) of the import its plan came from.
+  ModelFacts facts;
+  const partition::Plan plan = shared_plan(grid_.host(), c, &facts);
+  const bool have_facts = grid_.host().rank() == 0;
   options_ = engine_options(c, plan);
   options_.device = device;
   options_.trace = trace;
@@ -230,10 +233,9 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
   agree(grid_.host(), problem);
   // Every rank reads an imported network's file (a node without it, say) and takes its pieces
   // of the weights; the job agrees on the outcome, so a rank that cannot leaves none waiting.
-  ModelFacts facts;
   problem.clear();
   try {
-    facts = model_facts(c);
+    if (!have_facts) facts = model_facts(c);
     if (!facts.weights.empty())
       engine_->load_weights([&](const std::string& name) -> std::optional<Tensor> {
         auto it = facts.weights.find(name);
