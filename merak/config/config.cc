@@ -160,6 +160,10 @@ class Builder {
     } catch (const YAML::Exception& e) {
       fail_at(where, "cannot read " + detail::quote(text) + " as YAML: " + e.msg);
     }
+    // `--set checkpoint.dir=""` reaches us without its quotes (the shell takes them): nothing
+    // after '=' sets a string key to the empty string (other types still want a value).
+    if (trim(text).empty() && std::holds_alternative<std::string*>(field->target))
+      value = YAML::Node(std::string());
     if (is_auto_key(key)) set_auto(key, says_auto(value));
     if (!says_auto(value) || !is_auto_key(key)) {
       std::string error = detail::assign(value, field->target);

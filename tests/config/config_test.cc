@@ -462,6 +462,12 @@ TEST_CASE("--set errors name the override", "[config]") {
         "x.yaml: --set train.steps: expected an integer, got 'ten'");
   CHECK(error_of("", {"train.steps="}) ==
         "x.yaml: --set train.steps: expected an integer, got no value");
+  // A string key with nothing after '=' is the empty string (what the shell leaves of
+  // checkpoint.dir=""); so is a quoted empty string.
+  const Config defaults = parse("checkpoint: {dir: ck}\n", "x.yaml", {});
+  CHECK(defaults.checkpoint.dir == "ck");
+  for (const std::string& empty : {"checkpoint.dir=", "checkpoint.dir= ", "checkpoint.dir=\"\""})
+    CHECK(parse("checkpoint: {dir: ck}\n", "x.yaml", {empty}).checkpoint.dir.empty());
   CHECK(error_of("", {"train.steps"}) ==
         "x.yaml: --set train.steps: expected KEY=VALUE, like optimizer.lr=3e-4");
   CHECK(error_of("", {"model=1"}) ==

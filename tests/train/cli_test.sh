@@ -25,6 +25,15 @@ out=$("$train" --config "$tmp/missing.yaml" 2>&1); rc=$?
 
 out=$("$train" 2>&1); rc=$?
 [ "$rc" -eq 2 ] || fail "no --config: exit $rc"
+# Asked for, the usage is an answer: stdout, exit 0, as the other tools do.
+out=$("$train" --help 2>/dev/null); rc=$?
+[ "$rc" -eq 0 ] && grep -q "^usage: \[mpirun -np N\] merak_train --config FILE.yaml" <<< "$out" ||
+  fail "--help: exit $rc: $out"
+# The shell leaves checkpoint.dir="" as checkpoint.dir=: no checkpoints, as README says.
+out=$("$train" --config "$configs/gpt-tiny.yaml" --set train.steps=1 --set model.layers=1 \
+      --set checkpoint.dir="$tmp/ck-none" --set checkpoint.dir="" 2>&1); rc=$?
+[ "$rc" -eq 0 ] && ! grep -qi "checkpoint" <<< "$out" && [ ! -e "$tmp/ck-none" ] ||
+  fail "checkpoint.dir=\"\": exit $rc: $out"
 
 out=$("$train" --config "$configs/gpt-tiny.yaml" --set train.steps=12 --set train.log_interval=5 \
       --set model.layers=1 --metrics "$tmp/m.jsonl" 2>&1); rc=$?

@@ -49,15 +49,16 @@ struct Args {
   merak::train::DryRunOptions plan;  // --world, --gpus-per-node (--json too)
 };
 
+constexpr const char* kUsage =
+    "usage: [mpirun -np N] merak_train --config FILE.yaml [--set key=value ...] "
+    "[--metrics FILE.jsonl] [--trace FILE.json]\n"
+    "       [--tensorboard DIR] [--resume STEP_DIR|CHECKPOINT_DIR|auto]\n"
+    "       [--log-level debug|info|warn|error|off]\n"
+    "       merak_train --config FILE.yaml [--set key=value ...] --dry-run [--world N]\n"
+    "                   [--gpus-per-node G] [--hardware NAME] [--json]\n";
+
 [[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "merak_train: %s\nusage: [mpirun -np N] merak_train --config FILE.yaml "
-               "[--set key=value ...] [--metrics FILE.jsonl] [--trace FILE.json]\n"
-               "       [--tensorboard DIR] [--resume STEP_DIR|CHECKPOINT_DIR|auto]\n"
-               "       [--log-level debug|info|warn|error|off]\n"
-               "       merak_train --config FILE.yaml [--set key=value ...] --dry-run [--world N]\n"
-               "                   [--gpus-per-node G] [--hardware NAME] [--json]\n",
-               problem.c_str());
+  std::fprintf(stderr, "merak_train: %s\n%s", problem.c_str(), kUsage);
   std::exit(2);
 }
 
@@ -98,7 +99,10 @@ Args parse_args(int argc, char** argv) {
     else if (arg == "--world") a.plan.world = count(value(), arg);
     else if (arg == "--gpus-per-node") a.plan.devices_per_node = count(value(), arg);
     else if (arg == "--hardware") a.overrides.push_back("parallel.hardware=" + value());
-    else if (arg == "--help" || arg == "-h") usage("help");
+    else if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);  // asked for: not an error
+      std::exit(0);
+    }
     else usage("unknown argument '" + arg + "'");
   }
   if (a.config.empty()) usage("--config is required");
