@@ -122,8 +122,18 @@ std::string Builder::use(const std::string& name) {
     write_initializer(v.name, v, true);
   } else if (!v.transposed_of.empty() && !node_outputs_.count(v.name)) {
     const std::string name_of_value = v.name;  // emit_node may grow values_
-    emit_node("permute", {use(v.transposed_of)},
-              ops::Attrs().set("order", std::vector<int64_t>{1, 0}), {name_of_value});
+    const std::string weight = use(v.transposed_of);
+    // Named after the weight, as an export's own Transpose of it would be: the node being
+    // converted keeps its name (a folded export's graph then names its nodes as the unfolded
+    // export's does).
+    const std::string node = node_name_;
+    const auto emitted = emitted_in_node_;
+    node_name_ = weight + "/Transpose";
+    emitted_in_node_ = 0;
+    emit_node("permute", {weight}, ops::Attrs().set("order", std::vector<int64_t>{1, 0}),
+              {name_of_value});
+    node_name_ = node;
+    emitted_in_node_ = emitted;
     return name_of_value;
   }
   return v.name;

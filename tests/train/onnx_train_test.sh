@@ -11,9 +11,9 @@
 #   - an export with PyTorch's constant folding (each linear's weight stored transposed under a
 #     new name, the LM head's a copy of the embedding's) trains as the export without folding:
 #     the head tied to the embedding again (across pipeline stages too), each linear's weight
-#     under its module's name in its own layout; every step's loss and gradient norm equal bit
-#     for bit at (1,1,1) and (1,2,2), also with the weights in external data, and its checkpoint
-#     exports (merak_export) to the same bytes;
+#     under its module's name in its own layout: the same graph (merak_graph dump), every
+#     step's loss and gradient norm equal bit for bit at (1,1,1) and (1,2,2), also with the
+#     weights in external data, and its checkpoint exports (merak_export) to the same bytes;
 #   - an export whose weights are ONNX external data (a file beside the graph, as exports past
 #     2 GiB are saved) trains as the one holding them, at (1,1,1) and (1,2,2): each rank reads
 #     its tensors from the data file;
@@ -35,6 +35,7 @@ export_tool="$2"
 generate="$3"
 exporter="$4"
 partition="$5"
+graph_tool="$6"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 fail() { echo "FAIL: $*"; exit 1; }
 export OMPI_MCA_btl=self,vader
@@ -144,7 +145,15 @@ grep -q "resumed from .*step_000000006: step 6 done" "$tmp/gpt-resumed.log" ||
 close "imported GPT saved at (1,2,2) step 6, resumed at (1,1,1)" gpt-resumed gpt-onnx 7
 
 # Constant folding's copy of the tied embedding is tied again, and each linear's transposed
-# weight is its module's weight again: the network is the unfolded export's.
+# weight is its module's weight again: the network is the unfolded export's, node for node.
+for net in gpt gpt-fold; do
+  out=$("$graph_tool" import "$tmp/$net.onnx" -o "$tmp/$net.pb" --dim batch=2 --dim seq=16 2>&1) ||
+    fail "merak_graph import $net.onnx: $out"
+  "$graph_tool" dump "$tmp/$net.pb" | grep -v "\.onnx\"$" > "$tmp/$net.dump"  # less the file's name
+done
+cmp -s "$tmp/gpt-fold.dump" "$tmp/gpt.dump" ||
+  fail "the folded export's graph: $(diff "$tmp/gpt-fold.dump" "$tmp/gpt.dump" | head -c 600)"
+echo "the folded export imports as the unfolded one: the same $(wc -l < "$tmp/gpt.dump") lines of graph"
 run gpt-fold 1,1,1 gpt-onnx.yaml --set model.onnx="$tmp/gpt-fold.onnx" \
   --set checkpoint.dir="$tmp/ck-fold" --set checkpoint.every=12
 grep -q "gpt-fold.onnx imported, gpt's loss | 0.12M parameters" "$tmp/gpt-fold.log" ||
