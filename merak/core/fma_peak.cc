@@ -1,9 +1,9 @@
 #include "merak/core/fma_peak.h"
 
 #include <immintrin.h>
+#include <time.h>
 
 #include <algorithm>
-#include <chrono>
 
 namespace merak::bench {
 namespace {
@@ -20,8 +20,17 @@ constexpr int kChains = 12;
 // disturbances, long enough for the clock's resolution.
 constexpr long kIters = 5'000'000;
 
+// Seconds of CPU this thread has run. Trials are timed by it, not by the wall clock: the loop
+// touches no memory, so its CPU time is the core's speed alone, and a neighbour sharing the
+// core (another process, another rank on an oversubscribed node) only takes wall time from it.
+double thread_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
 double run_once() {
-  const auto t0 = std::chrono::steady_clock::now();
+  const double t0 = thread_seconds();
   float sink = 0;
 #if defined(__AVX512F__)
   constexpr int kWidth = 16;
@@ -57,7 +66,7 @@ double run_once() {
     for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * 0.999999f + 1e-7f;
   for (float v : acc) sink += v;
 #endif
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = thread_seconds() - t0;
   volatile float keep = sink;  // the loop's result is used, so it is not optimised away
   (void)keep;
   return 2.0 * kChains * kWidth * double(kIters) / s / 1e9;
@@ -66,11 +75,12 @@ double run_once() {
 }  // namespace
 
 double measured_fma_peak_gflops() {
-  // The peak is the fastest trial: a neighbour on the host or a clock still ramping up only
-  // ever slows one down. Three trials of 40 ms once gave 64 GFLOP/s on a core whose GEMMs reach
-  // 92, inflating every "of peak" by half; so trials go on until the best has stood for ten
-  // more (at least 10 trials, at most 40: about 0.1 to 0.4 s). A disturbance longer than that
-  // still lowers it: the start-up line prints the figure used.
+  // The peak is the fastest trial: a clock still ramping up, or what a neighbour's time slices
+  // leave in the core's caches and predictors, only ever slows one down. Three trials of 40 ms
+  // (timed by the wall clock then) once gave 64 GFLOP/s on a core whose GEMMs reach 92,
+  // inflating every "of peak" by half; so trials go on until the best has stood for ten more
+  // (at least 10 trials, at most 40: about 0.1 to 0.4 s of this thread's time). The start-up
+  // line prints the figure used.
   double best = 0;
   int since_best = 0;
   for (int r = 0; r < 40 && (r < 10 || since_best < 10); ++r) {
