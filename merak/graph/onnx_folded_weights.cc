@@ -44,6 +44,15 @@ bool matrix_weight(const onnx::TensorProto& t) {
   }
 }
 
+// Whether every element of `bytes` (elements of `size` bytes) is the first: such a matrix (a
+// zero-initialised layer, say) is the transpose of any other of that value, so equal values
+// say nothing about which weight it copies.
+bool all_equal(const std::string& bytes, size_t size) {
+  for (size_t i = size; i + size <= bytes.size(); i += size)
+    if (std::memcmp(bytes.data(), bytes.data() + i, size) != 0) return false;
+  return true;
+}
+
 // Exporter-named copies that hold another weight's transpose: copy name -> that weight's name.
 std::map<std::string, std::string> tied_copies(
     const onnx::GraphProto& g, const std::map<std::string, ExternalData>& external) {
@@ -52,13 +61,18 @@ std::map<std::string, std::string> tied_copies(
     if (matrix_weight(t)) (exporter_name(t.name()) ? copies : originals).push_back(&t);
   std::map<std::string, std::string> tied;
   for (const onnx::TensorProto* copy : copies) {
+    const size_t size = dtype_size(dtype_from_onnx(copy->data_type(), copy->name()));
+    std::string values;  // the copy's, read once a candidate has its shape
     for (const onnx::TensorProto* original : originals) {
       if (original->data_type() != copy->data_type() || original->dims(0) != copy->dims(1) ||
           original->dims(1) != copy->dims(0))
         continue;
-      const size_t size = dtype_size(dtype_from_onnx(copy->data_type(), copy->name()));
-      if (is_transpose(matrix_bytes(*copy, external), matrix_bytes(*original, external),
-                       copy->dims(0), copy->dims(1), size)) {
+      if (values.empty()) {
+        values = matrix_bytes(*copy, external);
+        if (all_equal(values, size)) break;
+      }
+      if (is_transpose(values, matrix_bytes(*original, external), copy->dims(0), copy->dims(1),
+                       size)) {
         tied[copy->name()] = original->name();
         break;
       }
@@ -67,17 +81,21 @@ std::map<std::string, std::string> tied_copies(
   return tied;
 }
 
-// The module PyTorch's export names a node after: "/blocks.0/attn/qkv/MatMul" ->
-// "blocks.0.attn.qkv"; empty for a name of another form.
-std::string matmul_module(const std::string& node_name) {
-  const std::string op = "/MatMul";
-  if (node_name.size() <= op.size() + 1 || node_name[0] != '/' ||
-      node_name.compare(node_name.size() - op.size(), op.size(), op) != 0)
-    return "";
-  std::string module = node_name.substr(1, node_name.size() - op.size() - 1);
+// PyTorch's export names a node after the module scope it runs in: "/blocks.0/attn/qkv/MatMul"
+// is op "MatMul" in module "blocks.0.attn.qkv" (a second one there is "MatMul_1"). Empty
+// module and op for a name of another form.
+struct ScopedName {
+  std::string module, op;
+};
+ScopedName scoped_name(const std::string& node_name) {
+  const size_t last = node_name.rfind('/');
+  if (node_name.empty() || node_name[0] != '/' || last == 0 || last == std::string::npos ||
+      last + 1 == node_name.size())
+    return {};
+  std::string module = node_name.substr(1, last - 1);
   for (char& c : module)
     if (c == '/') c = '.';
-  return module;
+  return {module, node_name.substr(last + 1)};
 }
 
 // Exporter-named matrix weights (not tied copies) that are a linear layer's folded W^T: copy
@@ -92,12 +110,13 @@ std::map<std::string, std::string> linear_weight_names(
   taken = ends;
   for (const auto& t : g.initializer()) taken.insert(t.name());
   std::map<std::string, std::vector<std::pair<const onnx::NodeProto*, int>>> readers;
+  std::map<std::string, int> products;  // MatMul and Gemm nodes, by the module they run in
   for (const auto& n : g.node()) {
     for (const auto& out : n.output()) taken.insert(out);
     for (int i = 0; i < n.input_size(); ++i) readers[n.input(i)].push_back({&n, i});
+    if (n.op_type() == "MatMul" || n.op_type() == "Gemm") ++products[scoped_name(n.name()).module];
   }
   std::map<std::string, std::string> names;
-  std::map<std::string, int> claims;
   for (const onnx::TensorProto& t : g.initializer()) {
     if (!exporter_name(t.name()) || tied.count(t.name()) || ends.count(t.name()) ||
         !matrix_weight(t))
@@ -106,13 +125,14 @@ std::map<std::string, std::string> linear_weight_names(
     if (it == readers.end() || it->second.size() != 1) continue;
     const auto [node, slot] = it->second.front();
     if (node->op_type() != "MatMul" || slot != 1) continue;
-    const std::string module = matmul_module(node->name());
-    if (module.empty() || taken.count(module + ".weight")) continue;
-    names[t.name()] = module + ".weight";
-    ++claims[module + ".weight"];
+    // A linear layer's module runs one product: a module with more (attention's in-projection
+    // beside its q k^T, two functional products) holds no weight by that name.
+    const ScopedName where = scoped_name(node->name());
+    if (where.module.empty() || where.op != "MatMul" || products[where.module] != 1 ||
+        taken.count(where.module + ".weight"))
+      continue;
+    names[t.name()] = where.module + ".weight";  // one product a module: one copy a name
   }
-  for (auto it = names.begin(); it != names.end();)
-    it = claims[it->second] > 1 ? names.erase(it) : std::next(it);
   return names;
 }
 

@@ -20,14 +20,17 @@ namespace merak::graph::onnx_detail {
 // where it is first used. Two kinds:
 //   - tied: a matrix weight named by the exporter ("onnx::...") that holds another weight's
 //     transpose value for value (found by value; its bytes read from `external` where they lie
-//     there): the other weight;
+//     there; a copy of one value throughout, as a zero-initialised layer is, ties to nothing):
+//     the other weight;
 //   - a linear layer's: an exporter-named matrix weight whose only reader is the B input of a
-//     MatMul named by PyTorch's module scope ("/blocks.0/attn/qkv/MatMul") is the transpose of
-//     that module's weight ("blocks.0.attn.qkv.weight"). Its initializer is rewritten in `g` in
-//     place: renamed, its dims swapped and its values transposed (those in external data are
-//     marked in `external` to be transposed when read). Not when that name is taken in the
-//     graph, claimed by two copies, or the node's name has another form (a scope holding more
-//     than one product names the others MatMul_1, ...).
+//     MatMul named by PyTorch's module scope ("/blocks.0/attn/qkv/MatMul"), the module's only
+//     product (MatMul or Gemm), is the transpose of that module's weight
+//     ("blocks.0.attn.qkv.weight"). Its initializer is rewritten in `g` in place: renamed, its
+//     dims swapped and its values transposed (those in external data are marked in `external`
+//     to be transposed when read). Not when that name is taken in the graph or the node's name
+//     has another form. A module whose forward transforms its weight before the product (a
+//     scale, weight normalisation) is folded the same way: its copy holds the transformed
+//     weight, which the graph cannot tell from the weight itself.
 std::map<std::string, std::string> undo_folded_transposes(
     onnx::GraphProto& g, std::map<std::string, ExternalData>& external);
 

@@ -412,6 +412,12 @@ TEST_CASE("onnx import: a tied weight that the export folded into a transposed c
   // A copy that differs in one element, or two weights both named by the model, stay apart.
   CHECK(trainable(import(embedding_and_head("onnx::MatMul_7", false))).size() == 2);
   CHECK(trainable(import(embedding_and_head("head.weight", true))).size() == 2);
+  // A copy of one value throughout (a zero-initialised layer) is the transpose of any matrix of
+  // that value: equal values tie nothing.
+  OnnxModel zeros = embedding_and_head("onnx::MatMul_7", true);
+  for (auto& t : *zeros.proto().mutable_graph()->mutable_initializer())
+    for (float& v : *t.mutable_float_data()) v = 0;
+  CHECK(trainable(import(zeros)).size() == 2);
 }
 
 // x [2, 3] -> a linear layer "lin" as PyTorch's constant folding exports it: a MatMul named by
@@ -506,7 +512,18 @@ TEST_CASE("onnx import: a linear's weight that the export folded is its module's
     CHECK(names.count("onnx::MatMul_9"));
     CHECK(!names.count("lin.weight"));
     CHECK(!names.count("other.weight"));
-    // Two copies that would take one name (products named alike): both keep theirs.
+    // A module running a second product (attention's in-projection beside q k^T, two
+    // functional products): its first product's weight is not known to be "lin.weight".
+    for (const char* op : {"MatMul", "Gemm"}) {
+      OnnxModel second = folded_linear("onnx::MatMul_9");
+      second.floats("w2", {3, 4}, folded_linear_values());
+      second.node(op, {"x", "w2"}, {"z"}).set_name(std::string("/lin/") + op + "_1");
+      second.output("z", {2, 4});
+      const auto names = trainable(import(second));
+      CHECK(names.count("onnx::MatMul_9"));
+      CHECK(!names.count("lin.weight"));
+    }
+    // Two copies read by products named alike: both keep their names.
     OnnxModel twice = folded_linear("onnx::MatMul_9");
     twice.floats("onnx::MatMul_10", {3, 4}, folded_linear_values());
     twice.node("MatMul", {"x", "onnx::MatMul_10"}, {"z"}).set_name("/lin/MatMul");
