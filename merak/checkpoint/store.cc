@@ -431,11 +431,18 @@ void publish(const std::string& dir, int64_t step) {
   const std::string tmp = dir + "/." + step_name(step) + ".tmp";
   const std::string final_dir = dir + "/" + step_name(step);
   sync_dir(tmp);
-  if (!fs::exists(final_dir)) {
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(final_dir, ec))) {
     rename_or_fail(tmp, final_dir);
     sync_dir(dir);
     return;
   }
+  // Only a step of ours is replaced: anything else under its name (a user's folder or file) is
+  // left as it is, and this save fails naming it.
+  if (!fs::is_directory(fs::symlink_status(final_dir, ec)) ||
+      !fs::is_regular_file(fs::symlink_status(final_dir + "/index.json", ec)))
+    fail("'" + final_dir + "' exists and is not a checkpoint step (no index.json): not replaced; " +
+         "move it away to save step " + std::to_string(step) + " there");
   // The same step saved again (a run resumed before it), perhaps the one `latest` names: the two
   // directories swap in one step, so that the name never holds less than a complete step, and
   // then the old copy (now under the temporary name) goes.
@@ -445,7 +452,6 @@ void publish(const std::string& dir, int64_t step) {
       fail(os_error("cannot swap '" + tmp + "' with", final_dir));
     // A file system that cannot swap (some network ones): the old copy goes aside, and back
     // if the new one cannot take its place. Only a kill between the two leaves the name empty.
-    std::error_code ec;
     old = dir + "/." + step_name(step) + ".old";
     fs::remove_all(old, ec);
     rename_or_fail(final_dir, old);
@@ -456,7 +462,6 @@ void publish(const std::string& dir, int64_t step) {
     }
   }
   sync_dir(dir);
-  std::error_code ec;
   fs::remove_all(old, ec);
 }
 

@@ -330,13 +330,13 @@ Config parse(const std::string& yaml_text, const std::string& name,
           starts.marks.size() > 1 ? starts.marks[1] : YAML::Mark::null_mark();
       if (second.pos >= 0 && size_t(second.pos) < yaml_text.size() &&
           yaml_text[size_t(second.pos)] == ',')
-        throw ConfigError(name + ": " + position(second) + "YAML syntax error: unexpected ','");
+        throw YamlSyntaxError(name + ": " + position(second) + "YAML syntax error: unexpected ','");
       throw ConfigError(name + ": " + position(second) +
                         "a second YAML document starts here (a config file holds one)");
     }
     if (any) document = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
-    throw ConfigError(name + ": " + position(e.mark) + "YAML syntax error: " + e.msg);
+    throw YamlSyntaxError(name + ": " + position(e.mark) + "YAML syntax error: " + e.msg);
   }
   Builder builder(name);
   if (any) builder.read_document(document);

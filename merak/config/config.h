@@ -190,6 +190,11 @@ class ConfigError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+// Text that is not YAML at all (as against YAML with keys or values this build refuses).
+class YamlSyntaxError : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
+};
 
 // Reads `path`, applies `overrides` ("optimizer.lr=3e-4", in order), validates everything.
 Config load(const std::string& path, const std::vector<std::string>& overrides = {});

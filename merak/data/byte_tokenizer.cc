@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "merak/data/dataset.h"
+#include "merak/data/tokenize_text.h"
 
 namespace merak::data {
 
@@ -29,6 +30,7 @@ std::unique_ptr<TokenDataset> tokenize_text_files(const std::vector<std::string>
   // One part a file, so that a token's place names its file (token i of a file is its byte i).
   std::vector<std::unique_ptr<TokenDataset>> parts;
   for (const auto& path : paths) {
+    input_file_bytes(path);  // a directory, a device or a pipe is refused before it is opened
     std::ifstream in(path, std::ios::binary);
     MERAK_CHECK(in, path, ": cannot read: ", std::strerror(errno));
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

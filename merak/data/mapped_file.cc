@@ -9,10 +9,12 @@
 #include <cstring>
 
 #include "merak/core/error.h"
+#include "merak/data/tokenize_text.h"
 
 namespace merak::data {
 
 MappedFile::MappedFile(const std::string& path) {
+  input_file_bytes(path);  // a directory, a device or a pipe is refused before it is opened
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   MERAK_CHECK(fd >= 0, path, ": cannot open: ", std::strerror(errno));
   struct stat st;

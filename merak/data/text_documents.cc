@@ -62,10 +62,13 @@ bool safe_cut(std::string_view text, size_t p, bool gpt2) {
          ascii_graph(text[p - 1]) && ascii_graph(text[p + 1]);
 }
 
-int64_t text_file_bytes(const std::string& path) {
+int64_t input_file_bytes(const std::string& path) {
   struct stat st;
   MERAK_CHECK(::stat(path.c_str(), &st) == 0, path, ": cannot open: ", std::strerror(errno));
   MERAK_CHECK(!S_ISDIR(st.st_mode), path, ": is a directory");
+  // A device or a pipe may never end (/dev/zero) or never start (a FIFO without a writer
+  // blocks its reader's open), and its size says nothing.
+  MERAK_CHECK(S_ISREG(st.st_mode), path, ": not a regular file (a device or a pipe): give a file");
   return int64_t(st.st_size);
 }
 
@@ -107,7 +110,7 @@ bool DocumentReader::load_document() {
     }
     if (file_ >= files_.size()) return false;
     const std::string& path = files_[file_++];
-    text_file_bytes(path);
+    input_file_bytes(path);
     if (options_.jsonl || ends_with(path, ".jsonl")) {
       in_.clear();
       in_.open(path, std::ios::binary);

@@ -40,8 +40,9 @@ class TextEncoder {
 // encode(a + b) == encode(a) + encode(b).
 bool safe_cut(std::string_view text, size_t p, bool gpt2);
 
-// The size of an input file; merak::Error "PATH: cannot open: ..." or "PATH: is a directory".
-int64_t text_file_bytes(const std::string& path);
+// The size of an input file (text, token shards); merak::Error "PATH: cannot open: ...", "PATH: is a directory" or
+// "PATH: not a regular file ...".
+int64_t input_file_bytes(const std::string& path);
 
 // A piece of a document, and what it stands for in the input.
 struct TextPiece {

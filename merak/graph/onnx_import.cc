@@ -30,8 +30,15 @@ namespace {
 
 using namespace onnx_detail;
 
+// One line, as every error the tools print: the ONNX checker's own messages span several.
 [[noreturn]] void fail(const std::string& file, const std::string& msg) {
-  throw ImportError(file + ": " + msg);
+  std::string line;
+  for (const char c : msg) {
+    if (c != '\n' && c != ' ') line += c;
+    else if (!line.empty() && line.back() != ' ') line += ' ';  // a line break, a run of spaces
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  throw ImportError(file + ": " + line);
 }
 
 int64_t default_opset(const onnx::ModelProto& model) {
@@ -288,6 +295,14 @@ Model import_model(onnx::ModelProto& model, const std::string& file, const Impor
     fail(file, std::string("invalid ONNX model: ") + e.what());
   }
   const int64_t opset = default_opset(model);
+  // An op's meaning can change from one opset to the next (ReduceMean's axes became an input at
+  // 18): one newer than this build's ONNX would be read by the older schemas.
+  const int64_t newest =
+      onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at(onnx::ONNX_DOMAIN).second;
+  if (opset > newest)
+    fail(file, "opset " + std::to_string(opset) + " is newer than the ONNX this build reads (" +
+                   "up to opset " + std::to_string(newest) + "): export at opset " +
+                   std::to_string(newest) + " or lower");
   onnx::GraphProto& g = *model.mutable_graph();
   bind_inputs(g, options, file);
   infer_shapes(model, file);

@@ -21,12 +21,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // The config that wrote a checkpoint (`index`, its index.json); false when this build cannot
-// parse it (from a version with other keys): it is then not compared with this run's, and the
-// tensors' shapes are still checked as they load.
+// take its keys (from a version with other keys): it is then not compared with this run's, and
+// the tensors' shapes are still checked as they load. Text that is not YAML at all is a damaged
+// index: the ConfigError naming the place goes on.
 bool saved_config(const std::string& index, const std::string& yaml, config::Config* saved) {
   try {
     *saved = config::parse(yaml, index);
     return true;
+  } catch (const config::YamlSyntaxError&) {
+    throw;
   } catch (const config::ConfigError&) {
     return false;
   }

@@ -129,6 +129,48 @@ void check_same_config(const config::Config& c, comm::Grid& grid) {
   agree(grid.host(), problem);
 }
 
+// The metrics file is rewritten as the run starts (from nothing, or keeping the steps a resumed
+// run continues from): an existing regular file must hold only merak_train's metrics lines (a
+// last one cut short too), so a wrong path (the config, a corpus) is refused before anything is
+// written, as is a file someone added lines to.
+void check_metrics_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return;
+  std::ifstream in(path);
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    const bool torn = in.eof() && line.rfind("{\"step\": ", 0) == 0;  // no newline yet
+    if (!json_line_step(line) && !line.empty() && !torn)
+      throw std::runtime_error("'" + path + "' line " + std::to_string(number) +
+                               " is not a metrics line of merak_train; the run would rewrite " +
+                               "the file (give a new file, or remove that line)");
+  }
+  if (in.bad()) throw std::runtime_error("cannot read '" + path + "'");
+}
+
+// Whether two paths name one file (existing or not yet).
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+  return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+}
+
+// The trace file is replaced at the end of the run: an existing regular file must be one (a
+// Chrome trace from an earlier run) or empty, so a wrong path (the config, a checkpoint's
+// tensors) is refused before anything is written.
+void check_trace_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return;
+  std::ifstream in(path, std::ios::binary);
+  std::string head(16, '\0');
+  in.read(head.data(), std::streamsize(head.size()));
+  head.resize(size_t(in.gcount()));
+  if (!head.empty() && head != "{\"traceEvents\": ")
+    throw std::runtime_error("'" + path + "' is not a trace of merak_train; the run would " +
+                             "replace it (give a new file, or remove it)");
+}
+
 // Collective: rank 0 opens or checks every path; the job agrees on the first problem.
 Outputs open_outputs(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   Outputs out;
@@ -155,11 +197,17 @@ Outputs open_outputs(const config::Config& c, comm::Grid& grid, const RunOptions
             [&] { checkpoint::check_writable(c.checkpoint.dir); });
   // Appending changes nothing yet: a resumed run keeps the steps it continues from.
   if (!options.metrics.empty())
-    attempt("--metrics: ",
-            [&] { open_file(out.metrics, options.metrics, std::ios::app, "metrics file"); });
+    attempt("--metrics: ", [&] {
+      check_metrics_file(options.metrics);
+      open_file(out.metrics, options.metrics, std::ios::app, "metrics file");
+    });
   if (!options.trace.empty())
-    attempt("--trace: ",
-            [&] { open_file(out.trace, options.trace, std::ios::app, "trace file"); });
+    attempt("--trace: ", [&] {
+      if (!options.metrics.empty() && same_file(options.trace, options.metrics))
+        throw std::runtime_error("'" + options.trace + "' is the --metrics file too");
+      check_trace_file(options.trace);
+      open_file(out.trace, options.trace, std::ios::app, "trace file");
+    });
   if (!options.tensorboard.empty())
     attempt("--tensorboard: ", [&] {
       out.board = std::make_unique<metrics::TensorBoardWriter>(options.tensorboard);
@@ -171,9 +219,9 @@ Outputs open_outputs(const config::Config& c, comm::Grid& grid, const RunOptions
 // Starts the metrics file (rank 0's; collective) once the run knows its first step: a fresh run
 // starts it anew; a resumed one, from step `done`, keeps its lines of steps up to `done` and
 // appends, dropping those after it (an abandoned run's, which this run writes again). A last line
-// of ours cut short (the process died while writing it) is dropped too. Any other line that is not
-// one of ours refuses the file, untouched: rewriting it could destroy a file named by mistake. The
-// kept lines replace the file by a rename, so a failed write loses none of them.
+// of ours cut short (the process died while writing it) is dropped too; a file holding any line
+// not ours was refused before (check_metrics_file). The kept lines replace the file by a rename,
+// so a failed write loses none of them.
 void start_metrics(comm::Grid& grid, const std::string& path, std::ofstream& metrics,
                    bool resumed, int64_t done) {
   std::string problem;
@@ -183,18 +231,13 @@ void start_metrics(comm::Grid& grid, const std::string& path, std::ofstream& met
   const bool regular = !std::filesystem::exists(path, ec) ||
                        std::filesystem::is_regular_file(path, ec);
   if (metrics.is_open() && regular) {
-    std::string kept;
+    std::string kept;  // lines of ours only: check_metrics_file has refused any other
     if (resumed) {
       std::ifstream in(path);
       std::string line;
-      for (int64_t number = 1; problem.empty() && std::getline(in, line); ++number) {
+      while (std::getline(in, line)) {
         const std::optional<int64_t> step = json_line_step(line);
-        const bool torn = in.eof() && line.rfind("{\"step\": ", 0) == 0;  // no newline yet
         if (step && *step <= done) kept += line + "\n";
-        else if (!step && !line.empty() && !torn)
-          problem = "--metrics: '" + path + "' line " + std::to_string(number) +
-                    " is not a metrics line of merak_train; resuming would rewrite the file "
-                    "(give a new file, or remove that line)";
       }
       if (in.bad()) problem = "--metrics: cannot read '" + path + "'";
     }

@@ -15,6 +15,7 @@
 #include "merak/core/allocator.h"
 #include "merak/core/parallel.h"
 #include "merak/cuda/runtime.h"
+#include "merak/log/log.h"
 #include "merak/optim/adamw.h"
 #include "merak/runtime/engine_comm.h"
 #include "merak/runtime/schedule_recompute.h"
@@ -177,6 +178,10 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
   const config::Config& c = config_;
   const int world = grid_.world().size();
   const comm::NodePlace place = comm::node_place();
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (c.train.threads > 0 && cores > 0 && c.train.threads > int64_t(cores) && grid_.rank() == 0)
+    log::warn("train.threads " + std::to_string(c.train.threads) + " is more than the " +
+              std::to_string(cores) + " cores here: the threads will take turns on them");
   if (c.train.threads > 0)
     set_num_threads(int(c.train.threads));
   else if (world > 1 && !std::getenv("MERAK_NUM_THREADS"))

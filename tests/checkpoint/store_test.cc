@@ -510,6 +510,28 @@ TEST_CASE("keep counts this run's steps, not newer ones of a run it resumed befo
   CHECK(resolve(dir) == dir + "/" + step_name(6));
 }
 
+TEST_CASE("a save never replaces what is not a step under a step's name", "[checkpoint]") {
+  const std::string dir = fresh_dir("ckpt_not_ours");
+  save(dir, 2, {box({0, 0}, {6, 8})});
+  // A user's folder and a user's file where steps 4 and 6 would go: both stay, each save fails
+  // naming it, and `latest` stays at the last step saved.
+  fs::create_directory(dir + "/" + step_name(4));
+  std::ofstream(dir + "/" + step_name(4) + "/notes.txt") << "precious";
+  std::ofstream(dir + "/" + step_name(6)) << "also precious";
+  for (int64_t step : {4, 6}) {
+    const std::string tmp = begin_step(dir, step);
+    write_index(tmp, step, "", {}, {});
+    CHECK_THROWS_WITH(publish(dir, step),
+                      Catch::Contains(step_name(step) + "' exists and is not a checkpoint step"));
+  }
+  std::string notes, file;
+  std::getline(std::ifstream(dir + "/" + step_name(4) + "/notes.txt"), notes);
+  std::getline(std::ifstream(dir + "/" + step_name(6)), file);
+  CHECK(notes == "precious");
+  CHECK(file == "also precious");
+  CHECK(resolve(dir) == dir + "/" + step_name(2));
+}
+
 TEST_CASE("a save starts by removing what interrupted saves of any step left", "[checkpoint]") {
   const std::string dir = fresh_dir("ckpt_leftovers");
   save(dir, 2, {box({0, 0}, {6, 8})});

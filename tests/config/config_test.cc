@@ -350,6 +350,7 @@ TEST_CASE("values out of range name the key and the rule", "[config]") {
        "key 'train.seq_len': train.seq_len 64 exceeds model.max_seq 32"},
       {"train:\n  log_interval: 0", "key 'train.log_interval': must be >= 1, got 0"},
       {"train:\n  threads: -1", "key 'train.threads': must be >= 0, got -1"},
+      {"train:\n  threads: 1025", "key 'train.threads': must be <= 1024, got 1025"},
       {"train:\n  device: metal", "key 'train.device': must be one of cpu, cuda, got 'metal'"},
       {"train:\n  device: cdua",
        "key 'train.device': must be one of cpu, cuda, got 'cdua' (did you mean 'cuda'?)"},
@@ -466,7 +467,7 @@ TEST_CASE("--set errors name the override", "[config]") {
   // checkpoint.dir=""); so is a quoted empty string.
   const Config defaults = parse("checkpoint: {dir: ck}\n", "x.yaml", {});
   CHECK(defaults.checkpoint.dir == "ck");
-  for (const std::string& empty : {"checkpoint.dir=", "checkpoint.dir= ", "checkpoint.dir=\"\""})
+  for (const char* empty : {"checkpoint.dir=", "checkpoint.dir= ", "checkpoint.dir=\"\""})
     CHECK(parse("checkpoint: {dir: ck}\n", "x.yaml", {empty}).checkpoint.dir.empty());
   CHECK(error_of("", {"train.steps"}) ==
         "x.yaml: --set train.steps: expected KEY=VALUE, like optimizer.lr=3e-4");

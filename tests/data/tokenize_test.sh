@@ -125,6 +125,11 @@ check_error "--vocab: $tmp/none.json" --vocab "$tmp/none.json" -o "$tmp/x" "$tmp
 check_error "$tmp/no/dir/x.tmp: cannot create" --format llmc -o "$tmp/no/dir/x" "$tmp/a.txt"
 check_error "$tmp/no/dir/x.bin.tmp: cannot create" --format megatron -o "$tmp/no/dir/x" "$tmp/a.txt"
 check_error "--format must be" --format npz -o "$tmp/x" "$tmp/a.txt"
+# A device or a pipe may never end or never start: refused before it is opened.
+mkfifo "$tmp/fifo"
+check_error "$tmp/fifo: not a regular file" -o "$tmp/x" "$tmp/fifo"
+check_error "/dev/zero: not a regular file" --tokenizer byte -o "$tmp/x" /dev/zero
+check_error "--threads must be at most 1024, got 10000" --threads 10000 -o "$tmp/x" "$tmp/a.txt"
 [ ! -e "$tmp/x" ] && [ ! -e "$tmp/x.tmp" ] && [ ! -e "$tmp/x.bin" ] || fail "output after errors"
 # An output that is an input (by any path: a hard link too) is refused, the input untouched.
 cp "$tmp/a.txt" "$tmp/in.txt"; ln "$tmp/in.txt" "$tmp/linked.txt"; cp "$tmp/a.txt" "$tmp/p.bin"

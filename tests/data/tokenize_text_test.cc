@@ -38,7 +38,7 @@ TEST_CASE("encode_documents: documents in input order, whatever the threads and 
   const std::vector<std::vector<int64_t>> want = {bytes_of(text), bytes_of("first"),
                                                   bytes_of("second one"), {}};
   int64_t input = 0;
-  for (const std::string& f : files) input += text_file_bytes(f);
+  for (const std::string& f : files) input += input_file_bytes(f);
   for (int threads : {1, 2, 3}) {
     for (size_t chunk : {size_t(3), size_t(7), size_t(1) << 20}) {
       TextOptions options;
@@ -85,7 +85,11 @@ TEST_CASE("DocumentReader: errors name the file, and the line for JSONL") {
                     Catch::Contains(array + ":2: expected a JSON object on each line"));
   CHECK_THROWS_WITH(drain({field}), Catch::Contains(field + ":1: the object has no 'text'"));
   CHECK_THROWS_WITH(drain({ok, missing}), Catch::Contains(missing + ": cannot open"));
-  CHECK_THROWS_WITH(text_file_bytes(missing), Catch::Contains(missing + ": cannot open"));
+  CHECK_THROWS_WITH(input_file_bytes(missing), Catch::Contains(missing + ": cannot open"));
+  // A device never ends (/dev/zero) or means nothing as a size: refused by name.
+  CHECK_THROWS_WITH(input_file_bytes("/dev/zero"),
+                    Catch::Contains("/dev/zero: not a regular file"));
+  CHECK_THROWS_WITH(drain({"/dev/zero"}), Catch::Contains("/dev/zero: not a regular file"));
 }
 
 TEST_CASE("DocumentReader: a JSONL key given twice takes its last value, as Python and JS do") {

@@ -41,7 +41,7 @@ echo "resume: START at step 4 in $(basename "$second"); summary: $summary"
 
 # Nothing to run (the checkpoint is at train.steps): said, and it ends there, the metrics and
 # trace files untouched.
-printf '{"step": 1}\n{"step": 2}\n{"step": 3}\n{"step": 4}\n' > "$tmp/m.jsonl"
+printf '{"step": %d, "loss": 5.5}\n' 1 2 3 4 > "$tmp/m.jsonl"  # an earlier run's lines
 echo '{"traceEvents": []}' > "$tmp/t.json"
 cp "$tmp/m.jsonl" "$tmp/m.before"; cp "$tmp/t.json" "$tmp/t.before"
 out=$("${run[@]}" --set train.steps=3 --resume "$tmp/ck/step_000000003" \

@@ -128,6 +128,13 @@ cp -r "$ck" "$tmp/bad-scalar"
 sed -i 's/"optimizer.steps": "[0-9]*"/"optimizer.steps": "x"/' "$tmp/bad-scalar/index.json"
 bad bad-scalar "$tmp/bad-scalar/index.json: state 'optimizer.steps': 'x' is not a number" 1,1,1 \
   --resume "$tmp/bad-scalar"
+# The index's config damaged (not YAML): refused, not skipped as one of another version is.
+cp -r "$ck" "$tmp/bad-config"
+/usr/bin/python3 -c 'import json, sys
+d = json.load(open(sys.argv[1])); d["config"] = "model: [\n"; json.dump(d, open(sys.argv[1], "w"))' \
+  "$tmp/bad-config/index.json"
+bad bad-config "$tmp/bad-config/index.json: line 2, column 1: YAML syntax error" 1,1,1 \
+  --resume "$tmp/bad-config"
 bad nothing-there "neither a step (no index.json) nor a checkpoint directory" 1,1,1 \
   --resume "$tmp/empty-dir"
 touch "$tmp/a-file"

@@ -25,6 +25,14 @@ out=$("$train" --config "$tmp/missing.yaml" 2>&1); rc=$?
 
 out=$("$train" 2>&1); rc=$?
 [ "$rc" -eq 2 ] || fail "no --config: exit $rc"
+# An empty value (a variable that expanded to nothing) and a flag given twice are refused.
+for args in "--resume|" "--metrics|" "--dry-run|--dry-run" "--json|--json"; do
+  IFS='|' read -r first second <<< "$args"
+  out=$("$train" --config "$configs/gpt-tiny.yaml" --set train.steps=1 "$first" "$second" 2>&1)
+  rc=$?
+  [ "$rc" -eq 2 ] && grep -Eq "^merak_train: $first (needs a value, got ''|given more than once)$" \
+    <<< "$out" || fail "$first '$second': exit $rc: $out"
+done
 # Asked for, the usage is an answer: stdout, exit 0, as the other tools do.
 out=$("$train" --help 2>/dev/null); rc=$?
 [ "$rc" -eq 0 ] && grep -q "^usage: \[mpirun -np N\] merak_train --config FILE.yaml" <<< "$out" ||

@@ -87,10 +87,30 @@ out=$("$train" "${tiny[@]}" "${ck[@]}" --set train.steps=6 --resume auto 2>&1); 
 [ "$rc" -eq 2 ] && grep -q "^merak_train: --metrics: .*m.jsonl' line 6 is not a metrics line" \
   <<< "$out" || fail "foreign line: exit $rc: $out"
 cmp -s "$tmp/m.jsonl" "$tmp/before.jsonl" || fail "foreign line: the file was changed"
+# A fresh run would replace the file: refused as well while it holds a line not ours.
+out=$("$train" "${tiny[@]}" --set train.steps=1 --metrics "$tmp/m.jsonl" 2>&1); rc=$?
+[ "$rc" -eq 2 ] && grep -q "^merak_train: --metrics: .*m.jsonl' line 6 is not a metrics line of merak_train; the run would rewrite the file" \
+  <<< "$out" || fail "foreign line, fresh run: exit $rc: $out"
+cmp -s "$tmp/m.jsonl" "$tmp/before.jsonl" || fail "foreign line, fresh run: the file was changed"
+sed -i '/^notes: ours$/d' "$tmp/m.jsonl"
 "$train" "${tiny[@]}" --set train.steps=1 --metrics "$tmp/m.jsonl" > "$tmp/run.log" 2>&1 ||
   fail "fresh run: $(cat "$tmp/run.log")"
 [ "$(steps "$tmp/m.jsonl")" = "1 " ] || fail "fresh run kept old metrics: $(cat "$tmp/m.jsonl")"
 echo "resumed metrics keep steps 1-2 and continue; fresh ones start anew"
+
+# An output named after what the run reads or keeps is refused before anything is written: the
+# config as --metrics, a checkpoint's tensors as --trace, one file for both.
+cp "$configs/gpt-tiny.yaml" "$tmp/own.yaml"
+cp "$tmp/own.yaml" "$tmp/own-before.yaml"
+shard=$(ls "$tmp/ck/step_000000002/"*.safetensors | head -1)
+cp "$shard" "$tmp/shard-before"
+for args in "--metrics $tmp/own.yaml" "--trace $shard" "--metrics $tmp/x.jsonl --trace $tmp/x.jsonl"; do
+  out=$("$train" --config "$tmp/own.yaml" --set train.steps=1 --set model.layers=1 $args 2>&1); rc=$?
+  [ "$rc" -eq 2 ] && [ "$(wc -l <<< "$out")" -eq 1 ] || fail "$args: exit $rc: $out"
+  echo "$args: $out"
+done
+cmp -s "$tmp/own.yaml" "$tmp/own-before.yaml" && cmp -s "$shard" "$tmp/shard-before" ||
+  fail "a refused output path was written"
 
 # --metrics through a symbolic link writes the file it names, fresh and resumed; the link stays.
 mkdir -p "$tmp/real"

@@ -116,7 +116,7 @@ class Progress {
 // An input's size, or an error naming it (missing, a directory).
 int64_t input_size(const std::string& path) {
   try {
-    return merak::data::text_file_bytes(path);
+    return merak::data::input_file_bytes(path);
   } catch (const merak::Error& e) {
     error(e.what());
   }
@@ -189,6 +189,10 @@ int run_tokenize(int argc, char** argv) {
   merak::data::TextOptions options;
   options.threads = int(merak::cli::positive(
       kTool, args.one("--threads", std::to_string(cores)), "--threads"));
+  // Each thread holds its own encoder and pieces in flight: thousands of them only use memory.
+  if (options.threads > 1024)
+    merak::cli::usage_error(kTool, "--threads must be at most 1024, got " +
+                                       std::to_string(options.threads));
   options.chunk_bytes = size_t(merak::cli::positive(
       kTool, args.one("--chunk-bytes", "1048576"), "--chunk-bytes"));
   options.jsonl = args.flag("--jsonl");

@@ -79,7 +79,13 @@ Args parse_args(int argc, char** argv) {
     auto value = [&]() -> std::string {
       if (i + 1 >= argc) usage(arg + " needs a value");
       if (arg != "--set" && !given.insert(arg).second) usage(arg + " given more than once");
+      // An empty value is a variable that expanded to nothing, not a choice of none.
+      if (argv[i + 1][0] == '\0') usage(arg + " needs a value, got ''");
       return argv[++i];
+    };
+    auto flag = [&]() {
+      if (!given.insert(arg).second) usage(arg + " given more than once");
+      return true;
     };
     if (arg == "--config") a.config = value();
     else if (arg == "--set") a.overrides.push_back(value());
@@ -94,8 +100,8 @@ Args parse_args(int argc, char** argv) {
         usage(std::string("--log-level: ") + e.what());
       }
     }
-    else if (arg == "--dry-run") a.dry_run = true;
-    else if (arg == "--json") a.json = true;
+    else if (arg == "--dry-run") a.dry_run = flag();
+    else if (arg == "--json") a.json = flag();
     else if (arg == "--world") a.plan.world = count(value(), arg);
     else if (arg == "--gpus-per-node") a.plan.devices_per_node = count(value(), arg);
     else if (arg == "--hardware") a.overrides.push_back("parallel.hardware=" + value());

@@ -77,6 +77,27 @@ TEST_CASE("onnx import: an unsupported op names the file, the node, the op and t
   CHECK(msg.find("unsupported") != std::string::npos);
 }
 
+TEST_CASE("onnx import: an opset newer than this build's ONNX is refused, named") {
+  // Read with older schemas, an op of a newer opset could mean something else.
+  OnnxModel m(999);
+  m.input("x", kFloat, {2, 3}).output("y", {2, 3});
+  m.node("Relu", {"x"}, {"y"});
+  CHECK_THAT(import_error(m.bytes(), "model.onnx"),
+             Catch::StartsWith("model.onnx: opset 999 is newer than the ONNX this build reads"));
+}
+
+TEST_CASE("onnx import: the ONNX checker's message is one line") {
+  // An input that nothing produces: the checker's text names the node over several lines.
+  OnnxModel m;
+  m.input("x", kFloat, {2, 3}).output("y", {2, 3});
+  m.node("Add", {"x", "nowhere"}, {"y"});
+  const std::string msg = import_error(m.bytes(), "model.onnx");
+  INFO(msg);
+  CHECK(msg.rfind("model.onnx: invalid ONNX model: ", 0) == 0);
+  CHECK(msg.find('\n') == std::string::npos);
+  CHECK(msg.find("  ") == std::string::npos);
+}
+
 TEST_CASE("onnx import: a run-time value where a constant is needed is unsupported, named") {
   OnnxModel m;
   m.input("x", kFloat, {2, 3}).input("s", kInt64, {2}).output("y", {3, 2});
