@@ -523,6 +523,7 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
   std::vector<double> step_seconds;  // after the first (one-time warm-up)
   bool finite = true;  // the loss so far; the first step that is not is reported (once)
   int stopped = 0;     // the signal a rank was asked to stop by, agreed by all after a step
+  if (options.steps_begin) options.steps_begin();
   for (int64_t i = 0; trainer.steps_done() < t.steps; ++i) {
     const StepStats s = trainer.step();
     if (i == 0) first_loss = s.loss;

@@ -27,6 +27,9 @@ struct RunOptions {
   // When any rank is asked, every rank ends after that step, saving a checkpoint first where
   // checkpoint.dir is set, and run returns 128 + the signal. Unset: never asked.
   std::function<int()> stop_signal;
+  // Called once as the step loop begins (unset: not called). Before it nothing would be saved on
+  // a stop, so a launcher may end the process at once on a signal (merak_train does).
+  std::function<void()> steps_begin;
 };
 
 // Trains as the config says on `grid` (its shape is the config's layout; one process is

@@ -207,6 +207,26 @@ stop_run() {  # name signal ranks
 stop_run sigint INT 1
 stop_run sigterm-one-rank TERM 2
 
+# Before the steps begin there is nothing to save: a signal during set-up ends the run at once
+# (set-up may be long: a corpus tokenized, a checkpoint read), saving nothing. The signal is sent
+# as soon as the process catches SIGTERM (its handler is in; set-up then still measures the
+# FMA peak, at least ten trials, before any step).
+"$train" --config "$configs/gpt-tiny.yaml" "${small[@]}" --set train.steps=100000 \
+  --set checkpoint.dir="$tmp/ck-setup" > "$tmp/setup-stop.log" 2>&1 &
+pid=$!
+for ((waited = 0; waited < 1000; ++waited)); do
+  mask=$(sed -n 's/^SigCgt:\s*//p' "/proc/$pid/status" 2>/dev/null)
+  [ -n "$mask" ] && (( 0x$mask & (1 << 14) )) && break  # bit 14: SIGTERM
+  sleep 0.01
+done
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+[ "$rc" -eq 143 ] && grep -q "^merak_train: stopped by a signal before training$" \
+  "$tmp/setup-stop.log" && ! grep -q "^step " "$tmp/setup-stop.log" &&
+  [ ! -e "$tmp/ck-setup/latest" ] || fail "a signal in set-up: exit $rc: $(cat "$tmp/setup-stop.log")"
+echo "a signal in set-up: exit 143 at once, nothing saved"
+
 # --resume auto: nothing saved yet is a fresh start.
 run auto-fresh 1,1,1 gpt-tiny.yaml --set train.steps=2 --set checkpoint.dir="$tmp/ck-auto" \
   --resume auto

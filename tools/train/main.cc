@@ -14,6 +14,8 @@
 //
 // Exit codes: 0 done, 2 bad command line or config, or a setup the user can fix (one line naming
 // the file and key), 1 any other failure.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -214,10 +216,21 @@ int process_main(const merak::config::Config& cfg, const Args& args) {
 }
 
 // The first SIGINT or SIGTERM asks the run to stop after its step (saving a checkpoint where
-// one is configured); the handler then resets, so a second one ends the process at once.
-volatile std::sig_atomic_t g_stop_signal = 0;
+// one is configured); the handler then resets, so a second one ends the process at once. Before
+// the steps begin there is nothing to save, and setting up may take long (a corpus tokenized, a
+// checkpoint read): the first one ends the process there and then, with 128 + the signal.
+volatile std::sig_atomic_t g_stop_signal = 0, g_in_steps = 0;
 
-void ask_to_stop(int signal) { g_stop_signal = signal; }
+void ask_to_stop(int signal) {
+  if (g_in_steps) {
+    g_stop_signal = signal;
+    return;
+  }
+  const char message[] = "merak_train: stopped by a signal before training\n";
+  ssize_t ignored = ::write(2, message, sizeof message - 1);  // async-signal-safe, as _exit is
+  (void)ignored;
+  ::_exit(128 + signal);
+}
 
 void watch_stop_signals() {
   struct sigaction action = {};
@@ -278,6 +291,7 @@ int main(int argc, char** argv) {
   watch_stop_signals();
   Args run_args = args;
   run_args.run.stop_signal = [] { return int(g_stop_signal); };
+  run_args.run.steps_begin = [] { g_in_steps = 1; };
   // `mpirun -np 1` is a job of one rank: its groups are real communicators (NCCL ones on a GPU).
   return launch.launched ? job_main(argc, argv, cfg, run_args) : process_main(cfg, run_args);
 }
