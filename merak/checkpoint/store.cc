@@ -507,6 +507,8 @@ std::string resolve(const std::string& path, bool allow_empty) {
     std::ifstream in(latest);
     std::string name;
     std::getline(in, name);
+    if (name.find('/') != std::string::npos || name == "." || name == "..")
+      fail("checkpoint '" + path + "': latest names '" + name + "', not a step of its directory");
     const std::string step_dir = path + "/" + name;
     // Killed between publish's two renames: the step is whole under its old name (the next
     // save's begin_step renames it back).
@@ -562,6 +564,10 @@ Index read_index(const std::string& step_dir) {
         e.dtype = t.dtype;
         e.global_shape = t.shape;
         e.file = p.at("file", what + " piece").string(what + " piece file");
+        // Pieces lie in the step's own directory: a path elsewhere is a damaged index.
+        if (e.file.empty() || e.file == "." || e.file == ".." ||
+            e.file.find('/') != std::string::npos)
+          fail(what + ": piece file '" + e.file + "' is not a file of the step's directory");
         e.region.offset = int_list(p.at("offset", what + " piece"), what + " piece offset");
         e.region.shape = int_list(p.at("shape", what + " piece"), what + " piece shape");
         const Shape elements =

@@ -376,6 +376,14 @@ TEST_CASE("an index's bad step or checksum is refused, naming the file and the f
     CHECK_THROWS_WITH(read_index(step), step + "/index.json: tensor 'w': a piece's checksum '" +
                                             bad + "' is not 1 to 16 hex digits");
   }
+  // Pieces lie in the step's directory: a path out of it is refused before anything is opened.
+  const size_t file = good.find("\"file\": \"rank_0.safetensors\"");
+  REQUIRE(file != std::string::npos);
+  for (const std::string bad : {"../../etc/passwd", "/etc/passwd", "..", ""}) {
+    with(file, 28, "\"file\": \"" + bad + "\"");
+    CHECK_THROWS_WITH(read_index(step), step + "/index.json: tensor 'w': piece file '" + bad +
+                                            "' is not a file of the step's directory");
+  }
   // The scalar state is numbers: the key named, not the conversion that would fail on it later.
   const size_t state = good.find("\"adamw.step\": \"1\"");
   // A long one too: a regex's recursion would overflow the stack on it.
@@ -508,6 +516,16 @@ TEST_CASE("keep counts this run's steps, not newer ones of a run it resumed befo
   prune(dir, 2);
   CHECK(present() == std::vector<int64_t>{4, 6, 8});
   CHECK(resolve(dir) == dir + "/" + step_name(6));
+}
+
+TEST_CASE("latest names a step of its own directory", "[checkpoint]") {
+  const std::string dir = fresh_dir("ckpt_latest_out");
+  save(dir, 2, {box({0, 0}, {6, 8})});
+  const std::string other = fresh_dir("ckpt_latest_other");
+  save(other, 4, {box({0, 0}, {6, 8})});
+  std::ofstream(dir + "/latest") << "../ckpt_latest_other/" << step_name(4) << "\n";
+  CHECK_THROWS_WITH(resolve(dir), Catch::Contains("latest names '../ckpt_latest_other/" +
+                                                  step_name(4) + "', not a step of its directory"));
 }
 
 TEST_CASE("a save never replaces what is not a step under a step's name", "[checkpoint]") {
