@@ -57,6 +57,11 @@ for args in "summary $tmp/missing.pb" "summary $tmp/cut.pb" "dump $tmp/junk.pb" 
   [ "$rc" -eq 2 ] || fail "'$args': exit $rc, want 2 ($out)"
   one_line "'$args'" "$out"
 done
+# An output it cannot write says why.
+mkdir -p "$tmp/a-dir"
+out=$("$tool" trace --config "$configs/gpt-tiny.yaml" -o "$tmp/a-dir" 2>&1); rc=$?
+[ "$rc" -eq 2 ] && grep -qF "cannot write '$tmp/a-dir' (Is a directory)" <<< "$out" ||
+  fail "-o a directory: exit $rc: $out"
 
 # An ONNX graph with an op the importer has no mapping for: one line naming the file, the node,
 # the op and the opset. Written with Debian's python3-onnx (Det: a determinant, opset 15).

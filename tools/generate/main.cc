@@ -173,8 +173,9 @@ int main(int argc, char** argv) {
       if (it == index.tensors.end())
         throw checkpoint::CheckpointError(step_dir + ": no tensor '" + name + "'");
       if (it->second.shape != shape)
-        throw checkpoint::CheckpointError(step_dir + ": tensor '" + name +
-                                          "' has another shape than model " + cfg.model.family);
+        throw checkpoint::CheckpointError(
+            step_dir + ": tensor '" + name + "' has shape " + shape_str(it->second.shape) +
+            " there, " + shape_str(shape) + " in the model its config describes: a damaged index?");
       reads.push_back({name, shape, it->second.dtype, checkpoint::whole(shape),
                        Tensor::empty(shape, it->second.dtype)});
     }

@@ -11,7 +11,9 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -74,8 +76,11 @@ Model read_model(const std::string& path) {
 }
 
 void write_model(const Model& m, const std::string& path) {
+  errno = 0;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out || !m.SerializeToOstream(&out) || !out.flush()) fail(2, "cannot write '" + path + "'");
+  if (!out || !m.SerializeToOstream(&out) || !out.flush())
+    fail(2, "cannot write '" + path + "'" +
+                (errno ? std::string(" (") + std::strerror(errno) + ")" : ""));
 }
 
 std::string human(double v) {

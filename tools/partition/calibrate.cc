@@ -7,9 +7,11 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -308,7 +310,22 @@ bool under_mpirun() {
 
 }  // namespace
 
+// Why `out` cannot take the profile, or "": checked before the measuring, which takes a while.
+std::string unwritable(const std::string& out) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(out, ec)) return "it is a directory";
+  if (std::filesystem::exists(out, ec))
+    return ::access(out.c_str(), W_OK) == 0 ? "" : std::strerror(errno);
+  const std::string dir = std::filesystem::path(out).parent_path().string();
+  if (::access(dir.empty() ? "." : dir.c_str(), W_OK) == 0) return "";
+  return (dir.empty() ? "." : dir) + ": " + std::strerror(errno);
+}
+
 int calibrate(int argc, char** argv, const std::string& out) {
+  if (const std::string why = unwritable(out); !why.empty()) {
+    std::fprintf(stderr, "merak_partition: cannot write '%s' (%s)\n", out.c_str(), why.c_str());
+    return 2;
+  }
   const bool mpi = under_mpirun();
   int rank = 0, size = 1;
   if (mpi) {
@@ -408,9 +425,11 @@ int calibrate(int argc, char** argv, const std::string& out) {
                         bandwidth / 1e9, hw.memory_efficiency, runtime.small_seconds * 1e3,
                         runtime.large_seconds * 1e3, p2p.bandwidth / 1e9, p2p.latency * 1e6));
   const std::string yaml = partition::hardware_yaml(hw, comment);
+  errno = 0;
   std::ofstream f(out, std::ios::trunc);
   if (!f || !(f << yaml) || !f.flush()) {
-    std::fprintf(stderr, "merak_partition: cannot write '%s'\n", out.c_str());
+    std::fprintf(stderr, "merak_partition: cannot write '%s'%s%s%s\n", out.c_str(),
+                 errno ? " (" : "", errno ? std::strerror(errno) : "", errno ? ")" : "");
     if (mpi) MPI_Finalize();
     return 2;
   }

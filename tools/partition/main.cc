@@ -14,7 +14,9 @@
 // Exit codes: 0 done, 2 bad command line, config, profile or graph, or no split fits (one line
 // saying what), 1 any other failure.
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -226,10 +228,12 @@ int cmd_partition(const Args& a) {
   const partition::ReportHeader header{has_config ? cfg.path : a.one("--onnx"), hw_name};
   const std::string out = a.one("-o");
   if (!out.empty()) {
+    errno = 0;
     std::ofstream f(out, std::ios::binary | std::ios::trunc);
     const std::string bytes = partition::plan_bytes(result.plan);
     if (!f || !f.write(bytes.data(), std::streamsize(bytes.size())) || !f.flush())
-      fail(2, "cannot write '" + out + "'");
+      fail(2, "cannot write '" + out + "'" +
+                  (errno ? std::string(" (") + std::strerror(errno) + ")" : ""));
   }
   const bool json = a.flag("--json");
   if (json) std::fputs(partition::to_json(result, req, header).c_str(), stdout);
