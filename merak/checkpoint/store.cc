@@ -130,6 +130,12 @@ const JsonValue& unique_keys(const JsonValue& object, const std::string& what) {
 
 std::string latest_path(const std::string& dir) { return dir + "/latest"; }
 
+// Whether `name` names an entry of a directory itself (a step in a checkpoint directory, a file
+// in a step), not a path that leads elsewhere.
+bool entry_name(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos;
+}
+
 // Why two of a tensor's pieces overlap, naming them; empty when none do. Counting the pieces'
 // elements tells whether they cover the tensor only when no two overlap: otherwise an element
 // held twice makes up for one held nowhere. Pieces of a layout lie in boxes that are the same
@@ -507,7 +513,7 @@ std::string resolve(const std::string& path, bool allow_empty) {
     std::ifstream in(latest);
     std::string name;
     std::getline(in, name);
-    if (name.find('/') != std::string::npos || name == "." || name == "..")
+    if (!name.empty() && !entry_name(name))
       fail("checkpoint '" + path + "': latest names '" + name + "', not a step of its directory");
     const std::string step_dir = path + "/" + name;
     // Killed between publish's two renames: the step is whole under its old name (the next
@@ -565,8 +571,7 @@ Index read_index(const std::string& step_dir) {
         e.global_shape = t.shape;
         e.file = p.at("file", what + " piece").string(what + " piece file");
         // Pieces lie in the step's own directory: a path elsewhere is a damaged index.
-        if (e.file.empty() || e.file == "." || e.file == ".." ||
-            e.file.find('/') != std::string::npos)
+        if (!entry_name(e.file))
           fail(what + ": piece file '" + e.file + "' is not a file of the step's directory");
         e.region.offset = int_list(p.at("offset", what + " piece"), what + " piece offset");
         e.region.shape = int_list(p.at("shape", what + " piece"), what + " piece shape");
