@@ -579,9 +579,10 @@ int run(const config::Config& c, comm::Grid& grid, const RunOptions& options) {
                   saved.step_dir.c_str(), human_bytes(double(saved.bytes)).c_str(),
                   saved.seconds, saved.blocked);
     };
-    // A stop asked of any rank (Ctrl-C, a scheduler's SIGTERM before it kills the job) ends
-    // every rank after this step, saving first where checkpoints are configured.
-    // A signal during the last step changes nothing: the run is complete.
+    // A stop asked of any rank (Ctrl-C, a scheduler's SIGTERM before it kills the job, a
+    // SIGUSR1 that mpirun passes on) ends every rank after this step, saving first where
+    // checkpoints are configured. A signal during the last step changes nothing: the run is
+    // complete.
     if (options.stop_signal) {
       const double mine = double(options.stop_signal());
       for (double asked : runtime::all_gather_doubles(grid.host(), {mine}))

@@ -23,9 +23,9 @@ struct RunOptions {
   std::string resume;
   // A TensorBoard event file goes in this directory (rank 0 writes it); empty: none.
   std::string tensorboard;
-  // Asked after every step: the signal that asks this rank to stop (SIGINT, SIGTERM), or 0.
-  // When any rank is asked, every rank ends after that step, saving a checkpoint first where
-  // checkpoint.dir is set, and run returns 128 + the signal. Unset: never asked.
+  // Asked after every step: the signal that asks this rank to stop (SIGINT, SIGTERM, SIGUSR1),
+  // or 0. When any rank is asked, every rank ends after that step, saving a checkpoint first
+  // where checkpoint.dir is set, and run returns 128 + the signal. Unset: never asked.
   std::function<int()> stop_signal;
   // Called once as the step loop begins (unset: not called). Before it nothing would be saved on
   // a stop, so a launcher may end the process at once on a signal (merak_train does).

@@ -170,12 +170,13 @@ run full-after 1,1,1 gpt-tiny.yaml --set train.steps=2 --set checkpoint.dir="$tm
 [ ! -e "$tmp/ck-full/.step_000000003.tmp" ] && [ ! -e "$tmp/ck-full/.write_probe" ] ||
   fail "a start left what a killed save left: $(ls -a "$tmp/ck-full")"
 
-# A stop asked by a signal (Ctrl-C's SIGINT; a scheduler's SIGTERM, here to one rank of two)
-# ends every rank after its step with a checkpoint of that step and exit 128 + the signal;
-# --resume auto continues from it.
+# A stop asked by a signal (Ctrl-C's SIGINT; a scheduler's SIGTERM, here to one rank of two;
+# SIGUSR1 to mpirun, which passes it on to every rank) ends every rank after its step with a
+# checkpoint of that step and exit 128 + the signal (mpirun's too); --resume auto continues
+# from it.
 lines() { [ -f "$1" ] && wc -l < "$1" || echo 0; }
-stop_run() {  # name signal ranks
-  local name="$1" sig="$2" n="$3" launch=() pid target waited=0
+stop_run() {  # name signal ranks [to: rank (the last) or mpirun]
+  local name="$1" sig="$2" n="$3" to="${4:-rank}" launch=() pid target waited=0
   [ "$n" -gt 1 ] && launch=(timeout $((300 * ${MERAK_TEST_TIMEOUT_SCALE:-1})) mpirun --allow-run-as-root --oversubscribe -np "$n")
   "${launch[@]}" "$train" --config "$configs/gpt-tiny.yaml" "${small[@]}" --set parallel.dp="$n" \
     --set train.steps=100000 --set checkpoint.dir="$tmp/ck-$name" \
@@ -184,8 +185,9 @@ stop_run() {  # name signal ranks
   while [ "$(lines "$tmp/$name.jsonl")" -lt 3 ] && [ "$waited" -lt 240 ]; do
     sleep 0.5; waited=$((waited + 1))
   done
-  target=$pid  # one process; under timeout, mpirun's last rank
-  [ "$n" -gt 1 ] && target=$(pgrep -P "$(pgrep -P "$pid" -x mpirun)" | tail -1)
+  target=$pid  # one process; under timeout, mpirun or its last rank
+  [ "$n" -gt 1 ] && target=$(pgrep -P "$pid" -x mpirun)
+  [ "$n" -gt 1 ] && [ "$to" = rank ] && target=$(pgrep -P "$target" | tail -1)
   [ -n "$target" ] || fail "$name: no rank to signal"
   kill -"$sig" "$target"
   wait "$pid"
@@ -206,6 +208,7 @@ stop_run() {  # name signal ranks
 }
 stop_run sigint INT 1
 stop_run sigterm-one-rank TERM 2
+stop_run sigusr1-mpirun USR1 2 mpirun
 
 # Before the steps begin there is nothing to save: a signal during set-up ends the run at once
 # (set-up may be long: a corpus tokenized, a checkpoint read), saving nothing. The signal is sent

@@ -216,7 +216,9 @@ int process_main(const merak::config::Config& cfg, const Args& args) {
 }
 
 // The first SIGINT or SIGTERM asks the run to stop after its step (saving a checkpoint where
-// one is configured); the handler then resets, so a second one ends the process at once. Before
+// one is configured); the handler then resets, so a second one ends the process at once.
+// SIGUSR1 asks the same: mpirun passes it on to every rank and kills nobody, where its
+// Ctrl-C or SIGTERM becomes a SIGTERM to the ranks followed a second later by SIGKILL. Before
 // the steps begin there is nothing to save, and setting up may take long (a corpus tokenized, a
 // checkpoint read): the first one ends the process there and then, with 128 + the signal.
 volatile std::sig_atomic_t g_stop_signal = 0, g_in_steps = 0;
@@ -239,6 +241,7 @@ void watch_stop_signals() {
   action.sa_flags = SA_RESETHAND | SA_RESTART;
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGUSR1, &action, nullptr);
 }
 
 // Exit code 2 for a job refused before MPI starts, where only rank 0 says why: the other ranks
