@@ -297,6 +297,23 @@ bool is_causal_mask(const Tensor* mask, int64_t t) {
   return true;
 }
 
+// The key padding mask `mask` (bool [B, Tk], true: attend) when `masked` is ~mask reshaped to
+// [B, 1, 1, Tk], as masked_fill(scores, ~mask[:, None, None, :], -inf) writes it (ONNX's Not
+// imports as eq(x, false)). A reshape from [B, Tk] to [B, 1, 1, Tk] moves no element, however
+// the chain of reshapes gets there.
+std::optional<std::string> match_key_padding(const Matcher& m, const std::string& masked,
+                                             int64_t b, int64_t tk) {
+  const Node* negate = m.op(masked, "eq");
+  if (!negate || m.shape(masked) != Shape{b, 1, 1, tk}) return std::nullopt;
+  const Tensor* f = m.constant(negate->inputs(1));
+  if (!f || f->dtype() != DType::Bool || f->numel() != 1 || element_as_int(*f, 0) != 0)
+    return std::nullopt;
+  std::string mask = negate->inputs(0);
+  while (const Node* r = m.op(mask, "reshape")) mask = r->inputs(0);
+  if (m.type(mask).dtype != DType::Bool || m.shape(mask) != Shape{b, tk}) return std::nullopt;
+  return mask;
+}
+
 std::optional<Fused> match_attention(const Matcher& m, const Node& n) {
   if (n.op() != "matmul") return std::nullopt;
   const ops::Attrs a = attrs_of(n);
@@ -319,17 +336,31 @@ std::optional<Fused> match_attention(const Matcher& m, const Node& n) {
   const Shape& scores = m.shape(sm->inputs(0));
   const int64_t tq = scores[2], tk = scores[3];
   std::string x = sm->inputs(0);
+  // Two masks fuse, in either order: a causal one, -inf (or a float's lowest, which exp turns
+  // into 0 alike) above the diagonal, and a key padding one of -inf. Where a row has no key
+  // left, sdpa gives 0: the graph gives the mean of v under `lowest`, which a causal mask alone
+  // never leaves, and NaN under -inf. Other masks stay unfused.
   bool causal = false;
-  // Only a causal mask fuses: -inf (or a float's lowest, which exp turns into 0 alike) above the
-  // diagonal. It never masks a whole row, where sdpa gives 0 but the graph gives the mean of v
-  // (lowest) or NaN (-inf); other masks, such as key padding, may, so they stay unfused.
-  if (const Node* fill = m.op(x, "masked_fill")) {
-    if (!(scalar_attr(*fill) <= -1e30) || tq != tk ||
-        !is_causal_mask(m.constant(fill->inputs(1)), tq))
+  double causal_fill = 0;
+  std::string key_padding;
+  while (const Node* fill = m.op(x, "masked_fill")) {
+    const double fill_value = scalar_attr(*fill);
+    if (!causal && fill_value <= -1e30 && tq == tk &&
+        is_causal_mask(m.constant(fill->inputs(1)), tq)) {
+      causal = true;
+      causal_fill = fill_value;
+    } else if (key_padding.empty() && std::isinf(fill_value) && fill_value < 0) {
+      const auto mask = match_key_padding(m, fill->inputs(1), scores[0], tk);
+      if (!mask) return std::nullopt;
+      key_padding = *mask;
+    } else {
       return std::nullopt;
-    causal = true;
+    }
     x = fill->inputs(0);
   }
+  // With both, a causal `lowest` would let a row whose past keys are all padded attend to
+  // its future ones.
+  if (causal && !key_padding.empty() && !std::isinf(causal_fill)) return std::nullopt;
   double scale = 1;
   if (const Node* div = m.op(x, "div")) {
     const auto c = m.scalar(div->inputs(1));
@@ -343,7 +374,7 @@ std::optional<Fused> match_attention(const Matcher& m, const Node& n) {
   const auto qk = match_scores(m, x);
   if (!qk || !(scale > 0)) return std::nullopt;
   return Fused{"sdpa",
-               {qk->first, qk->second, n.inputs(1), ""},
+               {qk->first, qk->second, n.inputs(1), key_padding},
                dropout.set("causal", causal).set("scale", scale)};
 }
 

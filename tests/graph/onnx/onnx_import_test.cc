@@ -941,8 +941,10 @@ void scalar_constant(OnnxModel& m, const std::string& name, int type, double v) 
 
 // softmax(where(mask, fill, q k^T)) v, with a training-mode dropout of the probabilities when
 // `dropout` > 0.
+// softmax(q k^T, masked) v, each of `masks` (defined by define_mask) filling in turn.
 OnnxModel attention(int64_t b, int64_t h, int64_t t, int64_t d, float fill,
-                    const std::function<void(OnnxModel&)>& define_mask, double dropout = 0) {
+                    const std::function<void(OnnxModel&)>& define_mask, double dropout = 0,
+                    const std::vector<std::string>& masks = {"mask"}) {
   OnnxModel m(13);
   for (const char* x : {"q", "k", "v"}) m.input(x, kFloat, {b, h, t, d});
   m.output("y", {b, h, t, d});
@@ -950,8 +952,12 @@ OnnxModel attention(int64_t b, int64_t h, int64_t t, int64_t d, float fill,
   define_mask(m);
   set_ints(m.node("Transpose", {"k"}, {"kt"}), "perm", {0, 1, 3, 2});
   m.node("MatMul", {"q", "kt"}, {"s"});
-  m.node("Where", {"mask", "fill", "s"}, {"sm"});
-  set_int(m.node("Softmax", {"sm"}, {"p"}), "axis", -1);
+  std::string scores = "s";
+  for (const std::string& mask : masks) {
+    m.node("Where", {mask, "fill", scores}, {scores + "_" + mask});
+    scores += "_" + mask;
+  }
+  set_int(m.node("Softmax", {scores}, {"p"}), "axis", -1);
   std::string probs = "p";
   if (dropout > 0) {
     scalar_constant(m, "ratio", kFloat, dropout);
@@ -1094,36 +1100,84 @@ TEST_CASE("onnx import: a dropout of attention probabilities fuses into sdpa's o
   CHECK(op_counts(unfused)["dropout"] == 1);
 }
 
-TEST_CASE("onnx import: a key padding mask stays unfused: fully masked rows match the graph") {
-  // Batch row 1 is all padding: softmax over equal lowest floats gives the mean of v there,
-  // over -inf NaN; the fused kernel would give 0.
+TEST_CASE("onnx import: a key padding mask of -inf fuses; under lowest it stays unfused") {
+  // masked_fill(scores, ~keep[:, None, None, :], fill): batch row 1 is all padding. Fused, its
+  // rows are 0; the graph gives NaN there under -inf, and the mean of v under lowest, which
+  // therefore stays unfused. Batch row 0 (2 keys of 3) is the graph's either way.
   const int64_t b = 2, t = 3;
   const Shape qkv{b, 1, t, 2};
   const Tensor q = ramp(qkv, 0.3), k = ramp(qkv, 0.7), v = ramp(qkv, 1.1);
   Tensor keep = Tensor::empty({b, t}, DType::Bool);
-  for (int64_t i = 0; i < b * t; ++i) keep.data<bool>()[i] = i < 2;  // row 0 keeps 2 keys
-  for (const float fill : {std::numeric_limits<float>::lowest(), -INFINITY}) {
+  for (int64_t i = 0; i < b * t; ++i) keep.data<bool>()[i] = i < 2;
+  auto keep_mask = [&](OnnxModel& o) {
+    o.input("keep", kBool, {b, t}).ints("kshape", {4}, {b, 1, 1, t});
+    o.node("Reshape", {"keep", "kshape"}, {"k4"});
+    o.node("Not", {"k4"}, {"mask"});
+  };
+  const auto vs = values(v);
+  for (const float fill : {-INFINITY, std::numeric_limits<float>::lowest()}) {
     INFO("fill " << fill);
-    const OnnxModel m = attention(b, 1, t, 2, fill, [&](OnnxModel& o) {
-      o.input("keep", kBool, {b, t}).ints("kshape", {4}, {b, 1, 1, t});
-      o.node("Reshape", {"keep", "kshape"}, {"k4"});
-      o.node("Not", {"k4"}, {"mask"});
-    });
-    const auto model = import(m);
-    CHECK(op_counts(model).count("sdpa") == 0);
+    const auto model = import(attention(b, 1, t, 2, fill, keep_mask));
+    const bool fused = std::isinf(fill);
+    CHECK(op_counts(model).count("sdpa") == (fused ? 1u : 0u));
+    for (const graph::Node& n : model.graph().nodes())
+      if (n.op() == "sdpa") CHECK(n.inputs(3) == "keep");
     const auto y = values(run(model, {{"q", q}, {"k", k}, {"v", v}, {"keep", keep}})[0]);
-    const auto vs = values(v);
+    const Tensor s = ops::matmul(q, k, false, true);
+    const Tensor padded = ops::eq(ops::reshape(keep, {b, 1, 1, t}), Tensor::zeros({}, DType::Bool));
+    const auto ref = values(ops::matmul(ops::softmax(ops::masked_fill(s, padded, fill)), v));
+    for (size_t i = 0; i < size_t(t * 2); ++i) CHECK(y[i] == Approx(ref[i]).margin(1e-6));
     for (int64_t i = 0; i < t; ++i)
       for (int64_t c = 0; c < 2; ++c) {
         const float got = y[size_t(t * 2 + i * 2 + c)];
-        if (std::isinf(fill)) {
-          CHECK(std::isnan(got));
-        } else {
-          double mean = 0;
-          for (int64_t j = 0; j < t; ++j) mean += vs[size_t(t * 2 + j * 2 + c)] / double(t);
-          CHECK(got == Approx(mean).margin(1e-6));
-        }
+        double mean = 0;
+        for (int64_t j = 0; j < t; ++j) mean += vs[size_t(t * 2 + j * 2 + c)] / double(t);
+        CHECK(got == (fused ? Approx(0) : Approx(mean).margin(1e-6)));
       }
+  }
+  // The mask not negated (true: padded) is not the pattern: unfused, the graph's values.
+  const auto inverted = import(attention(b, 1, t, 2, -INFINITY, [&](OnnxModel& o) {
+    o.input("keep", kBool, {b, t}).ints("kshape", {4}, {b, 1, 1, t});
+    o.node("Reshape", {"keep", "kshape"}, {"mask"});
+  }));
+  CHECK(op_counts(inverted).count("sdpa") == 0);
+}
+
+TEST_CASE("onnx import: a causal and a key padding mask of -inf fuse together, in either order") {
+  const int64_t b = 2, t = 4;
+  const Shape qkv{b, 2, t, 2};
+  const Tensor q = ramp(qkv, 0.3), k = ramp(qkv, 0.7), v = ramp(qkv, 1.1);
+  Tensor keep = Tensor::empty({b, t}, DType::Bool);
+  for (int64_t i = 0; i < b * t; ++i) keep.data<bool>()[i] = i != 2 && i != 7;  // one key each
+  std::vector<bool> triu;
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < t; ++j) triu.push_back(j > i);
+  auto both = [&](OnnxModel& o) {
+    bools(o, "future", {1, 1, t, t}, triu);
+    o.input("keep", kBool, {b, t}).ints("kshape", {4}, {b, 1, 1, t});
+    o.node("Reshape", {"keep", "kshape"}, {"k4"});
+    o.node("Not", {"k4"}, {"padded"});
+  };
+  const Tensor s = ops::matmul(q, k, false, true);
+  Tensor future = Tensor::empty({1, 1, t, t}, DType::Bool);
+  for (int64_t i = 0; i < t * t; ++i) future.data<bool>()[i] = triu[size_t(i)];
+  const Tensor padded = ops::eq(ops::reshape(keep, {b, 1, 1, t}), Tensor::zeros({}, DType::Bool));
+  const auto ref = values(ops::matmul(
+      ops::softmax(ops::masked_fill(ops::masked_fill(s, future, -INFINITY), padded, -INFINITY)),
+      v));
+  for (const auto& order : std::vector<std::vector<std::string>>{{"future", "padded"},
+                                                                 {"padded", "future"}}) {
+    INFO(order[0] << " first");
+    const auto model = import(attention(b, 2, t, 2, -INFINITY, both, 0, order));
+    REQUIRE(op_counts(model)["sdpa"] == 1);
+    for (const graph::Node& n : model.graph().nodes())
+      if (n.op() == "sdpa") {
+        CHECK(graph::attrs_of(n).b("causal"));
+        CHECK(n.inputs(3) == "keep");
+      }
+    const auto y = values(run(model, {{"q", q}, {"k", k}, {"v", v}, {"keep", keep}})[0]);
+    REQUIRE(y.size() == ref.size());
+    for (size_t i = 0; i < y.size(); ++i) CHECK(y[i] == Approx(ref[i]).margin(1e-6));
   }
 }
 
