@@ -17,7 +17,10 @@
 #      in the step loop and in the background (checkpoint.async), and resumed on the GPU gives
 #      steps 4-6 bit for bit; the GPU's checkpoint resumed on the CPU stays within 1e-5;
 #      merak_generate samples from it on the GPU (greedy, 40 tokens; same text as the CPU's?);
-#   8. GPT-2 124M (batch 16 x 1024) and GPT 1.3B (batch 8 x 2048) steps in bf16: tokens/s, MFU.
+#   8. dropout and an imported network, f32 on the GPU against the CPU over 10 steps (within
+#      1e-4): GPT-tiny dropping at 0.1, and PyTorch's export of a small BERT in training mode
+#      (its key padding mask and attention dropout fused into sdpa), which gpu_bundle.sh made;
+#   9. GPT-2 124M (batch 16 x 1024) and GPT 1.3B (batch 8 x 2048) steps in bf16: tokens/s, MFU.
 #
 # Every part runs under a time limit of its own, cut to what is left of --budget (default 540 s
 # for all of them), so one hang cannot take the lease: a part stopped at its limit is a FAIL, one
@@ -51,7 +54,7 @@ if [ -n "$bundle" ]; then
     bundle=$(find "$unpacked" -mindepth 1 -maxdepth 1 -type d | head -1)  # .gpu_bundle
   fi
   [ -x "$bundle/bin/merak_train" ] || { echo "gpu_check: $bundle holds no bin/merak_train"; exit 1; }
-  bin="$bundle/bin"
+  bin="$bundle/bin" onnx="$bundle/onnx"
   # CUDA's libraries from the toolkit, or from the nvidia-* Python wheels where those hold them.
   libs="$bundle/lib:/usr/local/cuda/lib64"
   for site in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
@@ -66,7 +69,7 @@ if [ -n "$bundle" ]; then
 else
   # The same binaries and libraries a GPU machine without this environment gets.
   tools/gpu_bundle.sh .gpu_check || exit 1
-  bin=".gpu_check/bin"
+  bin=".gpu_check/bin" onnx=".gpu_check/onnx"
   export LD_LIBRARY_PATH=".gpu_check/lib:${LD_LIBRARY_PATH:-}"
 fi
 nvidia-smi -L 2>/dev/null || echo "nvidia-smi: not available"
@@ -298,6 +301,31 @@ else
     "${why:-FAIL: $(cat "$logs/sample-cuda.err" "$logs/sample-cpu.err" 2> /dev/null | tail -1)}")")
   status=1
 fi
+
+# Dropout masks are drawn by each element's index, so the GPU's steps are the CPU's.
+echo "== dropout and an imported network on the GPU"
+on_both() {  # title name overrides...: 10 f32 steps on the CPU, then the GPU; losses compared
+  local title="$1" name="$2" device worst verdict=pass
+  shift 2
+  for device in cpu cuda; do
+    if ! limited 60 "$bin/merak_train" "$@" --set train.steps=10 --set train.device="$device" \
+           --metrics "$logs/$name-$device.jsonl" > "$logs/$name-$device.log" 2>&1; then
+      why=$(cut_short "$?")
+      summary+=("$(row "$title" "${why:-FAIL on $device: $(tail -1 "$logs/$name-$device.log")}")")
+      status=1
+      return
+    fi
+  done
+  worst=$(worst_difference "$logs/$name-cpu.jsonl" "$logs/$name-cuda.jsonl" 10 1 1e-4) ||
+    { verdict=FAIL; status=1; }
+  summary+=("$(row "$title" "$verdict: largest per-step loss difference $worst over 10 steps \
+(target 1e-4)")")
+}
+on_both "GPT-tiny, dropout 0.1, GPU vs CPU" dropout --config configs/gpt-tiny.yaml \
+  --set model.dropout=0.1
+printf 'model: {family: bert, onnx: %s, vocab: 264}\ntrain: {batch: 8, seq_len: 16}\n' \
+  "$(realpath -m "$onnx/bert.onnx")" > "$logs/onnx-bert.yaml"
+on_both "imported BERT (ONNX), GPU vs CPU" onnx-bert --config "$logs/onnx-bert.yaml"
 
 big() {  # name config overrides...: a few bf16 steps, tokens/s and MFU from merak_train's summary
   local name="$1" config="$2"; shift 2
