@@ -63,8 +63,10 @@ Tensor Bert::loss(const Batch& batch) const {
 
 Tensor Bert::loss_from_outputs(const std::vector<Tensor>& outputs, const Batch& batch) const {
   MERAK_CHECK(outputs.size() == 2, "bert's loss takes 2 outputs, got ", outputs.size());
-  return ops::add(ops::cross_entropy(outputs[0], batch.mlm_targets),
-                  ops::cross_entropy(outputs[1], batch.nsp_labels));
+  Tensor mlm = ops::cross_entropy(outputs[0], batch.mlm_targets);
+  if (batch.mlm_weight.defined())
+    mlm = ops::mul(mlm, ops::cast(ops::sum(batch.mlm_weight), mlm.dtype()));
+  return ops::add(mlm, ops::cross_entropy(outputs[1], batch.nsp_labels));
 }
 
 std::vector<std::string> Bert::output_names() const {

@@ -25,6 +25,12 @@ struct Batch {
   Tensor attention_mask;  // BERT: bool [B, T], true = real token
   Tensor mlm_targets;     // BERT: i64 [B, T], -100 = not predicted
   Tensor nsp_labels;      // BERT: i64 [B]
+  // BERT: f32 [B], each row's share of the weight that these rows' masked-LM loss (a mean over
+  // their predicted tokens) takes: its predicted tokens n times M / N, N those of the global
+  // batch and M its micro-batches. The mean over the step's micro-batches, which training takes,
+  // is then the mean over all N, however the batch is cut (the rows of a micro-batch cut in
+  // two still carry their halves' weights). Undefined: weight 1.
+  Tensor mlm_weight;
 };
 
 class Model : public nn::Module {

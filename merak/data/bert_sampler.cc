@@ -141,4 +141,14 @@ BertBatch BertSampler::batch(int64_t step, int64_t row_begin, int64_t row_end) c
   return out;
 }
 
+int64_t BertSampler::predicted(int64_t step) const {
+  const Tensor targets = batch(step).mlm_targets;
+  return count_predicted(targets.data<int64_t>(), targets.numel());
+}
+
+int64_t BertSampler::count_predicted(const int64_t* mlm_targets, int64_t n) {
+  return std::count_if(mlm_targets, mlm_targets + n,
+                       [](int64_t v) { return v != kNotPredicted; });
+}
+
 }  // namespace merak::data

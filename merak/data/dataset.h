@@ -153,6 +153,11 @@ class BertSampler {
   static int64_t min_tokens(int64_t seq_len) { return 2 * (seq_len - 3); }
   BertBatch batch(int64_t step, int64_t row_begin, int64_t row_end) const;
   BertBatch batch(int64_t step) const { return batch(step, 0, batch_); }
+  int64_t batch_size() const { return batch_; }
+  // How many tokens of global batch `step` the masked LM predicts.
+  int64_t predicted(int64_t step) const;
+  // How many of the n targets from `mlm_targets` (a BertBatch's) are predicted: not -100.
+  static int64_t count_predicted(const int64_t* mlm_targets, int64_t n);
 
  private:
   const TokenDataset& data_;

@@ -131,6 +131,7 @@ Tensor& batch_field(models::Batch& b, const std::string& name) {
   if (name == "attention_mask") return b.attention_mask;
   if (name == "mlm_targets") return b.mlm_targets;
   if (name == "nsp_labels") return b.nsp_labels;
+  if (name == "mlm_weight") return b.mlm_weight;
   MERAK_FAIL("trace: models::Batch has no field '", name, "'");
 }
 
@@ -207,7 +208,8 @@ std::vector<TraceInput> batch_inputs(const std::string& family, int64_t batch, i
             {"segment_ids", {batch, seq}, DType::I64},
             {"attention_mask", {batch, seq}, DType::Bool},
             {"mlm_targets", {batch, seq}, DType::I64},
-            {"nsp_labels", {batch}, DType::I64}};
+            {"nsp_labels", {batch}, DType::I64},
+            {"mlm_weight", {batch}, DType::F32}};
   MERAK_FAIL("trace: no batch layout known for model family '", family, "' (gpt, bert)");
 }
 

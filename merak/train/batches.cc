@@ -233,6 +233,26 @@ models::Batch BatchSource::batch(int64_t step, int64_t r0, int64_t r1) const {
     b.attention_mask = bb.attention_mask;
     b.mlm_targets = bb.mlm_targets;
     b.nsp_labels = bb.nsp_labels;
+    // The weights of models::Batch::mlm_weight: without them a micro-batch with fewer
+    // predicted tokens would weigh more of each, and the loss would change with the layout.
+    int64_t n_global;
+    {
+      std::lock_guard<std::mutex> lock(predicted_mutex_);
+      if (predicted_step_ != step) {
+        predicted_ = bert_->predicted(step);
+        predicted_step_ = step;
+      }
+      n_global = predicted_;
+    }
+    const int64_t rows = r1 - r0, seq = bb.mlm_targets.size(1);
+    const double per_token = n_global > 0 ? double(bert_->batch_size()) / double(rows) /
+                                                double(n_global)
+                                          : 0.0;
+    b.mlm_weight = Tensor::empty({rows}, DType::F32);
+    const int64_t* targets = bb.mlm_targets.data<int64_t>();
+    for (int64_t r = 0; r < rows; ++r)
+      b.mlm_weight.data<float>()[r] =
+          float(double(data::BertSampler::count_predicted(targets + r * seq, seq)) * per_token);
   }
   return b;
 }
@@ -244,6 +264,7 @@ std::map<std::string, Tensor> BatchSource::inputs(int64_t step, int64_t r0, int6
       {"tokens", b.tokens},           {"targets", b.targets},
       {"segment_ids", b.segment_ids}, {"attention_mask", b.attention_mask},
       {"mlm_targets", b.mlm_targets}, {"nsp_labels", b.nsp_labels},
+      {"mlm_weight", b.mlm_weight},
   };
   std::map<std::string, Tensor> out;
   for (const std::string& name : names) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -36,10 +37,11 @@ class BatchSource {
                        OpenedData* opened = nullptr);
   ~BatchSource();
 
-  // Rows [r0, r1) of global batch `step` (0-based).
+  // Rows [r0, r1) of global batch `step` (0-based), one of the step's equal micro-batches.
   models::Batch batch(int64_t step, int64_t r0, int64_t r1) const;
   // The same rows as graph inputs by name (tokens, targets, segment_ids, attention_mask,
-  // mlm_targets, nsp_labels): only `names`, each of which must be a field of the family's batch.
+  // mlm_targets, nsp_labels, mlm_weight): only `names`, each of which must be a field of the
+  // family's batch.
   std::map<std::string, Tensor> inputs(int64_t step, int64_t r0, int64_t r1,
                                        const std::vector<std::string>& names) const;
 
@@ -47,6 +49,10 @@ class BatchSource {
   std::unique_ptr<data::TokenDataset> data_;
   std::unique_ptr<data::LmSampler> lm_;
   std::unique_ptr<data::BertSampler> bert_;
+  // BERT: the predicted tokens of the last global batch asked (its step), as every
+  // micro-batch of a step weighs its masked-LM loss by them.
+  mutable std::mutex predicted_mutex_;
+  mutable int64_t predicted_step_ = -1, predicted_ = 0;
 };
 
 }  // namespace merak::train

@@ -4,6 +4,7 @@
 // eval.batches, and training and validation reading one opening of their files.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -145,4 +146,42 @@ TEST_CASE("BatchSource: training and validation parts of one data.valid_split op
   }
   CHECK(train_part.batch(0, 0, 2).tokens.to_vector<int64_t>() !=
         valid_part.batch(0, 0, 2).tokens.to_vector<int64_t>());
+}
+
+TEST_CASE("BatchSource: BERT's masked-LM weights make the micro-batches' mean the global batch's") {
+  // Per row: its predicted tokens times M / N (N: the global batch's, M: its micro-batches).
+  // Then sum over a micro-batch's rows x its mean loss, averaged over the M micro-batches, is
+  // the mean over all N predicted tokens, however the batch is cut.
+  const config::Config c = config::parse(
+      "model: {family: bert}\n", "t.yaml",
+      {"train.batch=8", "train.seq_len=16", "model.vocab=260", "data.generated_tokens=20000"});
+  const train::BatchSource source(c);
+  for (int64_t step : {0, 3}) {
+    const models::Batch whole = source.batch(step, 0, 8);
+    const std::vector<int64_t> targets = whole.mlm_targets.to_vector<int64_t>();
+    const int64_t n = std::count_if(targets.begin(), targets.end(), [](int64_t t) {
+      return t != -100;
+    });
+    REQUIRE(n > 0);
+    const std::vector<float> w = whole.mlm_weight.to_vector<float>();
+    REQUIRE(w.size() == 8);
+    double sum = 0;
+    for (int64_t r = 0; r < 8; ++r) {
+      const int64_t row_n = std::count_if(targets.begin() + r * 16, targets.begin() + r * 16 + 16,
+                                          [](int64_t t) { return t != -100; });
+      CHECK(w[size_t(r)] == Approx(double(row_n) / double(n)));
+      sum += w[size_t(r)];
+    }
+    CHECK(sum == Approx(1));  // one micro-batch: weight 1
+    // Four micro-batches of 2 rows: each row weighs 4 times as much, the same tokens' share.
+    for (int64_t m = 0; m < 4; ++m) {
+      const std::vector<float> part =
+          source.batch(step, 2 * m, 2 * m + 2).mlm_weight.to_vector<float>();
+      REQUIRE(part.size() == 2);
+      CHECK(part[0] == Approx(4 * w[size_t(2 * m)]));
+      CHECK(part[1] == Approx(4 * w[size_t(2 * m + 1)]));
+    }
+  }
+  // GPT's batches carry none.
+  CHECK(!train::BatchSource(make({})).batch(0, 0, 2).mlm_weight.defined());
 }

@@ -36,6 +36,7 @@ std::map<std::string, Tensor> feed(const models::Batch& b, const graph::Model& m
             : n == "segment_ids"    ? b.segment_ids
             : n == "attention_mask" ? b.attention_mask
             : n == "mlm_targets"    ? b.mlm_targets
+            : n == "mlm_weight"     ? b.mlm_weight
                                     : b.nsp_labels;
   }
   return in;

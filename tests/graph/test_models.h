@@ -1,6 +1,9 @@
 // Small GPT and BERT configurations and batches shared by the graph tests.
 #pragma once
 
+#include <algorithm>
+#include <vector>
+
 #include "merak/core/philox.h"
 #include "models/model.h"
 
@@ -49,6 +52,15 @@ inline models::Batch bert_batch(int64_t b, int64_t t, int64_t vocab) {
   batch.mlm_targets = Tensor::full({b, t}, -100, DType::I64);
   for (int64_t i = 1; i < b * t; i += 4) batch.mlm_targets.data<int64_t>()[i] = (i * 7) % vocab;
   batch.nsp_labels = ids({b}, 2, 5);
+  // The batch is one micro-batch of its global batch: each row weighs its share of the
+  // predicted tokens (models::Batch::mlm_weight).
+  const std::vector<int64_t> targets = batch.mlm_targets.to_vector<int64_t>();
+  const double n = double(std::count(targets.begin(), targets.end(), -100));
+  batch.mlm_weight = Tensor::empty({b}, DType::F32);
+  for (int64_t r = 0; r < b; ++r)
+    batch.mlm_weight.data<float>()[r] = float(
+        double(t - std::count(targets.begin() + r * t, targets.begin() + (r + 1) * t, -100)) /
+        (double(b * t) - n));
   return batch;
 }
 

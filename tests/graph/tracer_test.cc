@@ -162,14 +162,14 @@ TEST_CASE("tracing allocates no memory, even for a GPT-2-small-sized model", "[g
   for (const auto& p : model->parameters()) CHECK(p.value.is_meta());
 }
 
-TEST_CASE("a traced BERT has its five inputs and every parameter", "[graph][tracer]") {
+TEST_CASE("a traced BERT has its six inputs and every parameter", "[graph][tracer]") {
   auto model = models::make_model(test::small_bert());
   const Model m = graph::trace_model(*model, 2, 10, 3);
   const auto& g = m.graph();
   std::vector<std::string> inputs;
   for (const auto& i : g.inputs()) inputs.push_back(i.name());
   CHECK(inputs == std::vector<std::string>{"tokens", "segment_ids", "attention_mask", "mlm_targets",
-                                           "nsp_labels"});
+                                           "nsp_labels", "mlm_weight"});
   CHECK(g.inputs(2).type().dtype() == graph::DT_BOOL);
   CHECK(g.inputs(4).type().dims_size() == 1);
   CHECK(g.initializers_size() == int(model->parameters().size()));
