@@ -51,8 +51,10 @@ void check_same_model(const config::Config& here, const config::Config& saved,
 // What a resumed step does follows from the step and these keys. The data: the sampler's
 // position is the step times the batch, in an order the seed draws over the data's windows;
 // changed, the steps read other data than the uninterrupted run would have, some of it again and
-// some never. The learning rate: the schedule's shape and its end, train.steps. Allowed (a run
-// may change either on purpose, a longer run most of all), but said: one line each.
+// some never. The learning rate: the schedule's shape and its end, train.steps. BERT's masked
+// tokens: data.mlm_probability. Dropout's masks: the seed, the rate, and the micro-batch
+// (their stream is its index in the step). Allowed (a run may change any on purpose, a longer
+// run most of all), but said: one line each.
 std::vector<std::string> resume_changes(const config::Config& here, const config::Config& saved,
                                         const std::string& index) {
   auto list = [](const std::vector<std::string>& items) {
@@ -99,6 +101,18 @@ std::vector<std::string> resume_changes(const config::Config& here, const config
     if (key != "train.steps" || here.schedule.decay != "constant")  // where the decay ends
       say(key, before, after,
           "the resumed steps follow another learning-rate schedule than the uninterrupted run");
+  if (here.model.family == "bert")
+    say("data.mlm_probability", number(saved.data.mlm_probability),
+        number(here.data.mlm_probability),
+        "the resumed steps mask other tokens than the uninterrupted run");
+  say("model.dropout", number(saved.model.dropout), number(here.model.dropout),
+      "the resumed steps drop at another rate than the uninterrupted run");
+  if (here.model.dropout > 0 && saved.model.dropout > 0) {
+    const std::string effect = "the resumed steps drop other elements than the uninterrupted run";
+    say("train.seed", std::to_string(saved.train.seed), std::to_string(here.train.seed), effect);
+    say("train.micro_batch", std::to_string(config::model_micro_batch_size(saved)) + " rows",
+        std::to_string(config::model_micro_batch_size(here)) + " rows", effect);
+  }
   return out;
 }
 

@@ -221,20 +221,25 @@ int process_main(const merak::config::Config& cfg, const Args& args) {
 // Ctrl-C or SIGTERM becomes a SIGTERM to the ranks followed a second later by SIGKILL. Before
 // the steps begin there is nothing to save, and setting up may take long (a corpus tokenized, a
 // checkpoint read): the first one ends the process there and then, with 128 + the signal.
-volatile std::sig_atomic_t g_stop_signal = 0, g_in_steps = 0;
+// One of several ranks leaves set-up quietly: there the signal is most often the launcher
+// ending the job because another rank failed, whose own message says why.
+volatile std::sig_atomic_t g_stop_signal = 0, g_in_steps = 0, g_quiet_setup_stop = 0;
 
 void ask_to_stop(int signal) {
   if (g_in_steps) {
     g_stop_signal = signal;
     return;
   }
-  const char message[] = "merak_train: stopped by a signal before training\n";
-  ssize_t ignored = ::write(2, message, sizeof message - 1);  // async-signal-safe, as _exit is
-  (void)ignored;
+  if (!g_quiet_setup_stop) {
+    const char message[] = "merak_train: stopped by a signal before training\n";
+    ssize_t ignored = ::write(2, message, sizeof message - 1);  // async-signal-safe, as _exit is
+    (void)ignored;
+  }
   ::_exit(128 + signal);
 }
 
-void watch_stop_signals() {
+void watch_stop_signals(bool several_ranks) {
+  g_quiet_setup_stop = several_ranks;
   struct sigaction action = {};
   action.sa_handler = ask_to_stop;
   sigemptyset(&action.sa_mask);
@@ -291,7 +296,7 @@ int main(int argc, char** argv) {
                    ranks == 1 ? "no launcher, " : "", (long long)ranks, (long long)ranks);
     return refused(speaker);
   }
-  watch_stop_signals();
+  watch_stop_signals(launch.size > 1);
   Args run_args = args;
   run_args.run.stop_signal = [] { return int(g_stop_signal); };
   run_args.run.steps_begin = [] { g_in_steps = 1; };
