@@ -7,6 +7,7 @@
 
 #include "merak/config/suggest.h"
 #include "merak/config/value.h"
+#include "merak/core/parallel.h"
 
 namespace merak::config::detail {
 namespace {
@@ -208,7 +209,7 @@ std::optional<Problem> first_problem(const Config& c) {
             "train.seq_len " + str(t.seq_len) + " exceeds model.max_seq " + str(m.max_seq));
   k.at_least(t.log_interval, 1, "train.log_interval");
   k.at_least(t.threads, 0, "train.threads");
-  k.at_most(t.threads, 1024, "train.threads");  // a rank's threads; more cores no CPU has
+  k.at_most(t.threads, kThreadLimit, "train.threads");
   k.one_of(t.device, {"cpu", "cuda"}, "train.device");
   k.one_of(t.precision, {"f32", "bf16", "f16"}, "train.precision");
   // The CPU kernels compute in f32 only.

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -18,11 +20,8 @@ namespace {
 thread_local bool t_inside_parallel = false;
 
 int default_threads() {
-  if (const char* env = std::getenv("MERAK_NUM_THREADS")) {
-    const int n = std::atoi(env);
-    if (n > 0) return n;
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
+  if (const int n = threads_from_environment()) return n;
+  return int(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 // Workers wait for a new generation of work; each takes chunk (worker index + 1), the caller
@@ -153,6 +152,18 @@ Pool& pool() {
 }
 
 }  // namespace
+
+int threads_from_environment() {
+  const char* env = std::getenv("MERAK_NUM_THREADS");
+  if (env == nullptr) return 0;
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(env, &end, 10);
+  if (*env == '\0' || *end != '\0' || errno == ERANGE || n < 1 || n > kThreadLimit)
+    throw Error("MERAK_NUM_THREADS must be a whole number of threads from 1 to " +
+                std::to_string(kThreadLimit) + ", got '" + env + "'");
+  return int(n);
+}
 
 int num_threads() { return pool().size(); }
 

@@ -184,7 +184,7 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
               std::to_string(cores) + " cores here: the threads will take turns on them");
   if (c.train.threads > 0)
     set_num_threads(int(c.train.threads));
-  else if (world > 1 && !std::getenv("MERAK_NUM_THREADS"))
+  else if (world > 1 && threads_from_environment() == 0)
     set_num_threads(default_rank_threads(place.local_size));
 
   // Each rank's device, checked before anything else travels; the job agrees on the outcome.

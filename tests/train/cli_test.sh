@@ -33,6 +33,18 @@ for args in "--resume|" "--metrics|" "--dry-run|--dry-run" "--json|--json"; do
   [ "$rc" -eq 2 ] && grep -Eq "^merak_train: $first (needs a value, got ''|given more than once)$" \
     <<< "$out" || fail "$first '$second': exit $rc: $out"
 done
+# MERAK_NUM_THREADS is held to train.threads's range (1 to 1024): another value is refused by
+# name, by merak_train and by the tools parsing through tools/common/cli, before any work (it had
+# been ignored, or read as 1e9 -> 1; 1025 and up made that many threads).
+for v in abc 0 -3 1e9 1025 ""; do
+  want="MERAK_NUM_THREADS must be a whole number of threads from 1 to 1024, got '$v'"
+  out=$(MERAK_NUM_THREADS="$v" "$train" --config "$configs/gpt-tiny.yaml" --set train.steps=1 2>&1)
+  rc=$?
+  [ "$rc" -eq 2 ] && [ "$out" = "merak_train: $want" ] || fail "MERAK_NUM_THREADS='$v': exit $rc: $out"
+  out=$(MERAK_NUM_THREADS="$v" "$partition" --config "$configs/gpt-tiny.yaml" 2>&1); rc=$?
+  [ "$rc" -eq 2 ] && [ "$out" = "merak_partition: $want" ] ||
+    fail "merak_partition, MERAK_NUM_THREADS='$v': exit $rc: $out"
+done
 # Asked for, the usage is an answer: stdout, exit 0, as the other tools do.
 out=$("$train" --help 2>/dev/null); rc=$?
 [ "$rc" -eq 0 ] && grep -q "^usage: \[mpirun -np N\] merak_train --config FILE.yaml" <<< "$out" ||

@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "merak/core/error.h"
+#include "merak/core/parallel.h"
+
 namespace merak::cli {
 
 void fail(const std::string& tool, int code, const std::string& message) {
@@ -84,6 +87,11 @@ Args parse(int argc, char** argv, int first, const Spec& spec) {
     } else {
       usage_error(spec.tool, "unexpected argument '" + arg + "'");
     }
+  }
+  try {
+    threads_from_environment();
+  } catch (const Error& e) {
+    fail(spec.tool, 2, e.what());
   }
   return a;
 }

@@ -1,6 +1,7 @@
 // The command-line conventions of Merak's tools: options with values (repeatable), flags, and
 // positional arguments; --help prints the usage; any problem is one line on stderr naming the
-// tool, and exit code 2.
+// tool, and exit code 2. MERAK_NUM_THREADS is checked with the arguments (a value that is not a
+// thread count is a problem of the command line's, not a failure at the pool's first use).
 #pragma once
 
 #include <cstdint>

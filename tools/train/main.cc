@@ -32,6 +32,7 @@
 #include "merak/comm/mpi_communicator.h"
 #include "merak/comm/mpi_env.h"
 #include "merak/comm/self_communicator.h"
+#include "merak/core/parallel.h"
 #include "merak/data/dataset.h"
 #include "merak/log/log.h"
 #include "merak/train/layout_search.h"
@@ -273,6 +274,12 @@ int main(int argc, char** argv) {
   try {
     cfg = config::load(args.config, args.overrides);
   } catch (const config::ConfigError& e) {
+    if (speaker) std::fprintf(stderr, "merak_train: %s\n", e.what());
+    return refused(speaker);
+  }
+  try {
+    threads_from_environment();
+  } catch (const Error& e) {
     if (speaker) std::fprintf(stderr, "merak_train: %s\n", e.what());
     return refused(speaker);
   }
