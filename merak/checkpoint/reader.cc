@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -283,6 +284,16 @@ void read_regions(const Index& index, const std::vector<RegionRead>& reads) {
 void read_region(const Index& index, const std::string& name, const Shape& global_shape,
                  DType dtype, const Region& target, const Tensor& out) {
   read_regions(index, {{name, global_shape, dtype, target, out}});
+}
+
+void check_no_other_tensors(const Index& index, const std::vector<std::string>& parameters) {
+  std::set<std::string> known;
+  for (const std::string& p : parameters)
+    for (const char* suffix : {"", ".exp_avg", ".exp_avg_sq"}) known.insert(p + suffix);
+  for (const auto& [name, t] : index.tensors)
+    if (!known.count(name))
+      fail("checkpoint " + index.dir + ": tensor '" + name + "' (of shape " + shape_str(t.shape) +
+           ") is not this model's: a checkpoint of another model?");
 }
 
 }  // namespace merak::checkpoint

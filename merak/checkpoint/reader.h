@@ -35,4 +35,10 @@ void read_regions(const Index& index, const std::vector<RegionRead>& reads);
 void read_region(const Index& index, const std::string& name, const Shape& global_shape,
                  DType dtype, const Region& target, const Tensor& out);
 
+// A CheckpointError naming the first tensor of `index` that is neither one of `parameters` (the
+// reading model's, by global name) nor one of their AdamW moments ("<name>.exp_avg" and
+// "<name>.exp_avg_sq", as merak/runtime/engine_checkpoint.h saves them): a checkpoint of another
+// model, which read_regions would otherwise take the matching part of.
+void check_no_other_tensors(const Index& index, const std::vector<std::string>& parameters);
+
 }  // namespace merak::checkpoint

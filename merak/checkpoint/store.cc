@@ -526,6 +526,7 @@ std::string resolve(const std::string& path, bool allow_empty) {
     return step_dir;
   }
   if (allow_empty && (!fs::exists(path) || fs::is_directory(path))) return "";
+  if (!fs::exists(path)) fail("checkpoint '" + path + "': does not exist");
   fail("checkpoint '" + path + "': neither a step (no index.json) nor a checkpoint directory "
        "(no latest)");
 }

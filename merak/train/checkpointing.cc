@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "merak/checkpoint/reader.h"
 #include "merak/checkpoint/store.h"
 #include "merak/log/log.h"
 #include "merak/runtime/engine_comm.h"
@@ -348,6 +349,7 @@ void Trainer::resume_from(const std::string& step_dir) {
       check_same_model(config_, saved, where);
       changes = resume_changes(config_, saved, where);
     }
+    checkpoint::check_no_other_tensors(index, parameter_names_);
     engine_->load_checkpoint(index);
     step = index.step;
   } catch (const std::exception& e) {

@@ -257,7 +257,8 @@ Trainer::Trainer(const config::Config& config, comm::Grid& grid, bool trace)
   agree(grid_.host(), problem);
   flops_per_token_ = facts.flops_per_token;
   parameters_ = facts.parameters;
-  if (!c.model.init_from.empty()) load_initial_weights(c.model.init_from, facts.parameter_names);
+  parameter_names_ = facts.parameter_names;
+  if (!c.model.init_from.empty()) load_initial_weights(c.model.init_from, parameter_names_);
   if (c.checkpoint.async && !c.checkpoint.dir.empty()) prepare_staging();
 }
 

@@ -156,6 +156,7 @@ class Trainer {
   runtime::MicroBatchFn valid_batches_;
   double flops_per_token_ = 0;
   int64_t parameters_ = 0;
+  std::vector<std::string> parameter_names_;  // the whole model's trainable ones, global names
   int64_t steps_ = 0;
 };
 

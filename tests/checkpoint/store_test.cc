@@ -443,6 +443,8 @@ TEST_CASE("steps publish atomically; latest follows complete steps; keep prunes 
           "[checkpoint]") {
   const std::string dir = fresh_dir("ckpt_steps");
   CHECK(resolve(dir, true).empty());  // nothing yet: a fresh start
+  CHECK_THROWS_WITH(resolve(dir), Catch::Equals("checkpoint '" + dir + "': does not exist"));
+  fs::create_directories(dir);
   CHECK_THROWS_WITH(resolve(dir), Catch::Contains("neither a step"));
   save(dir, 10, {box({0, 0}, {6, 8})});
   save(dir, 20, {box({0, 0}, {6, 8})});

@@ -72,6 +72,23 @@ for bad in "--temperature inf" "--top-k 18446744073709551616" "--seed 9999999999
 done
 "$generate" --prompt "x" > /dev/null 2>&1
 [ $? -eq 2 ] || fail "a missing --checkpoint accepted"
+# --prompt is required ('' is a prompt; none had sampled from a newline).
+out=$("$generate" --checkpoint "$tmp/ck" 2>&1 > /dev/null); rc=$?
+[ "$rc" -eq 2 ] && [ "$out" = "merak_generate: --prompt is required (merak_generate --help shows the usage)" ] ||
+  fail "no --prompt: exit $rc: $out"
+# GPT-2's tokenizer files for a checkpoint of byte tokens are refused, saying so (ignored before).
+for flag in --vocab --merges; do
+  out=$("$generate" --checkpoint "$tmp/ck" --prompt "x" $flag "$tmp/encoder.json" 2>&1 > /dev/null); rc=$?
+  [ "$rc" -eq 2 ] && grep -qF "merak_generate: $flag: the checkpoint's tokenizer is byte (data.tokenizer in $tmp/ck/step_000000030/index.json)" \
+    <<< "$out" || fail "$flag for a byte checkpoint: exit $rc: $out"
+done
+# An index holding tensors its config's model does not have (relabelled to fewer layers): one
+# named, not sampled from the layers that fit.
+cp -r "$tmp/ck/step_000000030" "$tmp/fewer-layers"
+sed -i 's/layers: 4/layers: 3/' "$tmp/fewer-layers/index.json"
+out=$("$generate" --checkpoint "$tmp/fewer-layers" --prompt "x" 2>&1 > /dev/null); rc=$?
+[ "$rc" -eq 2 ] && grep -q "^merak_generate: checkpoint $tmp/fewer-layers: tensor 'blocks\.3\.[^']*' (of shape \[[0-9, ]*\]) is not this model's: a checkpoint of another model?$" \
+  <<< "$out" || fail "an index with another model's tensors: exit $rc: $out"
 
 # GPT-2's tokenizer (data.vocab / data.merges of the checkpoint's config, relative to the
 # current directory: the runfiles root here).

@@ -123,6 +123,12 @@ cp -r "$ck" "$tmp/relabelled"
 sed -i 's/hidden: 128/hidden: 64/; s/heads: 4/heads: 2/' "$tmp/relabelled/index.json"
 bad other-shapes "has shape [256, 128] there, [256, 64] here: a checkpoint of another model?" \
   1,2,1 --set model.hidden=64 --set model.heads=2 --resume "$tmp/relabelled"
+# And its tensors' names: an index holding tensors the model does not have (its config relabelled
+# to fewer layers) is refused naming one, not resumed from the part that fits.
+cp -r "$ck" "$tmp/fewer-layers"
+sed -i 's/layers: 4/layers: 3/' "$tmp/fewer-layers/index.json"
+bad other-tensors "checkpoint $tmp/fewer-layers: tensor 'blocks.3." 1,2,1 --set model.layers=3 \
+  --resume "$tmp/fewer-layers"
 # A scalar of the state that is not a number: the file and the key, not the conversion's name.
 cp -r "$ck" "$tmp/bad-scalar"
 sed -i 's/"optimizer.steps": "[0-9]*"/"optimizer.steps": "x"/' "$tmp/bad-scalar/index.json"
@@ -135,8 +141,11 @@ d = json.load(open(sys.argv[1])); d["config"] = "model: [\n"; json.dump(d, open(
   "$tmp/bad-config/index.json"
 bad bad-config "$tmp/bad-config/index.json: line 2, column 1: YAML syntax error" 1,1,1 \
   --resume "$tmp/bad-config"
+mkdir -p "$tmp/empty-dir"
 bad nothing-there "neither a step (no index.json) nor a checkpoint directory" 1,1,1 \
   --resume "$tmp/empty-dir"
+bad no-such-path "merak_train: checkpoint '$tmp/no-such-path': does not exist" 1,1,1 \
+  --resume "$tmp/no-such-path"
 touch "$tmp/a-file"
 bad unwritable "$tmp/a-file/ck" 2,1,1 --set checkpoint.dir="$tmp/a-file/ck"
 # A disk that fills up mid-save (a file size limit: writes fail as on a full disk; one process,

@@ -137,6 +137,8 @@ int main(int argc, char** argv) {
        false});
   const std::string path = args.one("--checkpoint"), prompt = args.one("--prompt");
   if (path.empty()) usage_error(kTool, "--checkpoint is required");
+  // An empty prompt is one (it starts from the tokenizer's start); a missing one is a mistake.
+  if (args.all("--prompt").empty()) usage_error(kTool, "--prompt is required");
   const int64_t max_tokens = cli::positive(kTool, args.one("--max-tokens", "100"), "--max-tokens");
   models::SamplingOptions sampling;
   sampling.temperature = number(args.one("--temperature", "1"), "--temperature");
@@ -164,11 +166,19 @@ int main(int argc, char** argv) {
     if (!cfg.model.onnx.empty())
       cli::fail(kTool, 2, step_dir + " holds the network imported from " + cfg.model.onnx +
                               "; merak_generate samples the GPT Merak builds (model.family: gpt)");
+    // GPT-2's files would be ignored by a byte checkpoint: a mistake about the checkpoint.
+    for (const char* flag : {"--vocab", "--merges"})
+      if (!args.all(flag).empty() && cfg.data.tokenizer == "byte")
+        cli::fail(kTool, 2, std::string(flag) + ": the checkpoint's tokenizer is byte (" +
+                                "data.tokenizer in " + step_dir + "/index.json), which reads no " +
+                                "tokenizer files");
     Tokenizer tokenizer = make_tokenizer(cfg.data, step_dir);
 
     // The model's parameters, whole, from whatever layout wrote the pieces.
     std::vector<checkpoint::RegionRead> reads;
+    std::vector<std::string> parameters;
     for (const auto& [name, shape] : models::GptDecoder::parameter_shapes(cfg.model)) {
+      parameters.push_back(name);
       auto it = index.tensors.find(name);
       if (it == index.tensors.end())
         throw checkpoint::CheckpointError(step_dir + ": no tensor '" + name + "'");
@@ -179,6 +189,7 @@ int main(int argc, char** argv) {
       reads.push_back({name, shape, it->second.dtype, checkpoint::whole(shape),
                        Tensor::empty(shape, it->second.dtype)});
     }
+    checkpoint::check_no_other_tensors(index, parameters);
     checkpoint::read_regions(index, reads);
     std::map<std::string, Tensor> weights;
     for (const checkpoint::RegionRead& r : reads) weights[r.tensor] = r.out;
