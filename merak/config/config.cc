@@ -132,14 +132,15 @@ class Builder {
     }
   }
 
-  void apply_override(const std::string& assignment) {
+  // `flag`: the tool's flag that gave the assignment, named in messages; "" for --set.
+  void apply_override(const std::string& assignment, const std::string& flag = "") {
     const size_t eq = assignment.find('=');
     if (eq == std::string::npos) {
       fail_at("--set " + trim(assignment), "expected KEY=VALUE, like optimizer.lr=3e-4");
     }
     const std::string key = trim(assignment.substr(0, eq));
     const std::string text = assignment.substr(eq + 1);
-    const std::string where = "--set " + key;
+    const std::string where = flag.empty() ? "--set " + key : flag;
     const Field* field = find(key);
     if (key == "parallel" && trim(text) == "auto") {
       all_auto();
@@ -169,13 +170,14 @@ class Builder {
       std::string error = detail::assign(value, field->target);
       if (!error.empty()) fail_at(where, error);
     }
-    overridden_.insert(key);
+    overridden_[key] = where;
   }
 
   Config finish() const {
     if (auto problem = detail::first_problem(config_)) {
       const std::string& key = problem->key;
-      fail_at(overridden_.count(key) ? "--set " + key : "key '" + key + "'", problem->message);
+      auto given = overridden_.find(key);
+      fail_at(given != overridden_.end() ? given->second : "key '" + key + "'", problem->message);
     }
     return config_;
   }
@@ -307,14 +309,14 @@ class Builder {
 
   Config config_;
   std::vector<Field> fields_;
-  std::set<std::string> overridden_;
+  std::map<std::string, std::string> overridden_;  // key -> where the last override of it was
   std::set<std::string> given_;  // layout keys given a value, never left to `parallel: auto`
 };
 
 }  // namespace
 
 Config parse(const std::string& yaml_text, const std::string& name,
-             const std::vector<std::string>& overrides) {
+             const std::vector<std::string>& overrides, const FlagOverrides& flag_overrides) {
   // Not YAML::LoadAll: after a stray ',' ("[a], b", ",") yaml-cpp 0.7 makes empty documents
   // without moving on, and LoadAll collects them until memory runs out. The events of at most
   // two documents tell whether there is a second; YAML::Load builds the first.
@@ -341,6 +343,7 @@ Config parse(const std::string& yaml_text, const std::string& name,
   Builder builder(name);
   if (any) builder.read_document(document);
   for (const std::string& assignment : overrides) builder.apply_override(assignment);
+  for (const auto& [flag, assignment] : flag_overrides) builder.apply_override(assignment, flag);
   return builder.finish();
 }
 
@@ -361,8 +364,9 @@ int64_t model_micro_batches_per_replica(const Config& c) {
   return micro_batches_per_replica(c) * (c.parallel.tp_subpipeline ? 2 : 1);
 }
 
-Config load(const std::string& path, const std::vector<std::string>& overrides) {
-  return parse(read_config_file(path), path, overrides);
+Config load(const std::string& path, const std::vector<std::string>& overrides,
+            const FlagOverrides& flag_overrides) {
+  return parse(read_config_file(path), path, overrides, flag_overrides);
 }
 
 std::string to_yaml(const Config& config) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace merak::config {
@@ -196,11 +197,19 @@ class YamlSyntaxError : public ConfigError {
   using ConfigError::ConfigError;
 };
 
-// Reads `path`, applies `overrides` ("optimizer.lr=3e-4", in order), validates everything.
-Config load(const std::string& path, const std::vector<std::string>& overrides = {});
+// Overrides given by a tool's flags that stand for keys, as (flag, assignment): merak_partition's
+// --tp 3 is ("--tp", "parallel.tp=3"). Messages name the flag where they name "--set KEY" for
+// an override given by --set.
+using FlagOverrides = std::vector<std::pair<std::string, std::string>>;
+
+// Reads `path`, applies `overrides` ("optimizer.lr=3e-4", in order), then `flag_overrides`,
+// validates everything.
+Config load(const std::string& path, const std::vector<std::string>& overrides = {},
+            const FlagOverrides& flag_overrides = {});
 // The same from YAML text (`name` stands for the file in messages).
 Config parse(const std::string& yaml_text, const std::string& name,
-             const std::vector<std::string>& overrides = {});
+             const std::vector<std::string>& overrides = {},
+             const FlagOverrides& flag_overrides = {});
 // Sequences per micro-batch and micro-batches per data-parallel replica in one step (their
 // product times parallel.dp is train.batch; validation guarantees it divides).
 int64_t micro_batch_size(const Config& config);

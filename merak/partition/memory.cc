@@ -1,9 +1,27 @@
 #include "merak/partition/memory.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 
 namespace merak::partition {
+
+std::string memory_text(double bytes) {
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  char text[48];
+  if (bytes >= 0.1 * kGiB) {
+    std::snprintf(text, sizeof text, "%.1f GiB", bytes / kGiB);
+    return text;
+  }
+  const char* units[] = {"B", "KiB", "MiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 2) {
+    bytes /= 1024;
+    ++u;
+  }
+  std::snprintf(text, sizeof text, "%.4g %s", bytes, units[u]);
+  return text;
+}
 
 const char* schedule_name(Schedule s) {
   switch (s) {

@@ -39,6 +39,11 @@
 
 namespace merak::partition {
 
+// A memory size in messages: GiB to one decimal ("71.8 GiB"); below 0.1 GiB, which that would
+// show as 0.0, four digits in the largest of B, KiB and MiB that keeps them at 1 or more
+// ("19.53 MiB", "1.074 B"), so that a small limit or need shows what it is.
+std::string memory_text(double bytes);
+
 // What the memory model needs of a pipeline schedule: how many micro-batches a stage holds. The
 // shifted and interleaved schedules hold what 1F1B holds (per chunk); zero bubble one more,
 // except on the last stage.

@@ -1,7 +1,6 @@
 #include "merak/partition/partitioner.h"
 
 #include <chrono>
-#include <cstdio>
 
 #include "merak/partition/blocks.h"
 #include "merak/partition/describe.h"
@@ -83,11 +82,9 @@ Result run_partition(const PreparedGraph& g, const Request& req) {
     r.ours = partition_pipeline(stages, model_stages, limit);
   } catch (const NoFit& e) {
     if (v == 1) throw;
-    char gib[64];
-    std::snprintf(gib, sizeof gib, "%.1f GiB", rank_limit / double(1 << 30));
     // The stage-level reason after it: a split that misses only for the tied readers says so.
     throw NoFit("no split into " + std::to_string(model_stages) + " model stages, " +
-                    std::to_string(v) + " a rank, fits in " + gib + " per device (" + e.what() +
+                    std::to_string(v) + " a rank, fits in " + memory_text(rank_limit) + " per device (" + e.what() +
                     ")",
                 e.needed * double(v));
   }

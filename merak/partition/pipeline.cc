@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 namespace merak::partition {
 namespace {
@@ -315,11 +314,6 @@ Partition partition_pipeline(const StageModel& model, int64_t stages, double mem
   // Whether memory alone, the ties aside, allows a split (a split that keeps them is one).
   const bool fits_untied =
       fits || (shared && !split_under_memory(model, stages, memory_limit, false).empty());
-  auto gib = [&] {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.1f", memory_limit / double(1 << 30));
-    return std::string(text);
-  };
   if (fits) {
     // A split that fits bounds the answer from above: the exact search then only looks below it
     // (a hair above, so that split itself can be the answer) and skips the cells no split
@@ -345,11 +339,12 @@ Partition partition_pipeline(const StageModel& model, int64_t stages, double mem
     TimeWalk unlimited(model, stages, 0);
     if (memory_limit <= 0 || min_max_cuts(n, stages, unlimited, &best).empty())
       throw Error(what);
-    throw NoFit(what + ", within " + gib() + " GiB per device", min_peak_memory(model, stages));
+    throw NoFit(what + ", within " + memory_text(memory_limit) + " per device",
+                min_peak_memory(model, stages));
   }
   if (cuts.empty())
-    throw NoFit("no split into " + std::to_string(stages) + " pipeline stages fits in " + gib() +
-                    " GiB per device",
+    throw NoFit("no split into " + std::to_string(stages) + " pipeline stages fits in " +
+                    memory_text(memory_limit) + " per device",
                 min_peak_memory(model, stages));
   return evaluate(model, cuts, "ours", memory_limit);
 }

@@ -1,6 +1,5 @@
 #include "merak/train/plan.h"
 
-#include <cstdio>
 
 #include "merak/partition/cost.h"
 #include "merak/partition/hardware.h"
@@ -84,10 +83,9 @@ partition::Result partition_config(const config::Config& c, const PartitionInput
   try {
     return partition::run_partition(in.model, in.request);
   } catch (const partition::NoFit& e) {
-    char need[64];
-    std::snprintf(need, sizeof need, "%.1f GiB", e.needed / (1024.0 * 1024 * 1024));
     throw SetupError(c.path + ": the model does not fit " + layout_str(p) + " on '" +
-                     p.hardware + "': " + e.what() + "; the best split needs " + need +
+                     p.hardware + "': " + e.what() + "; the best split needs " +
+                     partition::memory_text(e.needed) +
                      " per device (try more stages, tp, parallel.zero1 or parallel.recompute)");
   } catch (const Error& e) {
     throw SetupError(c.path + ": cannot split the model over " + layout_str(p) + ": " + e.what());

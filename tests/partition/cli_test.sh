@@ -83,8 +83,16 @@ echo "a CPU profile of a faster CPU: predictions off by about ${ratio}x, warned"
 # Bad input.
 bad "no split into 1 pipeline stages fits in 71.8 GiB" --config configs/gpt20b.yaml --pp 1 --tp 1 --hardware a100-80g
 bad "needs" --config configs/gpt20b.yaml --pp 1 --tp 1 --hardware a100-80g
-bad "model.heads 64 is not divisible by parallel.tp 3" --config configs/gpt20b.yaml --pp 8 \
-  --tp 3 --hardware a100-80g
+# A flag that stands for a key is named as the user gave it (it had been '--set parallel.tp'),
+# and --set as given too.
+bad "^merak_partition: configs/gpt20b.yaml: --tp: model.heads 64 is not divisible by parallel.tp 3$" \
+  --config configs/gpt20b.yaml --pp 8 --tp 3 --hardware a100-80g
+bad "^merak_partition: configs/gpt20b.yaml: --set parallel.tp: model.heads 64 is not divisible" \
+  --config configs/gpt20b.yaml --pp 8 --set parallel.tp=3 --hardware a100-80g
+# A limit too small to show in GiB shows what it is (it had read 'fits in 0.0 GiB'), and so does
+# what the model needs.
+bad "pipeline stages fits in 1.074 B per device; the best split needs [0-9.]* MiB per device" \
+  --config configs/gpt-tiny.yaml --memory-gib 1e-9
 bad "--pp must be a positive integer" --config configs/gpt-tiny.yaml --pp 0 --hardware a100-80g
 bad "hardware profile 'tpu-v9' not found" --config configs/gpt-tiny.yaml --hardware tpu-v9
 bad "--hardware NAME is required with --onnx" --onnx no/such.onnx
@@ -95,7 +103,7 @@ bad "cannot read (Is a directory)" --onnx "$tmp" --hardware a100-80g
 bad "give one of --config FILE.yaml or --onnx FILE.onnx" --hardware a100-80g
 bad "unknown option '--pipeline'" --config configs/gpt-tiny.yaml --pipeline 2 --hardware a100-80g
 # (Flags stand for config keys: their values are checked as the config's.)
-bad "parallel.schedule: must be one of gpipe, 1f1b, shifted, interleaved, zb, got 'pipedream'" \
+bad "configs/gpt-tiny.yaml: --schedule: must be one of gpipe, 1f1b, shifted, interleaved, zb, got 'pipedream'" \
   --config configs/gpt-tiny.yaml --schedule pipedream --hardware a100-80g
 bad "3 micro-batches do not divide the 16 sequences" --config configs/gpt-tiny.yaml \
   --micro-batches 3 --hardware a100-80g

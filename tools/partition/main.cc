@@ -76,10 +76,11 @@ double positive_number(const std::string& text, const std::string& what) {
   return *v;
 }
 
-// merak_partition's flags as the config keys they stand for, after the file's own --set
-// overrides: with the config's other keys they make the request merak_train would run with.
-std::vector<std::string> config_overrides(const Args& a) {
-  std::vector<std::string> sets = a.all("--set");
+// merak_partition's flags as the config keys they stand for (applied after the --set
+// overrides, and named in messages as given): with the config's other keys they make the
+// request merak_train would run with.
+config::FlagOverrides flag_overrides(const Args& a) {
+  config::FlagOverrides sets;
   const std::pair<const char*, const char*> keys[] = {
       {"--dp", "parallel.dp"},           {"--pp", "parallel.pp"},
       {"--tp", "parallel.tp"},           {"--hardware", "parallel.hardware"},
@@ -89,10 +90,10 @@ std::vector<std::string> config_overrides(const Args& a) {
     if (a.one(flag).empty()) continue;
     const std::string f = flag;
     if (f == "--dp" || f == "--pp" || f == "--tp" || f == "--micro-batches") positive(a.one(f), f);
-    sets.push_back(std::string(key) + "=" + a.one(flag));
+    sets.emplace_back(f, std::string(key) + "=" + a.one(flag));
   }
-  if (a.flag("--zero1")) sets.push_back("parallel.zero1=true");
-  if (a.flag("--recompute")) sets.push_back("parallel.recompute=full");
+  if (a.flag("--zero1")) sets.emplace_back("--zero1", "parallel.zero1=true");
+  if (a.flag("--recompute")) sets.emplace_back("--recompute", "parallel.recompute=full");
   return sets;
 }
 
@@ -130,7 +131,7 @@ void warn_cpu_profile(const std::string& hw_name) {
 // is the plan that runs.
 train::PartitionInput from_config(const Args& a, config::Config* cfg) {
   try {
-    *cfg = config::load(a.one("--config"), config_overrides(a));
+    *cfg = config::load(a.one("--config"), a.all("--set"), flag_overrides(a));
     return train::partition_input(*cfg);
   } catch (const config::ConfigError& e) {
     fail(2, e.what());
@@ -214,9 +215,8 @@ int cmd_partition(const Args& a) {
     try {
       result = partition::run_partition(in.model, req);
     } catch (const partition::NoFit& e) {
-      char need[64];
-      std::snprintf(need, sizeof need, "%.1f GiB", e.needed / (1024.0 * 1024 * 1024));
-      fail(2, std::string(e.what()) + "; the best split needs " + need +
+      fail(2, std::string(e.what()) + "; the best split needs " +
+                  partition::memory_text(e.needed) +
                   " per device (try more stages, tp, --zero1 or --recompute)");
     } catch (const Error& e) {
       fail(2, "cannot partition " + a.one("--onnx") + ": " + e.what());
