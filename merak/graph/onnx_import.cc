@@ -304,6 +304,8 @@ Model import_model(onnx::ModelProto& model, const std::string& file, const Impor
                    "up to opset " + std::to_string(newest) + "): export at opset " +
                    std::to_string(newest) + " or lower");
   onnx::GraphProto& g = *model.mutable_graph();
+  // What a graph computes is its outputs: without any, the import would keep no node.
+  if (g.output_size() == 0) fail(file, "the graph has no outputs (nothing it computes is kept)");
   bind_inputs(g, options, file);
   infer_shapes(model, file);
   const auto types = static_types(g);

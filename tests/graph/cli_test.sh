@@ -57,6 +57,12 @@ for args in "summary $tmp/missing.pb" "summary $tmp/cut.pb" "dump $tmp/junk.pb" 
   [ "$rc" -eq 2 ] || fail "'$args': exit $rc, want 2 ($out)"
   one_line "'$args'" "$out"
 done
+# A string field that is not UTF-8 (the producer's): our line alone, without the one protobuf's
+# log printed before it.
+printf '\x1a\x02\xff\xfe' > "$tmp/not-utf8.pb"
+out=$("$tool" summary "$tmp/not-utf8.pb" 2>&1); rc=$?
+[ "$rc" -eq 2 ] && [ "$out" = "merak_graph: $tmp/not-utf8.pb: not a Merak graph (protobuf parse failed)" ] ||
+  fail "a string that is not UTF-8: exit $rc: $out"
 # An output it cannot write says why.
 mkdir -p "$tmp/a-dir"
 out=$("$tool" trace --config "$configs/gpt-tiny.yaml" -o "$tmp/a-dir" 2>&1); rc=$?
@@ -79,6 +85,20 @@ one_line "unsupported op" "$out"
 grep -q "det.onnx: node 'det0' (op Det, opset 15): unsupported" <<< "$out" ||
   fail "unsupported op message: $out"
 echo "refused: $out"
+
+# An ONNX graph without outputs: refused at import, naming the file, and nothing written (it had
+# written a graph of nothing, refused only by summary).
+/usr/bin/python3 - "$tmp/no-outputs.onnx" <<'PY' || fail "could not write no-outputs.onnx"
+import sys
+from onnx import TensorProto, helper, save
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu0")], "g", [x], [])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]), sys.argv[1])
+PY
+out=$("$tool" import "$tmp/no-outputs.onnx" -o "$tmp/no-outputs.pb" 2>&1); rc=$?
+[ "$rc" -eq 2 ] && [ ! -e "$tmp/no-outputs.pb" ] &&
+  [ "$out" = "merak_graph: $tmp/no-outputs.onnx: the graph has no outputs (nothing it computes is kept)" ] ||
+  fail "an ONNX graph without outputs: exit $rc: $out"
 
 # Import arguments that would otherwise be dropped or misread: a symbol the file lacks, an input
 # given twice, a trailing 'x'. Big trace sizes are usage errors naming the flag.

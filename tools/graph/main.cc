@@ -7,6 +7,7 @@
 //
 // Exit codes: 0 done, 2 bad command line, config or file (one line saying what), 1 any other
 // failure.
+#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/text_format.h>
 #include <sys/resource.h>
 
@@ -68,8 +69,14 @@ Model read_model(const std::string& path) {
   std::string bytes, why;
   if (!merak::read_file(path, &bytes, &why)) fail(2, "cannot read '" + path + "' (" + why + ")");
   Model m;
-  if (!m.ParseFromString(bytes))
-    fail(2, path + ": not a Merak graph (protobuf parse failed)");
+  bool parsed;
+  {
+    // The message below says what is wrong; protobuf's own log line (a string field that is
+    // not UTF-8, say) would come before it.
+    google::protobuf::LogSilencer quiet;
+    parsed = m.ParseFromString(bytes);
+  }
+  if (!parsed) fail(2, path + ": not a Merak graph (protobuf parse failed)");
   if (m.graph().nodes_size() == 0 && m.graph().initializers_size() == 0)
     fail(2, path + ": holds no graph (no nodes, no initializers)");
   return m;
