@@ -356,7 +356,9 @@ void Trainer::resume_from(const std::string& step_dir) {
     problem = e.what();
   }
   agree(grid_.host(), problem);
-  if (grid_.rank() == 0)
+  // What would change the resumed steps, where there are any (otherwise the run says it has
+  // nothing to run).
+  if (grid_.rank() == 0 && step < config_.train.steps)
     for (const std::string& change : changes) log::warn(change);
   steps_ = step;
 }

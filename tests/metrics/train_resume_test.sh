@@ -40,13 +40,15 @@ steps=$(awk -F'\t' '$1 == "scalar" && $5 == "train/loss" {printf "%s ", $2}' "$t
 echo "resume: START at step 4 in $(basename "$second"); summary: $summary"
 
 # Nothing to run (the checkpoint is at train.steps): said, and it ends there, the metrics and
-# trace files untouched.
+# trace files untouched; no warning about the schedule of steps that will not run (the
+# checkpoint's run had train.steps 5).
 printf '{"step": %d, "loss": 5.5}\n' 1 2 3 4 > "$tmp/m.jsonl"  # an earlier run's lines
 echo '{"traceEvents": []}' > "$tmp/t.json"
 cp "$tmp/m.jsonl" "$tmp/m.before"; cp "$tmp/t.json" "$tmp/t.before"
 out=$("${run[@]}" --set train.steps=3 --resume "$tmp/ck/step_000000003" \
       --metrics "$tmp/m.jsonl" --trace "$tmp/t.json" 2>&1) || fail "nothing to run: $out"
 grep -q '^done: nothing to run' <<< "$out" || fail "nothing to run: $out"
+! grep -q '^warning' <<< "$out" || fail "nothing to run, yet warned: $out"
 cmp -s "$tmp/m.jsonl" "$tmp/m.before" || fail "nothing to run changed the metrics file"
 cmp -s "$tmp/t.json" "$tmp/t.before" || fail "nothing to run changed the trace file"
 
