@@ -52,7 +52,8 @@ void check_same_model(const config::Config& here, const config::Config& saved,
 // What a resumed step does follows from the step and these keys. The data: the sampler's
 // position is the step times the batch, in an order the seed draws over the data's windows;
 // changed, the steps read other data than the uninterrupted run would have, some of it again and
-// some never. The learning rate: the schedule's shape and its end, train.steps. BERT's masked
+// some never. The learning rate: the schedule's shape and its end, train.steps. The update:
+// AdamW's other settings and the clipping. BERT's masked
 // tokens: data.mlm_probability. Dropout's masks: the seed, the rate, and the micro-batch
 // (their stream is its index in the step). Allowed (a run may change any on purpose, a longer
 // run most of all), but said: one line each.
@@ -102,6 +103,17 @@ std::vector<std::string> resume_changes(const config::Config& here, const config
     if (key != "train.steps" || here.schedule.decay != "constant")  // where the decay ends
       say(key, before, after,
           "the resumed steps follow another learning-rate schedule than the uninterrupted run");
+  const std::string update_keys[][3] = {
+      {"optimizer.beta1", number(saved.optimizer.beta1), number(here.optimizer.beta1)},
+      {"optimizer.beta2", number(saved.optimizer.beta2), number(here.optimizer.beta2)},
+      {"optimizer.eps", number(saved.optimizer.eps), number(here.optimizer.eps)},
+      {"optimizer.weight_decay", number(saved.optimizer.weight_decay),
+       number(here.optimizer.weight_decay)},
+      {"optimizer.grad_clip", number(saved.optimizer.grad_clip), number(here.optimizer.grad_clip)},
+  };
+  for (const auto& [key, before, after] : update_keys)
+    say(key, before, after,
+        "the resumed steps update the weights otherwise than the uninterrupted run");
   if (here.model.family == "bert")
     say("data.mlm_probability", number(saved.data.mlm_probability),
         number(here.data.mlm_probability),
