@@ -71,6 +71,7 @@ struct ProbDropout {
   double p = 0;  // 0: none
   uint64_t key = 0, stream = 0;
   int64_t head_start = 0, heads = 0;  // this call's heads within the unsplit attention's
+  int64_t first_row = 0;              // the global batch's row this call's sample 0 is
   uint32_t threshold = 0;             // keep_threshold(p)
   T scale = 1;                        // 1 / (1 - p)
 
@@ -79,7 +80,7 @@ struct ProbDropout {
   // blocks.
   void draw(int64_t bh, int64_t H, int64_t Tq, int64_t Tk, int64_t i, int64_t n, T* keep,
             std::array<uint32_t, 4>* draws) const {
-    const int64_t head = (bh / H) * heads + head_start + bh % H;
+    const int64_t head = (first_row + bh / H) * heads + head_start + bh % H;
     philox_run(key, uint64_t((head * ((Tq + 3) / 4) + i / 4) * Tk), stream, n, draws);
     for (int w = 0; w < 4; ++w)
       for (int64_t j = 0; j < n; ++j)
@@ -116,6 +117,7 @@ struct Problem {
     dropout.key = uint64_t(a.i("key"));
     dropout.stream = uint64_t(a.i("stream"));
     dropout.head_start = a.i("head_start");
+    dropout.first_row = a.i("first_row");
     dropout.heads = a.i("heads") > 0 ? a.i("heads") : H;
     dropout.threshold = keep_threshold(dropout.p);
     dropout.scale = T(1.0 / (1.0 - dropout.p));

@@ -17,7 +17,7 @@ struct CheckpointNode final : Node {
   std::vector<bool> needs_input_grad;
   std::vector<Tensor> leaves;       // stand-ins for the inputs in the recomputed graph
   std::vector<Tensor> recomputed;   // outputs of the recomputed graph
-  uint64_t rng_stream = 0;          // the dropout stream the forward ran with
+  RngPlace rng_place;               // where the forward drew its dropout masks
   bool done = false;
 
   void recompute() {
@@ -30,15 +30,15 @@ struct CheckpointNode final : Node {
       if (needs_input_grad[i]) leaf.set_requires_grad(true);
       leaves.push_back(leaf);
     }
-    const uint64_t outer_stream = merak::rng_stream();
-    set_rng_stream(rng_stream);  // same dropout masks as the forward
+    const RngPlace outer = merak::rng_place();
+    set_rng_place(rng_place);  // same dropout masks as the forward
     try {
       recomputed = fn(leaves);
     } catch (...) {
-      set_rng_stream(outer_stream);
+      set_rng_place(outer);
       throw;
     }
-    set_rng_stream(outer_stream);
+    set_rng_place(outer);
     done = true;
   }
 
@@ -84,7 +84,7 @@ std::vector<Tensor> checkpoint(const SegmentFn& fn, const std::vector<Tensor>& i
 
   auto node = std::make_shared<CheckpointNode>();
   node->fn = fn;
-  node->rng_stream = rng_stream();
+  node->rng_place = rng_place();
   node->sequence = next_sequence();
   node->needs_input_grad = needs;
   node->num_outputs = int(outputs.size());

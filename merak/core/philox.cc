@@ -99,11 +99,13 @@ void philox_run(uint64_t key, uint64_t first, uint64_t stream, int64_t n,
 }
 
 namespace {
-thread_local uint64_t t_rng_stream = 0;
+thread_local RngPlace t_rng_place;
 }
 
-uint64_t rng_stream() { return t_rng_stream; }
-void set_rng_stream(uint64_t stream) { t_rng_stream = stream; }
+RngPlace rng_place() { return t_rng_place; }
+void set_rng_place(const RngPlace& place) { t_rng_place = place; }
+uint64_t rng_stream() { return t_rng_place.stream; }
+void set_rng_stream(uint64_t stream) { t_rng_place = RngPlace{stream, 0, 0}; }
 
 float philox_uniform(uint64_t key, uint64_t index, uint64_t stream) {
   return uniform01(philox_at(key, index, stream)[0]);

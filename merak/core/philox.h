@@ -39,9 +39,19 @@ inline uint32_t keep_threshold(double p) { return uint32_t(std::ceil(p * 1677721
 float philox_uniform(uint64_t key, uint64_t index, uint64_t stream = 0);
 float philox_normal(uint64_t key, uint64_t index, uint64_t stream = 0);  // Box-Muller
 
-// The stream of the micro-batch being computed, for dropout masks: a trainer sets it before each
-// micro-batch's forward (so every micro-batch and step draws fresh masks), and recomputation
-// restores the value the forward saw, so recomputed masks are identical. Per thread.
+// Where the micro-batch being computed draws its dropout masks: a trainer sets it before each
+// micro-batch's forward, and recomputation restores what the forward saw, so recomputed masks
+// are identical. Per thread. The engine gives every micro-batch of a step the step's stream and
+// places it in the global batch (its first row and row count), so that each sample's masks are
+// the same however the batch is cut into micro-batches; rows 0: not placed, masks follow the
+// element's index in the tensor alone.
+struct RngPlace {
+  uint64_t stream = 0;
+  int64_t first_row = 0, rows = 0;
+};
+RngPlace rng_place();
+void set_rng_place(const RngPlace& place);
+// The stream alone, not placed in a batch (eager models, tests).
 uint64_t rng_stream();
 void set_rng_stream(uint64_t stream);
 

@@ -232,11 +232,14 @@ void Executor::run_step(size_t index, std::vector<Tensor>& values) const {
     if (!random.rate.empty() && !training_ && random.identity_at_zero) {
       outs = {args.at(0)};  // evaluation drops nothing: no copy either
     } else if (!random.rate.empty()) {
-      // The mask stream belongs to the micro-batch being run (set by the caller through
-      // set_rng_stream, as for the eager model), not to the moment the graph was traced;
+      // Where masks are drawn belongs to the micro-batch being run (set by the caller through
+      // set_rng_place, as for the eager model), not to the moment the graph was traced;
       // evaluation drops nothing.
+      const RngPlace place = rng_place();
       ops::Attrs attrs = step.attrs;
-      attrs.set("stream", int64_t(rng_stream()));
+      attrs.set("stream", int64_t(place.stream))
+          .set("first_row", place.first_row)
+          .set("rows", place.rows);
       if (!training_) attrs.set(random.rate, 0.0);
       outs = ops::call(*step.op, args, attrs);
     } else {

@@ -33,9 +33,10 @@ void Registry::add(OpDef def) {
         return a.name == attr && a.kind == kind;
       });
     };
-    MERAK_CHECK(declared(def.random.rate, AttrKind::Float) && declared("stream", AttrKind::Int),
+    MERAK_CHECK(declared(def.random.rate, AttrKind::Float) && declared("stream", AttrKind::Int) &&
+                    declared("first_row", AttrKind::Int) && declared("rows", AttrKind::Int),
                 "op '", def.name, "' draws random numbers but does not declare a float '",
-                def.random.rate, "' and an int 'stream'");
+                def.random.rate, "' and ints 'stream', 'first_row' and 'rows'");
   }
   ops_.emplace(def.name, std::move(def));
 }

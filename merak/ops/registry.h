@@ -173,8 +173,9 @@ struct OpDef {
   bool separable_grads = false;
   ShardingRule sharding;                 // how it splits over a tensor-parallel group
   // Set on ops that draw random numbers (dropout, attention's dropout): whoever runs a traced
-  // graph sets their attribute `stream` to the micro-batch's random stream (rng_stream()) and,
-  // in evaluation, their rate to 0, or skips them where that makes them the identity.
+  // graph sets their attributes `stream`, `first_row` and `rows` to where the micro-batch draws
+  // (rng_place()) and, in evaluation, their rate to 0, or skips them where that makes them the
+  // identity.
   struct RandomDraws {
     std::string rate;               // the attribute holding the rate; empty: draws nothing
     bool identity_at_zero = false;  // at rate 0 the op's output is its first input

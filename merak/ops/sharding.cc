@@ -50,12 +50,23 @@ ShardingRule broadcasting_sharding() {
 }
 
 DropoutPiece dropout_piece(const Attrs& a, const Shape& x) {
+  DropoutPiece p;
   const int64_t dim = a.i("split_dim");
-  if (dim < 0) return {};
+  // The unsplit tensor holds `rows` samples from the global batch's `first_row`: each sample's
+  // elements start at its row times the elements a sample has. (A tensor whose elements are not
+  // whole samples, rows not dividing them, is placed by its first row alone: other draws than
+  // each other micro-batch's still.)
+  const int64_t first_row = a.i("first_row"), rows = a.i("rows");
+  MERAK_CHECK(first_row >= 0 && rows >= 0, "first_row ", first_row, " and rows ", rows,
+              " must not be negative");
+  int64_t unsplit = numel(x);
+  if (dim >= 0 && dim < int64_t(x.size()) && x[size_t(dim)] > 0)
+    unsplit = unsplit / x[size_t(dim)] * a.i("split_size");
+  if (rows > 0) p.offset = first_row * (unsplit % rows == 0 ? unsplit / rows : unsplit);
+  if (dim < 0) return p;
   const int64_t rank = int64_t(x.size()), size = a.i("split_size"), start = a.i("split_start"),
                 runs = a.i("split_runs");
   MERAK_CHECK(dim < rank, "split_dim ", dim, " is out of range for x ", shape_str(x));
-  DropoutPiece p;
   p.local = x[size_t(dim)];
   for (int64_t d = dim + 1; d < rank; ++d) p.inner *= x[size_t(d)];
   MERAK_CHECK(runs >= 1 && size > 0 && p.local % runs == 0 && size % runs == 0,

@@ -25,8 +25,9 @@ ShardingRule elementwise_sharding();   // alike_splits over every dim
 ShardingRule broadcasting_sharding();  // broadcast_splits over every output dim
 
 // Dropout's piece of the unsplit tensor for input shape x, from its attributes split_dim (-1:
-// whole), split_size, split_start and split_runs (see dropout_piece.h); an Error naming them
-// when they do not describe a piece of x's shape.
+// whole), split_size, split_start and split_runs (see dropout_piece.h), placed in the global
+// batch by first_row and rows (rows 0: not placed); an Error naming them when they do not
+// describe a piece of x's shape.
 DropoutPiece dropout_piece(const Attrs& a, const Shape& x);
 
 }  // namespace merak::ops

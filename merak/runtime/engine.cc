@@ -137,9 +137,13 @@ struct Engine::Impl {
   int world_rank_of(int64_t plan_rank) const;
   double tp_seconds() const { return tp ? tp->seconds() : 0; }
   int tag(const Port& p, bool grad, size_t k) const { return tag_of(p.cut_chunk, grad, k); }
-  int64_t stream(int64_t step, int mb) const {
-    return step * int64_t(plan_micro_batches) * replicas + int64_t(replica) * plan_micro_batches +
-           mb;
+  // Where plan micro-batch `mb` of this replica draws its dropout masks in step `step`: placed
+  // by its rows in the global batch, under the step's stream; unplaced, its own stream.
+  RngPlace rng_place_of(int64_t step, int mb) const {
+    const int64_t global_mb = int64_t(replica) * plan_micro_batches + mb;
+    if (options.micro_batch_rows > 0)
+      return {uint64_t(step), global_mb * options.micro_batch_rows, options.micro_batch_rows};
+    return {uint64_t(step * int64_t(plan_micro_batches) * replicas + global_mb), 0, 0};
   }
 
   // Runs the program's i-th instruction (posting its message batch first if it opens one).
@@ -394,14 +398,14 @@ void Engine::Impl::rerun(Chunk& c, int mb, int64_t step) {
 std::vector<Tensor> Engine::Impl::run_graph(Chunk& c, const std::map<std::string, Tensor>& inputs,
                                             int64_t step, int mb) {
   if (parts == 1) {
-    set_rng_stream(uint64_t(stream(step, mb)));
+    set_rng_place(rng_place_of(step, mb));
     return c.exec->run(inputs);
   }
-  // Each half is one of the plan's micro-batches, with its own dropout stream.
+  // Each half is one of the plan's micro-batches, drawing its own rows' dropout masks.
   ops::TpScope defer(tp.get(), /*defer=*/true);
   const std::vector<std::vector<Tensor>> halves =
       c.exec->run_parts(split_halves(inputs, grid.rank()), [&](size_t k) {
-        set_rng_stream(uint64_t(stream(step, mb * parts + int(k))));
+        set_rng_place(rng_place_of(step, mb * parts + int(k)));
       });
   return join_halves(halves, c.loss_output);
 }

@@ -66,6 +66,9 @@ struct EngineOptions {
   // recomputes its whole forward where its schedule says so. Empty: none.
   std::vector<double> recompute;
   uint64_t seed = 42;               // parameter initialisation (the trainer's train.seed)
+  // Samples in one of the plan's micro-batches: dropout draws each sample's masks by its row
+  // in the global batch, the same however the batch is cut (0: by micro-batch alone).
+  int64_t micro_batch_rows = 0;
   optim::AdamWOptions adamw;
   double grad_clip = 1.0;           // global-norm clipping over the whole job; 0 = off
   int64_t bucket_bytes = 1 << 20;   // data-parallel gradient buckets

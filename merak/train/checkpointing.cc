@@ -54,8 +54,8 @@ void check_same_model(const config::Config& here, const config::Config& saved,
 // changed, the steps read other data than the uninterrupted run would have, some of it again and
 // some never. The learning rate: the schedule's shape and its end, train.steps. The update:
 // AdamW's other settings and the clipping. BERT's masked
-// tokens: data.mlm_probability. Dropout's masks: the seed, the rate, and the micro-batch
-// (their stream is its index in the step). Allowed (a run may change any on purpose, a longer
+// tokens: data.mlm_probability. Dropout's masks: the seed and the rate (the micro-batch size
+// changes none: each sample draws by its row in the global batch). Allowed (a run may change any on purpose, a longer
 // run most of all), but said: one line each.
 std::vector<std::string> resume_changes(const config::Config& here, const config::Config& saved,
                                         const std::string& index) {
@@ -120,12 +120,9 @@ std::vector<std::string> resume_changes(const config::Config& here, const config
         "the resumed steps mask other tokens than the uninterrupted run");
   say("model.dropout", number(saved.model.dropout), number(here.model.dropout),
       "the resumed steps drop at another rate than the uninterrupted run");
-  if (here.model.dropout > 0 && saved.model.dropout > 0) {
-    const std::string effect = "the resumed steps drop other elements than the uninterrupted run";
-    say("train.seed", std::to_string(saved.train.seed), std::to_string(here.train.seed), effect);
-    say("train.micro_batch", std::to_string(config::model_micro_batch_size(saved)) + " rows",
-        std::to_string(config::model_micro_batch_size(here)) + " rows", effect);
-  }
+  if (here.model.dropout > 0 && saved.model.dropout > 0)
+    say("train.seed", std::to_string(saved.train.seed), std::to_string(here.train.seed),
+        "the resumed steps drop other elements than the uninterrupted run");
   return out;
 }
 

@@ -87,6 +87,7 @@ runtime::EngineOptions engine_options(const config::Config& c, const partition::
   o.grad_clip = c.optimizer.grad_clip;
   o.zero1 = c.parallel.zero1;
   o.tp_subpipeline = c.parallel.tp_subpipeline;
+  o.micro_batch_rows = config::model_micro_batch_size(c);
   o.bucket_bytes = std::max<int64_t>(1, int64_t(c.parallel.bucket_mb * double(1 << 20)));
   o.dp_shared_memory = c.parallel.dp_shared_memory;
   o.dp_shared_params = c.parallel.dp_shared_params;

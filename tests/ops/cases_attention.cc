@@ -10,14 +10,16 @@ namespace merak::test {
 namespace {
 
 // Dropout's factor for probability (b, h, i, j), as the sdpa def states its draw: word i % 4 of
-// the Philox block at ((b * heads + head_start + h) * ceil(Tq / 4) + i / 4) * Tk + j; 1 / (1 - p)
+// the Philox block at (((first_row + b) * heads + head_start + h) * ceil(Tq / 4) + i / 4) * Tk +
+// j; 1 / (1 - p)
 // where that word's uniform is at least p, else 0.
 double keep_factor(const Attrs& a, int64_t B_index, int64_t h, int64_t H, int64_t Tq, int64_t Tk,
                    int64_t i, int64_t j) {
   const double p = a.has("dropout") ? a.f("dropout") : 0.0;  // the def's default
   if (p == 0) return 1;
   const int64_t heads = a.i("heads") > 0 ? a.i("heads") : H;
-  const int64_t head = B_index * heads + a.i("head_start") + h;
+  const int64_t first_row = a.has("first_row") ? a.i("first_row") : 0;
+  const int64_t head = (first_row + B_index) * heads + a.i("head_start") + h;
   const uint64_t counter = uint64_t((head * ((Tq + 3) / 4) + i / 4) * Tk + j);
   const auto bits = philox_at(uint64_t(a.i("key")), counter, uint64_t(a.i("stream")));
   return double(uniform01(bits[size_t(i % 4)])) >= p ? 1 / (1 - p) : 0;
@@ -155,14 +157,16 @@ OpCase sdpa_grad_case(std::string label, int64_t B, int64_t H, int64_t Tq, int64
 }
 
 // Dropout of the probabilities at rate p; heads [start, start + H) of `heads` when heads > 0
-// (a tensor-parallel rank's share).
-Attrs prob_dropout(double p, int64_t key, int64_t stream, int64_t start = 0, int64_t heads = 0) {
+// (a tensor-parallel rank's share); sample 0 being row first_row of the global batch.
+Attrs prob_dropout(double p, int64_t key, int64_t stream, int64_t start = 0, int64_t heads = 0,
+                   int64_t first_row = 0) {
   return Attrs()
       .set("dropout", p)
       .set("key", key)
       .set("stream", stream)
       .set("head_start", start)
-      .set("heads", heads);
+      .set("heads", heads)
+      .set("first_row", first_row);
 }
 
 }  // namespace
@@ -191,6 +195,8 @@ MERAK_OP_CASES(sdpa) {
                 45, true, true, prob_dropout(0.5, 11, 9, 2, 5)),
       sdpa_case("dropout, several query blocks, threaded", 2, 2, 130, 100, 8, 8, Tensor(), true, 0,
                 49, true, false, prob_dropout(0.1, 3, 1)),
+      sdpa_case("dropout, samples 6-7 of the batch, heads 2-3 of 5", 2, 2, 5, 6, 3, 3, mask_2x6,
+                true, 0, 50, true, true, prob_dropout(0.5, 11, 9, 2, 5, 6)),
   };
 }
 
@@ -206,6 +212,8 @@ MERAK_OP_CASES(sdpa_grad) {
                      mask_2x6, true, 0.6, 67, prob_dropout(0.4, 5, 3, 1, 3)),
       sdpa_grad_case("dropout, several query blocks", 1, 2, 150, 90, 8, 8, Tensor(), true, 0, 71,
                      prob_dropout(0.2, 13, 4)),
+      sdpa_grad_case("dropout, samples 3-4 of the batch", 2, 2, 7, 6, 3, 2, mask_2x6, true, 0.6,
+                     73, prob_dropout(0.4, 5, 3, 0, 0, 3)),
   };
 }
 

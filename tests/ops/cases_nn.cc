@@ -398,15 +398,20 @@ MERAK_OP_CASES(cross_entropy_grad) {
 
 // ---- dropout: the reference recomputes the Philox mask.
 
-OpCase dropout_case(std::string label, const Shape& shape, double p, int64_t key, int64_t stream) {
+// x holds `rows` samples from row `first_row` of a global batch (rows 0: not placed): element i
+// draws as element first_row * (elements a sample) + i of the batch.
+OpCase dropout_case(std::string label, const Shape& shape, double p, int64_t key, int64_t stream,
+                    int64_t first_row = 0, int64_t rows = 0) {
   OpCase c;
   c.label = std::move(label);
   c.inputs = {rand_f64(shape, 81)};
   c.attrs = Attrs().set("p", p).set("key", key).set("stream", stream);
-  c.reference = [p, key, stream](const std::vector<Tensor>& in, const Attrs&) {
+  if (rows > 0) c.attrs.set("first_row", first_row).set("rows", rows);
+  const uint64_t offset = rows > 0 ? uint64_t(first_row * (numel(shape) / rows)) : 0;
+  c.reference = [p, key, stream, offset](const std::vector<Tensor>& in, const Attrs&) {
     std::vector<double> v = values(in[0]);
     for (size_t i = 0; i < v.size(); ++i) {
-      const bool keep = philox_uniform(uint64_t(key), i, uint64_t(stream)) >= p;
+      const bool keep = philox_uniform(uint64_t(key), offset + i, uint64_t(stream)) >= p;
       v[i] = keep ? v[i] / (1 - p) : 0.0;
     }
     return std::vector<Tensor>{make_f64(in[0].shape(), v)};
@@ -419,7 +424,8 @@ OpCase dropout_case(std::string label, const Shape& shape, double p, int64_t key
 // tensor, found from `kept` alone.
 OpCase dropout_piece_case(std::string label, const Shape& unsplit, int64_t dim,
                           const std::vector<int64_t>& kept, int64_t start, int64_t runs,
-                          double p, int64_t key, int64_t stream) {
+                          double p, int64_t key, int64_t stream, int64_t first_row = 0,
+                          int64_t rows = 0) {
   Shape local = unsplit;
   local[size_t(dim)] = int64_t(kept.size());
   OpCase c;
@@ -433,11 +439,13 @@ OpCase dropout_piece_case(std::string label, const Shape& unsplit, int64_t dim,
                 .set("split_size", unsplit[size_t(dim)])
                 .set("split_start", start)
                 .set("split_runs", runs);
+  if (rows > 0) c.attrs.set("first_row", first_row).set("rows", rows);
+  const int64_t offset = rows > 0 ? first_row * (numel(unsplit) / rows) : 0;
   c.reference = [=](const std::vector<Tensor>& in, const Attrs&) {
     std::vector<double> v = values(in[0]);
     for (size_t i = 0; i < v.size(); ++i) {
       // Local multi-index of i, its dim coordinate replaced by the kept index: the unsplit one.
-      int64_t rest = int64_t(i), flat = 0, scale = 1;
+      int64_t rest = int64_t(i), flat = offset, scale = 1;
       for (int64_t d = int64_t(local.size()) - 1; d >= 0; --d) {
         const int64_t coord = rest % local[size_t(d)];
         rest /= local[size_t(d)];
@@ -474,7 +482,13 @@ MERAK_OP_CASES(dropout) {
                              {1, 2}, 1, 1, 0.5, 31, 4),
           // The split dim first: x's rows 3-5 of 6.
           dropout_piece_case("piece along dim 0", {6, 5}, 0, {3, 4, 5}, 3, 1, 0.3, -9, 1),
-          qkv, wide};
+          qkv, wide,
+          // Micro-batches placed in the global batch: samples from row 6, 4 of them; and a
+          // tensor of [rows * T, C] (a sample is T rows of it); and a piece of heads.
+          dropout_case("samples 6-9 of a batch", {4, 3, 5}, 0.3, 8, 2, 6, 4),
+          dropout_case("samples 2-3 as [rows * T, C]", {6, 4}, 0.5, 8, 2, 2, 2),
+          dropout_piece_case("piece of heads 1-2 of 4, samples 4-5", {2, 4, 3, 3}, 1, {1, 2}, 1,
+                             1, 0.5, 31, 4, 4, 2)};
 }
 
 // ---- what the harness cannot express

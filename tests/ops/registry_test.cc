@@ -21,18 +21,20 @@ OpDef noise_op(std::vector<AttrSpec> attrs) {
 
 }  // namespace
 
-TEST_CASE("an op drawing random numbers must declare its rate and stream attributes",
+TEST_CASE("an op drawing random numbers must declare its rate and where it draws",
           "[ops][registry]") {
   Registry r;  // not the global one
-  CHECK_THROWS_WITH(r.add(noise_op({{"stream", AttrKind::Int, AttrValue(int64_t(0))}})),
+  const AttrSpec stream{"stream", AttrKind::Int, AttrValue(int64_t(0))},
+      first_row{"first_row", AttrKind::Int, AttrValue(int64_t(0))},
+      rows{"rows", AttrKind::Int, AttrValue(int64_t(0))}, p{"p", AttrKind::Float, std::nullopt};
+  CHECK_THROWS_WITH(r.add(noise_op({stream, first_row, rows})),
                     Catch::Contains("op 'noise' draws random numbers but does not declare a "
-                                    "float 'p' and an int 'stream'"));
-  CHECK_THROWS_WITH(r.add(noise_op({{"p", AttrKind::Float, std::nullopt}})),
-                    Catch::Contains("does not declare a float 'p' and an int 'stream'"));
-  CHECK_THROWS(r.add(noise_op({{"p", AttrKind::Int, std::nullopt},
-                               {"stream", AttrKind::Int, AttrValue(int64_t(0))}})));
-  CHECK_NOTHROW(r.add(noise_op({{"p", AttrKind::Float, std::nullopt},
-                                {"stream", AttrKind::Int, AttrValue(int64_t(0))}})));
+                                    "float 'p' and ints 'stream', 'first_row' and 'rows'"));
+  CHECK_THROWS_WITH(r.add(noise_op({p})),
+                    Catch::Contains("does not declare a float 'p' and ints 'stream'"));
+  CHECK_THROWS(r.add(noise_op({p, stream, rows})));  // no first_row
+  CHECK_THROWS(r.add(noise_op({{"p", AttrKind::Int, std::nullopt}, stream, first_row, rows})));
+  CHECK_NOTHROW(r.add(noise_op({p, stream, first_row, rows})));
   // The registry's own random ops were registered through the same check.
   for (const char* name : {"dropout", "sdpa"})
     CHECK_FALSE(Registry::get().at(name).random.rate.empty());

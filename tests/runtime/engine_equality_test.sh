@@ -3,9 +3,10 @@
 # 1e-5 relative, step by step: GPT under (dp, pp, tp) = (1,1,1), (2,1,1), (1,2,1), (1,1,2),
 # (2,2,2), then BERT at (2,2,2), each under every schedule with recomputation on and off (one mpirun per layout); and GPT with
 # dropout (residual branches and attention probabilities) at (2,2,2): recomputation and tp
-# shards (a rank's heads) re-derive the same masks. Without dropout the single process's losses
-# at half the micro-batch are its losses within 1e-6 (BERT's too: its masked-LM loss is the mean
-# over the global batch's predicted tokens).
+# shards (a rank's heads) re-derive the same masks. The single process's losses at half the
+# micro-batch are its losses within 1e-6, with dropout too (masks drawn by each sample's row in
+# the global batch) and for BERT (its masked-LM loss is the mean over the global batch's
+# predicted tokens).
 set -u
 bin="$1"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"

@@ -35,6 +35,7 @@ AttnShape attn_shape(const Tensor& q, const Tensor& k, const Tensor& v, const At
     p.key = uint64_t(a.i("key"));
     p.stream = uint64_t(a.i("stream"));
     p.head_start = a.i("head_start");
+    p.first_row = a.i("first_row");
     p.heads = a.i("heads") > 0 ? a.i("heads") : p.H;
   }
   MERAK_CHECK(p.D <= kAttnMaxHeadDim && p.Dv <= kAttnMaxHeadDim, op, ": head dims of q ",

@@ -73,7 +73,7 @@ __device__ inline bool attends(const AttnShape& p, const uint8_t* keep, int64_t 
 // (ty * R + u, R = 2 or 4, tiles starting at multiples of 32) lie in one such group of four, so a
 // thread draws one block per key column and reads a word per row.
 __device__ inline uint64_t dropout_base(const AttnShape& p, int64_t bh) {
-  const int64_t head = (bh / p.H) * p.heads + p.head_start + bh % p.H;
+  const int64_t head = (p.first_row + bh / p.H) * p.heads + p.head_start + bh % p.H;
   return uint64_t(head * ((p.Tq + 3) / 4) * p.Tk);
 }
 __device__ inline PhiloxBlock dropout_block(const AttnShape& p, uint64_t base, int64_t i,

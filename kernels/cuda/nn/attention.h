@@ -15,13 +15,15 @@ struct AttnShape {
   bool causal = false;  // query i sees keys j <= i + Tk - Tq (bottom-right aligned)
   float scale = 0.f;    // scores are scale * q.k
   // Dropout of the probabilities, drawn as the CPU draws it (merak/ops/defs/attention.cc):
-  // probability (b, h, i, j) is kept when (word i % 4 of Philox(key, ((b * heads + head_start +
-  // h) * ceil(Tq / 4) + i / 4) * Tk + j, stream)) >> 8 >= threshold, then scaled by keep_scale.
+  // probability (b, h, i, j) is kept when (word i % 4 of Philox(key, (((first_row + b) * heads +
+  // head_start + h) * ceil(Tq / 4) + i / 4) * Tk + j, stream)) >> 8 >= threshold, then scaled
+  // by keep_scale.
   bool dropout = false;
   uint32_t threshold = 0;
   float keep_scale = 1.f;
   uint64_t key = 0, stream = 0;
   int64_t head_start = 0, heads = 0;  // this call's heads within the unsplit attention's
+  int64_t first_row = 0;              // the global batch's row this call's sample 0 is
 };
 
 // The kernels keep a head's rows in registers for head dims up to this.

@@ -44,16 +44,20 @@ double attended_pairs(int64_t tq, int64_t tk, bool causal) {
 }
 
 // Dropout of the probabilities (rate `dropout`) draws element (b, h, i, j) of the unsplit
-// [B, heads, Tq, Tk] from word i % 4 of Philox(key, counter ((b * heads + h) * ceil(Tq / 4) +
-// i / 4) * Tk + j, stream): one block serves four query rows, and a tensor-parallel rank
-// holding heads [head_start, head_start + H) of `heads` (0: all of them) draws the unsplit
-// run's masks. Kept probabilities are scaled by 1 / (1 - dropout).
+// [B, heads, Tq, Tk] from word i % 4 of Philox(key, counter (((first_row + b) * heads + h) *
+// ceil(Tq / 4) + i / 4) * Tk + j, stream): one block serves four query rows, a tensor-parallel
+// rank holding heads [head_start, head_start + H) of `heads` (0: all of them) draws the
+// unsplit run's masks, and a micro-batch whose first sample is row first_row of the global
+// batch draws that batch's (set by the graph executor, as dropout's; `rows`, which dropout
+// needs, is declared alike and unused). Kept probabilities are scaled by 1 / (1 - dropout).
 std::vector<AttrSpec> attention_attrs() {
   return {{"causal", AttrKind::Bool, AttrValue(false)},
           {"scale", AttrKind::Float, AttrValue(0.0)},
           {"dropout", AttrKind::Float, AttrValue(0.0)},
           {"key", AttrKind::Int, AttrValue(int64_t(0))},
           {"stream", AttrKind::Int, AttrValue(int64_t(0))},
+          {"first_row", AttrKind::Int, AttrValue(int64_t(0))},
+          {"rows", AttrKind::Int, AttrValue(int64_t(0))},
           {"head_start", AttrKind::Int, AttrValue(int64_t(0))},
           {"heads", AttrKind::Int, AttrValue(int64_t(0))}};
 }
@@ -65,6 +69,7 @@ void check_dropout(const TensorMeta& q, const Attrs& a) {
   MERAK_CHECK(start >= 0 && (heads == 0 ? start == 0 : start + q.shape[1] <= heads),
               "heads [", start, ", ", start + q.shape[1], ") do not lie within the ",
               heads, " heads of the unsplit attention");
+  MERAK_CHECK(a.i("first_row") >= 0, "first_row ", a.i("first_row"), " must not be negative");
 }
 
 // Philox blocks drawn per (query, key) pair: one per four rows, about 40 integer operations a

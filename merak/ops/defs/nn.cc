@@ -380,17 +380,21 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 // ---- dropout: the mask is Philox(key, element index, stream), so the backward re-derives it
 // (dropout of dy with the same attributes) and nothing is saved. A tensor-parallel rank's piece
 // draws by its elements' indices in the unsplit tensor (split_* attributes, set by the sharding
-// rule's localize), so every layout draws the unsplit run's masks.
+// rule's localize), and a micro-batch by their indices in the global batch's (first_row and
+// rows, set by the graph executor from rng_place), so every layout draws the same masks.
 
 MERAK_REGISTER_OP(dropout) {
   OpDef d;
   d.name = "dropout";
-  d.doc = "x / (1 - p) where philox_uniform(key, unsplit element index, stream) >= p, else 0";
+  d.doc = "x / (1 - p) where philox_uniform(key, element index in the global batch's unsplit "
+          "tensor, stream) >= p, else 0";
   d.inputs = {"x"};
   d.outputs = {"y"};
   d.attrs = {{"p", AttrKind::Float, std::nullopt},
              {"key", AttrKind::Int, std::nullopt},
              {"stream", AttrKind::Int, int64_t(0)},
+             {"first_row", AttrKind::Int, int64_t(0)},
+             {"rows", AttrKind::Int, int64_t(0)},
              {"split_dim", AttrKind::Int, int64_t(-1)},
              {"split_size", AttrKind::Int, int64_t(0)},
              {"split_start", AttrKind::Int, int64_t(0)},
