@@ -29,8 +29,8 @@ Model trace(nn::Module& module, uint64_t seed, const std::vector<TraceInput>& in
             const TraceFn& fn, const std::vector<std::string>& output_names);
 
 // A zoo model's training graph: inputs are the fields of models::Batch that the family reads
-// (GPT: tokens, targets; BERT: tokens, segment_ids, attention_mask, mlm_targets, nsp_labels) at
-// [batch, seq]; the single output is "loss".
+// (GPT: tokens, targets; BERT: tokens, segment_ids, attention_mask, mlm_targets at [batch, seq],
+// nsp_labels and mlm_weight at [batch]); the single output is "loss".
 Model trace_model(models::Model& model, int64_t batch, int64_t seq, uint64_t seed);
 
 // The fields of models::Batch a family reads, as graph inputs at [batch, seq] (those trace_model

@@ -84,8 +84,8 @@ Result run_partition(const PreparedGraph& g, const Request& req) {
     if (v == 1) throw;
     // The stage-level reason after it: a split that misses only for the tied readers says so.
     throw NoFit("no split into " + std::to_string(model_stages) + " model stages, " +
-                    std::to_string(v) + " a rank, fits in " + memory_text(rank_limit) + " per device (" + e.what() +
-                    ")",
+                    std::to_string(v) + " a rank, fits in " + memory_text(rank_limit) +
+                    " per device (" + e.what() + ")",
                 e.needed * double(v));
   }
   if (req.estimates_only) {

@@ -120,9 +120,11 @@ std::vector<std::string> resume_changes(const config::Config& here, const config
         "the resumed steps mask other tokens than the uninterrupted run");
   say("model.dropout", number(saved.model.dropout), number(here.model.dropout),
       "the resumed steps drop at another rate than the uninterrupted run");
-  if (here.model.dropout > 0 && saved.model.dropout > 0)
+  // An imported network's Dropout nodes draw by the seed too (its model.dropout stays 0).
+  if ((here.model.dropout > 0 && saved.model.dropout > 0) || !here.model.onnx.empty())
     say("train.seed", std::to_string(saved.train.seed), std::to_string(here.train.seed),
-        "the resumed steps drop other elements than the uninterrupted run");
+        "the resumed steps drop other elements than the uninterrupted run, where the network "
+        "drops");
   return out;
 }
 

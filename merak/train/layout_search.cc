@@ -15,6 +15,7 @@
 #include "merak/config/validate.h"
 #include "merak/partition/cost.h"
 #include "merak/partition/hardware.h"
+#include "merak/partition/memory.h"
 #include "merak/runtime/engine_comm.h"
 #include "merak/runtime/schedule.h"
 #include "merak/runtime/simulator.h"
@@ -244,7 +245,6 @@ Prediction predict(const config::Config& c, const Layout& l, const partition::Re
   return p;
 }
 
-std::string gib(double bytes) { return fmt("%.1f GiB", bytes / (1024.0 * 1024 * 1024)); }
 
 }  // namespace
 
@@ -522,12 +522,13 @@ LayoutSearch search_layouts(const config::Config& c, int64_t world, int64_t devi
     // Memory per device scales about as 1 / (pp * tp): that many times the ranks gives room.
     const double factor = std::ceil(closest_need / limit);
     const int64_t more = int64_t(factor) * world;
+    using partition::memory_text;
     throw SetupError(c.path + ": no layout of " + std::to_string(world) + " rank" +
                      (world == 1 ? "" : "s") + " fits '" + hw.name + "' (" +
-                     gib(double(rank_hw.memory_bytes)) +
-                     " a device): the closest (" + closest.str() + ") needs " +
-                     gib(closest_need) + " a device; try about " + std::to_string(more) +
-                     " ranks, or a device with more memory (a plan fills " + gib(limit) +
+                     memory_text(double(rank_hw.memory_bytes)) + " a device): the closest (" +
+                     closest.str() + ") needs " + memory_text(closest_need) +
+                     " a device; try about " + std::to_string(more) +
+                     " ranks, or a device with more memory (a plan fills " + memory_text(limit) +
                      " of it: the rest is kept for what the memory model does not count)");
   }
   // The winner's plan as the run makes it, from the graph prepared for it (it fits: its split
@@ -549,15 +550,16 @@ std::string search_table(const LayoutSearch& s) {
      << s.devices_per_node << " a node: " << s.candidates << " layouts, " << s.costed
      << " partitioned and simulated, " << s.ranked.size() << " fit; "
      << fmt("%.2f s", s.seconds) << "\n";
-  os << "   #  step s     tokens/s  TFLOP/s/dev   MFU  bubble  dp exposed  max mem  layout\n";
+  os << "   #  step s     tokens/s  TFLOP/s/dev   MFU  bubble  dp exposed    max mem  layout\n";
   for (size_t i = 0; i < std::min(kShown, s.ranked.size()); ++i) {
     const Prediction& p = s.ranked[i].predicted;
     const double mem = *std::max_element(p.rank_memory.begin(), p.rank_memory.end());
     char line[256];
     std::snprintf(line, sizeof line,
-                  "  %2zu  %7.3f  %11.0f  %11.2f  %4.0f%%  %5.0f%%  %8.1f ms  %7s  ", i + 1,
+                  "  %2zu  %7.3f  %11.0f  %11.2f  %4.0f%%  %5.0f%%  %8.1f ms  %9s  ", i + 1,
                   p.step_seconds, p.tokens_per_s, p.tflops_per_device, 100 * p.mfu,
-                  100 * p.bubble, 1e3 * p.exposed_dp_seconds, gib(mem).c_str());
+                  100 * p.bubble, 1e3 * p.exposed_dp_seconds,
+                  partition::memory_text(mem).c_str());
     os << line << s.ranked[i].layout.str() << "\n";
   }
   os << "chosen: " << s.ranked.front().layout.str() << "\n";

@@ -1,6 +1,5 @@
 #include "merak/train/plan.h"
 
-
 #include "merak/partition/cost.h"
 #include "merak/partition/hardware.h"
 #include "merak/partition/plan_builder.h"

@@ -55,12 +55,13 @@ inline models::Batch bert_batch(int64_t b, int64_t t, int64_t vocab) {
   // The batch is one micro-batch of its global batch: each row weighs its share of the
   // predicted tokens (models::Batch::mlm_weight).
   const std::vector<int64_t> targets = batch.mlm_targets.to_vector<int64_t>();
-  const double n = double(std::count(targets.begin(), targets.end(), -100));
+  auto predicted = [&](int64_t begin, int64_t end) {
+    return double(end - begin) -
+           double(std::count(targets.begin() + begin, targets.begin() + end, -100));
+  };
   batch.mlm_weight = Tensor::empty({b}, DType::F32);
   for (int64_t r = 0; r < b; ++r)
-    batch.mlm_weight.data<float>()[r] = float(
-        double(t - std::count(targets.begin() + r * t, targets.begin() + (r + 1) * t, -100)) /
-        (double(b * t) - n));
+    batch.mlm_weight.data<float>()[r] = float(predicted(r * t, (r + 1) * t) / predicted(0, b * t));
   return batch;
 }
 

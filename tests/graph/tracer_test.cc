@@ -172,6 +172,8 @@ TEST_CASE("a traced BERT has its six inputs and every parameter", "[graph][trace
                                            "nsp_labels", "mlm_weight"});
   CHECK(g.inputs(2).type().dtype() == graph::DT_BOOL);
   CHECK(g.inputs(4).type().dims_size() == 1);
+  CHECK(g.inputs(5).type().dtype() == graph::DT_F32);  // mlm_weight [batch]
+  CHECK(g.inputs(5).type().dims_size() == 1);
   CHECK(g.initializers_size() == int(model->parameters().size()));
   // The MLM decoder is tied to the word embedding.
   CHECK(nodes_reading(g, "word.weight").size() == 2);

@@ -14,7 +14,7 @@ out=$("$train" "${tiny[@]}" --dry-run --world 4 2>&1) || fail "dry run: $out"
 grep -q "^layout search: 4 ranks, [0-9]* a node: [0-9]* layouts, [0-9]* partitioned and simulated, [0-9]* fit; " \
   <<< "$out" || fail "no search line: $out"
 chosen=$(sed -n 's/^chosen: //p' <<< "$out")
-first=$(awk '$1 == "1" && NF > 10 {sub(/.*GiB  /, ""); print; exit}' <<< "$out")
+first=$(awk '$1 == "1" && NF > 10 {sub(/.*(GiB|MiB|KiB| B)  /, ""); print; exit}' <<< "$out")
 [ -n "$chosen" ] && [ "$chosen" = "$first" ] || fail "chosen '$chosen' is not the fastest '$first'"
 # The fastest first: the predicted step times never fall down the table.
 awk '$1 ~ /^[1-5]$/ && NF > 10 {if ($2 < last) exit 1; last = $2}' <<< "$out" ||

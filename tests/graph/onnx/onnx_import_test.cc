@@ -939,23 +939,25 @@ void scalar_constant(OnnxModel& m, const std::string& name, int type, double v) 
     value->mutable_t()->add_int32_data(int32_t(v));  // bool
 }
 
-// softmax(where(mask, fill, q k^T)) v, with a training-mode dropout of the probabilities when
+// softmax(q k^T, masked) v, each of `masks` (defined by define_mask) filling in turn with
+// `fill`, or with its own of `fills`; with a training-mode dropout of the probabilities when
 // `dropout` > 0.
-// softmax(q k^T, masked) v, each of `masks` (defined by define_mask) filling in turn.
 OnnxModel attention(int64_t b, int64_t h, int64_t t, int64_t d, float fill,
                     const std::function<void(OnnxModel&)>& define_mask, double dropout = 0,
-                    const std::vector<std::string>& masks = {"mask"}) {
+                    const std::vector<std::string>& masks = {"mask"},
+                    const std::vector<float>& fills = {}) {
   OnnxModel m(13);
   for (const char* x : {"q", "k", "v"}) m.input(x, kFloat, {b, h, t, d});
   m.output("y", {b, h, t, d});
-  m.floats("fill", {}, {fill});
   define_mask(m);
   set_ints(m.node("Transpose", {"k"}, {"kt"}), "perm", {0, 1, 3, 2});
   m.node("MatMul", {"q", "kt"}, {"s"});
   std::string scores = "s";
-  for (const std::string& mask : masks) {
-    m.node("Where", {mask, "fill", scores}, {scores + "_" + mask});
-    scores += "_" + mask;
+  for (size_t i = 0; i < masks.size(); ++i) {
+    const std::string value = "fill_" + masks[i];
+    m.floats(value, {}, {fills.empty() ? fill : fills[i]});
+    m.node("Where", {masks[i], value, scores}, {scores + "_" + masks[i]});
+    scores += "_" + masks[i];
   }
   set_int(m.node("Softmax", {scores}, {"p"}), "axis", -1);
   std::string probs = "p";
@@ -1179,6 +1181,12 @@ TEST_CASE("onnx import: a causal and a key padding mask of -inf fuse together, i
     REQUIRE(y.size() == ref.size());
     for (size_t i = 0; i < y.size(); ++i) CHECK(y[i] == Approx(ref[i]).margin(1e-6));
   }
+  // A causal mask of a float's lowest beside the padding would let a row whose past keys are
+  // all padded attend to its future ones, where fused attention gives 0: left unfused.
+  const float lowest = std::numeric_limits<float>::lowest();
+  const auto mixed =
+      import(attention(b, 2, t, 2, 0, both, 0, {"future", "padded"}, {lowest, -INFINITY}));
+  CHECK(op_counts(mixed).count("sdpa") == 0);
 }
 
 TEST_CASE("onnx import: Gather on a 2-D table counts negative constant indices from the end") {
