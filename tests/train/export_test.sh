@@ -81,7 +81,8 @@ out=$("$train" --config "$configs/gpt-tiny.yaml" --set model.hidden=64 --set mod
   <<< "$out" || fail "init_from of another model: exit $rc: $out"
 
 out=$("$export_bin" --checkpoint "$tmp/nothing" -o "$tmp/x.safetensors" 2>&1); rc=$?
-[ "$rc" -eq 2 ] && grep -q "neither a step" <<< "$out" || fail "no checkpoint: exit $rc: $out"
+[ "$rc" -eq 2 ] && grep -qF "checkpoint '$tmp/nothing': does not exist" <<< "$out" ||
+  fail "no checkpoint: exit $rc: $out"
 out=$("$export_bin" --checkpoint "$tmp/ck" -o "$tmp/x.safetensors" --names llama 2>&1); rc=$?
 [ "$rc" -eq 2 ] && grep -q "must be merak or hf-gpt2" <<< "$out" || fail "bad --names: $out"
 echo "export_test: all checks passed"
