@@ -221,6 +221,10 @@ BatchSource::BatchSource(const config::Config& c, Split split, OpenedData* opene
 BatchSource::~BatchSource() = default;
 
 models::Batch BatchSource::batch(int64_t step, int64_t r0, int64_t r1) const {
+  return read(step, r0, r1, /*mlm_weight=*/true);
+}
+
+models::Batch BatchSource::read(int64_t step, int64_t r0, int64_t r1, bool mlm_weight) const {
   models::Batch b;
   if (lm_) {
     data::LmBatch lb = lm_->batch(step, r0, r1);
@@ -233,6 +237,7 @@ models::Batch BatchSource::batch(int64_t step, int64_t r0, int64_t r1) const {
     b.attention_mask = bb.attention_mask;
     b.mlm_targets = bb.mlm_targets;
     b.nsp_labels = bb.nsp_labels;
+    if (!mlm_weight) return b;
     // The weights of models::Batch::mlm_weight: without them a micro-batch with fewer
     // predicted tokens would weigh more of each, and the loss would change with the layout.
     int64_t n_global;
@@ -259,7 +264,9 @@ models::Batch BatchSource::batch(int64_t step, int64_t r0, int64_t r1) const {
 
 std::map<std::string, Tensor> BatchSource::inputs(int64_t step, int64_t r0, int64_t r1,
                                                   const std::vector<std::string>& names) const {
-  const models::Batch b = batch(step, r0, r1);
+  // The weights cost a pass over the whole global batch (cached a step): only where read.
+  const bool weights = std::find(names.begin(), names.end(), "mlm_weight") != names.end();
+  const models::Batch b = read(step, r0, r1, weights);
   const std::map<std::string, Tensor> fields = {
       {"tokens", b.tokens},           {"targets", b.targets},
       {"segment_ids", b.segment_ids}, {"attention_mask", b.attention_mask},

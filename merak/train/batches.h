@@ -49,6 +49,8 @@ class BatchSource {
   std::unique_ptr<data::TokenDataset> data_;
   std::unique_ptr<data::LmSampler> lm_;
   std::unique_ptr<data::BertSampler> bert_;
+  // batch(), leaving BERT's mlm_weight undefined unless asked for.
+  models::Batch read(int64_t step, int64_t r0, int64_t r1, bool mlm_weight) const;
   // BERT: the predicted tokens of the last global batch asked (its step), as every
   // micro-batch of a step weighs its masked-LM loss by them.
   mutable std::mutex predicted_mutex_;
